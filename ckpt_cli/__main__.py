@@ -1,0 +1,3 @@
+from ckpt_cli.cli import main
+
+main()

@@ -1,0 +1,55 @@
+"""The ``ckpt`` command line: parses arguments, calls the library, renders the result."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ckpt_cli import __version__
+from ckpt_cli.cli import versions
+from ckpt_cli.cli.common import STATE
+
+app = typer.Typer(
+    name="ckpt",
+    help=(
+        "Inspect, validate, replay and clean Spark Structured Streaming checkpoints.\n\n"
+        "CHECKPOINT is the query's checkpointLocation: a local path or a URL "
+        "(file://, s3://, abfs://, memory://).\n\n"
+        "Exit codes: 0 ok, 1 problems found, 2 could not run."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ckpt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks of errors (secrets stay hidden).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Inspect, validate, replay and clean Spark Structured Streaming checkpoints."""
+    STATE.debug = debug
+    STATE.json = False
+    STATE.quiet = False
+
+
+app.command(name="versions")(versions.versions)
+
+
+def main() -> None:
+    app()

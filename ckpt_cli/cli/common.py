@@ -1,0 +1,181 @@
+"""What every command shares: options, output streams, progress, and the error boundary."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from ckpt_cli import exit_codes
+from ckpt_cli.errors import CkptError
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# -- shared options (one spelling for every command) -------------------------------------------
+
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Write one JSON object to stdout instead of tables.")
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress bars or hints on stderr.")
+]
+StorageOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--storage-option",
+        "-o",
+        metavar="KEY=VALUE",
+        help="Option for the filesystem (e.g. endpoint_url=..., anon=true). Repeatable.",
+    ),
+]
+PathArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="CHECKPOINT",
+        help="Checkpoint location: a local path, file://, s3://, abfs://, memory://...",
+        show_default=False,
+    ),
+]
+
+
+@dataclass
+class RunState:
+    """Set by the root callback and by each command, read by the error boundary."""
+
+    debug: bool = False
+    json: bool = False
+    quiet: bool = False
+
+
+STATE = RunState()
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def begin(*, json_output: bool = False, quiet: bool = False) -> None:
+    """Record the output mode of the running command for the error boundary."""
+    STATE.json = json_output
+    STATE.quiet = quiet
+
+
+def write_json(obj: Any) -> None:
+    # Never through Rich: it wraps lines and interprets markup.
+    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def parse_storage_options(values: list[str] | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CkptError(f"--storage-option {item.split('=')[0]!r}: expected KEY=VALUE")
+        lowered = value.lower()
+        parsed: Any = value
+        if lowered in ("true", "false"):
+            parsed = lowered == "true"
+        elif value.isdigit():
+            parsed = int(value)
+        options[key] = parsed
+    return options
+
+
+class RichProgress:
+    """A ProgressSink drawing a transient Rich progress bar (or spinner) on stderr."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._task: Any = None
+
+    def start(self, description: str, total: int | None = None) -> None:
+        if self._task is None:
+            self._progress.start()
+            self._task = self._progress.add_task(description, total=total)
+        else:
+            self._progress.update(self._task, description=description, total=total, completed=0)
+
+    def advance(self, n: int = 1) -> None:
+        if self._task is not None:
+            self._progress.advance(self._task, n)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._progress.stop()
+            self._task = None
+
+
+def progress_sink() -> ProgressSink:
+    """A Rich progress bar when stderr is a terminal and the output is for humans."""
+    console = stderr_console()
+    if STATE.json or STATE.quiet or not console.is_terminal:
+        return NULL_PROGRESS
+    return RichProgress(console)
+
+
+def report_error(exc: CkptError) -> None:
+    """One line on stderr (and a JSON error object on stdout in --json mode)."""
+    err = stderr_console()
+    err.print(f"[bold red]error:[/] {exc.message}", markup=True, soft_wrap=True)
+    if exc.hint and not STATE.quiet:
+        err.print(f"[dim]hint:[/] {exc.hint}", markup=True, soft_wrap=True)
+    if STATE.json:
+        write_json({"status": "error", "errors": [exc.to_json()]})
+
+
+def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn library errors into one line and exit code 2; no traceback unless --debug."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except CkptError as exc:
+            if STATE.debug:
+                raise
+            report_error(exc)
+            raise typer.Exit(exit_codes.ERROR) from exc
+        except Exception as exc:  # the boundary: anything else is a bug, reported in one line
+            if STATE.debug:
+                raise
+            report_error(
+                CkptError(
+                    f"internal error: {type(exc).__name__}: {exc}",
+                    hint="re-run with --debug for the traceback, and report it",
+                )
+            )
+            raise typer.Exit(exit_codes.ERROR) from exc
+
+    return wrapper

@@ -1,0 +1,71 @@
+"""The exceptions ckpt raises. The CLI turns each into one line and exit code 2."""
+
+from __future__ import annotations
+
+
+class CkptError(Exception):
+    """Base of every error ckpt reports to a user.
+
+    ``code`` is a stable kebab-case identifier (shown in ``--json`` errors), ``message`` a
+    one-line description naming the file and what is wrong, ``hint`` an optional next step.
+    """
+
+    code = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"type": self.code, "message": self.message, "hint": self.hint}
+
+
+class CheckpointNotFound(CkptError):
+    code = "checkpoint-not-found"
+
+
+class NotACheckpoint(CkptError):
+    code = "not-a-checkpoint"
+
+
+class StorageAccessError(CkptError):
+    code = "storage-access"
+
+
+class MissingExtraError(CkptError):
+    code = "missing-extra"
+
+
+class FormatError(CkptError):
+    """A file's bytes do not match the format Spark writes.
+
+    ``path`` names the file (checkpoint-relative where possible), ``offset`` the byte or line
+    where decoding failed when known.
+    """
+
+    code = "corrupt-file"
+
+    def __init__(
+        self,
+        path: str,
+        problem: str,
+        *,
+        offset: int | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = ""
+        if line is not None:
+            where = f" (line {line})"
+        elif offset is not None:
+            where = f" (byte {offset})"
+        super().__init__(f"{path}{where}: {problem}", hint=hint)
+        self.path = path
+        self.problem = problem
+        self.offset = offset
+        self.line = line
+
+
+class UnsupportedVersionError(FormatError):
+    code = "unsupported-version"
