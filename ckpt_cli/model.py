@@ -11,11 +11,12 @@ Versions are *state store versions*: after batch N commits, each store is at ver
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from ckpt_cli.errors import CkptError, NotACheckpoint
 from ckpt_cli.formats import logs
@@ -79,13 +80,13 @@ class StoreLocation:
     store: str
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointFile:
+class CheckpointFile(NamedTuple):
     """A listed file and what it is.
 
     ``batch`` is set for log entries, ``version``/``unique_id`` for state files, ``store`` for
     anything inside a store directory, ``target`` for temp files (the final path the write was
-    meant to produce) and checksum sidecars (the file they cover).
+    meant to produce) and checksum sidecars (the file they cover). A NamedTuple because there
+    is one per listed file.
     """
 
     entry: FileEntry
@@ -115,7 +116,7 @@ class StoreVersion:
     @property
     def is_snapshot(self) -> bool:
         """A full copy of the state exists at this version (HDFS .snapshot or RocksDB .zip)."""
-        return any(f.kind in (FileKind.SNAPSHOT, FileKind.ZIP) for f in self.files)
+        return any(f.kind in _SNAPSHOT_KINDS for f in self.files)
 
     @property
     def unique_ids(self) -> list[str]:
@@ -223,84 +224,147 @@ def _gaps(ids: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(b for b in range(ids[0], ids[-1] + 1) if b not in present)
 
 
-def classify(entry: FileEntry) -> CheckpointFile:
-    """Say what one listed file is, from its checkpoint-relative path alone."""
-    parts = entry.path.split("/")
-    name = parts[-1]
+@dataclass(frozen=True, slots=True)
+class _Dir:
+    """What a directory of the checkpoint is; worked out once and shared by its files."""
+
+    prefix: str  # "<dir>/" ("" for the root)
+    role: str  # root, offsets, commits, sources, operator_metadata, operator_schema, store,
+    # SSTs, logs, _metadata (store subdirectories) or other
+    location: StoreLocation | None
+    operator: int | None
+
+
+def _dir_of(parent: str) -> _Dir:
+    prefix = parent + "/" if parent else ""
+    if not parent:
+        return _Dir(prefix, "root", None, None)
+    parts = parent.split("/")
     top = parts[0]
-    location = _store_location(parts)
-    operator = location.operator if location else _operator_of(parts)
-
-    def make(kind: FileKind, **kw: Any) -> CheckpointFile:
-        return CheckpointFile(entry, kind, store=location, operator=operator, **kw)
-
-    parent = entry.parent + "/" if entry.parent else ""
-    final = parse_temp_name(name)
-    if final is not None:
-        return make(FileKind.TEMP, target=parent + final)
-    covered = parse_hadoop_crc_name(name)
-    if covered is not None:
-        return make(FileKind.HADOOP_CRC, target=parent + covered)
-
-    if len(parts) == 1:
-        return make(FileKind.METADATA if name == "metadata" else FileKind.UNKNOWN)
-    if top in ("offsets", "commits") and len(parts) == 2:
-        batch = parse_batch_name(name)
-        if batch is None:
-            return make(FileKind.UNKNOWN)
-        return make(FileKind.OFFSETS if top == "offsets" else FileKind.COMMIT, batch=batch)
+    if top in ("offsets", "commits") and len(parts) == 1:
+        return _Dir(prefix, top, None, None)
     if top == "sources":
-        # Source logs are the source's own business (file source log, Kafka initial offsets).
-        batch = parse_batch_name(name)
-        return make(
-            FileKind.SOURCE_LOG, batch=batch if batch is not None else parse_compact_name(name)
-        )
-    if top != "state" or operator is None:
-        return make(FileKind.UNKNOWN)
-    if location is None:
-        if len(parts) >= 4 and parts[2] == "_metadata":
-            return make(FileKind.OPERATOR_METADATA)
-        if len(parts) >= 4 and parts[2] == "_stateSchema":
-            return make(FileKind.STATE_SCHEMA)
-        return make(FileKind.UNKNOWN)
+        return _Dir(prefix, "sources", None, None)
+    if top != "state" or len(parts) < 2 or not parts[1].isdigit():
+        return _Dir(prefix, "other", None, None)
+    operator = int(parts[1])
+    if len(parts) == 2:
+        return _Dir(prefix, "other", None, operator)
+    if parts[2] == "_metadata":
+        return _Dir(prefix, "operator_metadata", None, operator)
+    if parts[2] == "_stateSchema":
+        return _Dir(prefix, "operator_schema", None, operator)
+    if not parts[2].isdigit():
+        return _Dir(prefix, "other", None, operator)
+    # state/<op>/<partition>                       -> default store
+    # state/<op>/<partition>/{SSTs,logs,_metadata} -> default store's subdirectories
+    # state/<op>/<partition>/<store>[/...]         -> a named store (e.g. the join stores)
+    rest = parts[3:]
+    store = DEFAULT_STORE
+    if rest and rest[0] not in _STORE_SUBDIRS:
+        store = rest[0]
+        rest = rest[1:]
+    location = StoreLocation(operator, int(parts[2]), store)
+    if not rest:
+        return _Dir(prefix, "store", location, operator)
+    if len(rest) == 1 and rest[0] in _STORE_SUBDIRS:
+        return _Dir(prefix, rest[0], location, operator)
+    return _Dir(prefix, "other", location, operator)
 
-    sub = parts[4:] if location.store != DEFAULT_STORE else parts[3:]
-    if len(sub) == 1:
+
+def classify(entry: FileEntry, dirs: dict[str, _Dir] | None = None) -> CheckpointFile:
+    """Say what one listed file is, from its checkpoint-relative path alone.
+
+    ``dirs`` caches directory contexts across calls (a listing has few directories).
+    """
+    path = entry.path
+    cut = path.rfind("/")
+    parent, name = (path[:cut], path[cut + 1 :]) if cut >= 0 else ("", path)
+    d = dirs.get(parent) if dirs is not None else None
+    if d is None:
+        d = _dir_of(parent)
+        if dirs is not None:
+            dirs[parent] = d
+    loc, op = d.location, d.operator
+
+    if name.startswith("."):
+        final = parse_temp_name(name) if name.endswith(".tmp") else None
+        if final is not None:
+            return CheckpointFile(entry, _TEMP, loc, op, target=d.prefix + final)
+        covered = parse_hadoop_crc_name(name)
+        if covered is not None:
+            return CheckpointFile(entry, _HADOOP_CRC, loc, op, target=d.prefix + covered)
+        return CheckpointFile(entry, _UNKNOWN, loc, op)
+
+    role = d.role
+    if role == "store":
         state = parse_state_file_name(name)
         if state is not None:
-            return make(_STATE_KINDS[state.type], version=state.version, unique_id=state.unique_id)
+            return CheckpointFile(
+                entry,
+                _STATE_KINDS[state.type],
+                loc,
+                op,
+                version=state.version,
+                unique_id=state.unique_id,
+            )
         covered_state = parse_spark_checksum_name(name)
         if covered_state is not None:
-            return make(
-                FileKind.SPARK_CHECKSUM,
+            return CheckpointFile(
+                entry,
+                _SPARK_CHECKSUM,
+                loc,
+                op,
                 version=covered_state.version,
                 unique_id=covered_state.unique_id,
-                target=parent + name[:-4],
+                target=d.prefix + name[:-4],
             )
-    elif len(sub) == 2:
-        if sub[0] == "SSTs" and name.endswith(".sst"):
-            return make(FileKind.SST)
-        if sub[0] == "logs" and name.endswith(".log"):
-            return make(FileKind.ROCKSDB_LOG)
-        if sub[0] == "_metadata" and name == "schema":
-            return make(FileKind.STATE_SCHEMA)
-    return make(FileKind.UNKNOWN)
+    elif role == "SSTs":
+        if name.endswith(".sst"):
+            return CheckpointFile(entry, _SST, loc, op)
+    elif role == "logs":
+        if name.endswith(".log"):
+            return CheckpointFile(entry, _ROCKSDB_LOG, loc, op)
+    elif role == "_metadata":
+        if name == "schema":
+            return CheckpointFile(entry, _STATE_SCHEMA, loc, op)
+    elif role in ("offsets", "commits"):
+        batch = parse_batch_name(name)
+        if batch is not None:
+            kind = _OFFSETS if role == "offsets" else _COMMIT
+            return CheckpointFile(entry, kind, batch=batch)
+    elif role == "root":
+        if name == "metadata":
+            return CheckpointFile(entry, _METADATA)
+    elif role == "sources":
+        # Source logs are the source's own business (file source log, Kafka initial offsets).
+        batch = parse_batch_name(name)
+        if batch is None:
+            batch = parse_compact_name(name)
+        return CheckpointFile(entry, _SOURCE_LOG, batch=batch)
+    elif role == "operator_metadata":
+        return CheckpointFile(entry, _OPERATOR_METADATA, None, op)
+    elif role == "operator_schema":
+        return CheckpointFile(entry, _STATE_SCHEMA, None, op)
+    return CheckpointFile(entry, _UNKNOWN, loc, op)
 
 
-def _operator_of(parts: list[str]) -> int | None:
-    if len(parts) >= 3 and parts[0] == "state" and parts[1].isdigit():
-        return int(parts[1])
-    return None
-
-
-def _store_location(parts: list[str]) -> StoreLocation | None:
-    # state/<op>/<partition>/<file>                   -> default store
-    # state/<op>/<partition>/{SSTs,logs,_metadata}/.. -> default store
-    # state/<op>/<partition>/<store>/...              -> named store (e.g. join stores)
-    if len(parts) < 4 or parts[0] != "state" or not parts[1].isdigit() or not parts[2].isdigit():
-        return None
-    store = DEFAULT_STORE if len(parts) == 4 or parts[3] in _STORE_SUBDIRS else parts[3]
-    return StoreLocation(int(parts[1]), int(parts[2]), store)
+# Plain module constants: Enum member lookups are slow in the per-file hot loop.
+_METADATA, _OFFSETS, _COMMIT, _SOURCE_LOG = (
+    FileKind.METADATA,
+    FileKind.OFFSETS,
+    FileKind.COMMIT,
+    FileKind.SOURCE_LOG,
+)
+_OPERATOR_METADATA, _STATE_SCHEMA = FileKind.OPERATOR_METADATA, FileKind.STATE_SCHEMA
+_SST, _ROCKSDB_LOG, _TEMP = FileKind.SST, FileKind.ROCKSDB_LOG, FileKind.TEMP
+_HADOOP_CRC, _SPARK_CHECKSUM, _UNKNOWN = (
+    FileKind.HADOOP_CRC,
+    FileKind.SPARK_CHECKSUM,
+    FileKind.UNKNOWN,
+)
+_VERSIONED_KINDS = frozenset(_STATE_KINDS.values())
+_SNAPSHOT_KINDS = frozenset({FileKind.SNAPSHOT, FileKind.ZIP})
 
 
 class Checkpoint:
@@ -313,7 +377,8 @@ class Checkpoint:
     def __init__(self, storage: Storage, listing: Listing) -> None:
         self.storage = storage
         self.listing = listing
-        self.files: list[CheckpointFile] = [classify(e) for e in listing]
+        dirs: dict[str, _Dir] = {}
+        self.files: list[CheckpointFile] = [classify(e, dirs) for e in listing]
         self._offsets_cache: dict[int, logs.OffsetSeq] = {}
         self._commit_cache: dict[int, logs.CommitMetadata] = {}
         self._check_is_checkpoint()
@@ -468,7 +533,7 @@ class Checkpoint:
                     path += f"/{f.store.store}"
                 partition = store.partitions[f.store.partition] = Partition(f.store.partition, path)
             partition.files.append(f)
-            if f.version is not None and f.kind in _STATE_KINDS.values():
+            if f.version is not None and f.kind in _VERSIONED_KINDS:
                 sv = partition.versions.get(f.version)
                 if sv is None:
                     sv = partition.versions[f.version] = StoreVersion(f.version)
@@ -503,10 +568,8 @@ class Checkpoint:
         return self.of_kind(FileKind.UNKNOWN)
 
     def count_by_kind(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for f in self.files:
-            counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
-        return dict(sorted(counts.items()))
+        counts = Counter(f.kind for f in self.files)
+        return dict(sorted((kind.value, n) for kind, n in counts.items()))
 
 
 def _sorted_stores(stores: dict[str, Store]) -> dict[str, Store]:

@@ -11,8 +11,8 @@ import datetime as _dt
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from ckpt_cli.errors import (
@@ -29,9 +29,11 @@ _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "az": "abfs", "adl
 _SCHEME_EXTRAS = {"s3": "s3", "abfs": "azure", "gs": "gcs (pip install gcsfs)"}
 
 
-@dataclass(frozen=True, slots=True)
-class FileEntry:
-    """One file of the listing. ``path`` is relative to the checkpoint root, '/'-separated."""
+class FileEntry(NamedTuple):
+    """One file of the listing. ``path`` is relative to the checkpoint root, '/'-separated.
+
+    A NamedTuple rather than a dataclass: listings hold hundreds of thousands of these.
+    """
 
     path: str
     size: int
@@ -62,17 +64,17 @@ class StorageStats:
         }
 
 
-@dataclass(frozen=True)
 class Listing:
-    """The result of the one recursive listing of a checkpoint."""
+    """The result of the one recursive listing of a checkpoint, sorted by path."""
 
-    entries: tuple[FileEntry, ...]
-    by_path: Mapping[str, FileEntry] = field(repr=False)
+    def __init__(self, entries: list[FileEntry]) -> None:
+        entries.sort()  # tuples sort by path first, and paths are unique
+        self.entries: tuple[FileEntry, ...] = tuple(entries)
+        self._by_path: dict[str, FileEntry] | None = None
 
     @classmethod
     def of(cls, entries: list[FileEntry]) -> Listing:
-        entries.sort(key=lambda e: e.path)
-        return cls(tuple(entries), {e.path: e for e in entries})
+        return cls(entries)
 
     def __iter__(self) -> Iterator[FileEntry]:
         return iter(self.entries)
@@ -81,7 +83,9 @@ class Listing:
         return len(self.entries)
 
     def get(self, path: str) -> FileEntry | None:
-        return self.by_path.get(path)
+        if self._by_path is None:
+            self._by_path = {e.path: e for e in self.entries}
+        return self._by_path.get(path)
 
 
 def redact_url(url: str) -> str:

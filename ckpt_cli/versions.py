@@ -16,19 +16,27 @@ from ckpt_cli.model import Checkpoint, FileKind, Partition
 
 def _partition_json(part: Partition) -> dict[str, Any]:
     versions = part.version_ids
+    snapshots = []
+    ids: dict[str, list[str]] = {}
+    for v, sv in part.versions.items():
+        if sv.is_snapshot:
+            snapshots.append(v)
+        if sv.files[0].unique_id is not None or len(sv.files) > 1:
+            unique = sv.unique_ids
+            if unique:
+                ids[str(v)] = unique
     out: dict[str, Any] = {
         "id": part.id,
         "path": part.path,
         "versions": versions,
         "min_version": versions[0] if versions else None,
         "max_version": versions[-1] if versions else None,
-        "snapshot_versions": part.snapshot_versions,
+        "snapshot_versions": snapshots,
         "files": len(part.files),
         "bytes": part.bytes,
         "shared_files": len(part.shared_files),
     }
-    # Checkpoint format v2: several files (attempts) can exist per version.
-    ids = {str(v): sv.unique_ids for v, sv in part.versions.items() if sv.unique_ids}
+    # Checkpoint format v2: the uniqueIds of each version's files (several after retries).
     if ids:
         out["unique_ids"] = ids
     return out

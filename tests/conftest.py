@@ -1,0 +1,71 @@
+"""Shared test helpers: the bundled fixture cases and a CLI runner."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ckpt_cli.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+CASES_DIR = REPO / "fixtures" / "checkpoints"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A bundled fixture: a checkpoint written by real Spark, and what Spark said about it."""
+
+    name: str
+    root: Path
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def expected(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.root / "expected.json").read_text())
+        return data
+
+
+def discover_cases() -> list[Case]:
+    if not CASES_DIR.is_dir():
+        return []
+    return [
+        Case(p.name, p)
+        for p in sorted(CASES_DIR.iterdir())
+        if (p / "expected.json").is_file() and (p / "checkpoint").is_dir()
+    ]
+
+
+CASES = discover_cases()
+
+
+def case_params() -> list[Any]:
+    return [pytest.param(c, id=c.name) for c in CASES]
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def run_cli(*args: str) -> CliResult:
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def cli() -> Iterator[Any]:
+    yield run_cli

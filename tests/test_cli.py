@@ -1,0 +1,107 @@
+"""CLI contracts: help everywhere, --json everywhere, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_cli.cli import app
+from tests.conftest import REPO, run_cli
+from tests.tree import commit, offsets, write_tree
+
+COMMANDS = sorted(c.name or "" for c in app.registered_commands)
+
+
+def test_root_help() -> None:
+    result = run_cli("--help")
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_and_is_in_the_readme(command: str) -> None:
+    result = run_cli(command, "--help")
+    assert result.exit_code == 0
+    assert "--json" in result.stdout
+    assert f"ckpt {command}" in (REPO / "README.md").read_text()
+
+
+def small_checkpoint(root: Path) -> Path:
+    files = {"metadata": b'{"id":"q"}'}
+    for b in range(3):
+        files[f"offsets/{b}"] = offsets(b)
+        files[f"commits/{b}"] = commit(b)
+        for p in range(2):
+            files[f"state/0/{p}/{b + 1}.delta"] = b"x"
+    write_tree(root, files)
+    return root
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_writes_json(command: str, tmp_path: Path) -> None:
+    result = run_cli(command, str(small_checkpoint(tmp_path)), "--json")
+    assert result.exit_code in (0, 1), result.stderr
+    obj: dict[str, Any] = json.loads(result.stdout)
+    assert obj["status"] in ("ok", "problems")
+
+
+def bad_inputs(tmp_path: Path) -> list[tuple[str, Path, str]]:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    notckpt = tmp_path / "notckpt"
+    write_tree(notckpt, {"data.parquet": b"PAR1"})
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    broken = small_checkpoint(tmp_path / "broken")
+    (broken / "offsets" / "2").write_bytes(b'v1\n{"batchWatermarkMs":0,')
+    future = small_checkpoint(tmp_path / "future")
+    (future / "offsets" / "2").write_bytes(b"v7\n{}")
+    nometa = small_checkpoint(tmp_path / "badmeta")
+    (nometa / "metadata").write_bytes(b"not json")
+    return [
+        ("missing", tmp_path / "missing", "no such file or directory"),
+        ("empty", empty, "directory is empty"),
+        ("not a checkpoint", notckpt, "not a Spark checkpoint"),
+        ("file", afile, "is a file"),
+        ("broken offsets", broken, "offsets/2 (line 2): the batch metadata is not valid JSON"),
+        ("future version", future, "offsets/2 (line 1): log version v7 is newer"),
+        ("broken metadata", nometa, "metadata (line 1): the query metadata is not valid JSON"),
+    ]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("json_flag", [False, True])
+def test_bad_input_is_one_line_and_exit_2(command: str, json_flag: bool, tmp_path: Path) -> None:
+    for label, path, message in bad_inputs(tmp_path):
+        args = [command, str(path)] + (["--json"] if json_flag else [])
+        result = run_cli(*args)
+        assert result.exit_code == 2, (label, result.stdout, result.stderr)
+        first = result.stderr.strip().splitlines()[0]
+        assert first.startswith("error: "), (label, result.stderr)
+        assert message in first, (label, first)
+        assert "Traceback" not in result.stderr
+        if json_flag:
+            err = json.loads(result.stdout)
+            assert err["status"] == "error" and message in err["errors"][0]["message"]
+        else:
+            assert result.stdout == ""
+
+
+def test_version_flag() -> None:
+    result = run_cli("--version")
+    assert result.exit_code == 0 and result.stdout.startswith("ckpt ")
+
+
+def test_unknown_operator_is_an_error(tmp_path: Path) -> None:
+    result = run_cli("versions", str(small_checkpoint(tmp_path)), "--operator", "7")
+    assert result.exit_code == 2
+    assert "operator 7 has no state (operators: 0)" in result.stderr
+
+
+def test_bad_storage_option(tmp_path: Path) -> None:
+    result = run_cli("versions", str(small_checkpoint(tmp_path)), "-o", "novalue")
+    assert result.exit_code == 2 and "expected KEY=VALUE" in result.stderr

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckpt_cli.errors import CheckpointNotFound, MissingExtraError, NotACheckpoint
+from ckpt_cli.storage import Storage, redact_url
+from tests.tree import write_tree
+
+
+def test_local_listing_is_one_pass_with_sizes_and_mtimes(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"metadata": b"{}", "offsets/0": b"v1", "state/0/0/1.delta": b"abc"})
+    storage = Storage.from_url(str(tmp_path))
+    listing = storage.list_all()
+    assert [(e.path, e.size) for e in listing] == [
+        ("metadata", 2),
+        ("offsets/0", 2),
+        ("state/0/0/1.delta", 3),
+    ]
+    assert all(e.mtime is not None for e in listing)
+    # One scandir per directory: root, offsets, state, state/0, state/0/0.
+    assert storage.stats.list_calls == 5
+
+
+def test_file_url_equals_path(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"metadata": b"{}"})
+    a = Storage.from_url(str(tmp_path)).list_all()
+    b = Storage.from_url(f"file://{tmp_path}").list_all()
+    assert [e.path for e in a] == [e.path for e in b]
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointNotFound, match="no such file"):
+        Storage.from_url(str(tmp_path / "nope")).list_all()
+
+
+def test_file_instead_of_dir(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(NotACheckpoint, match="is a file"):
+        Storage.from_url(str(tmp_path / "f")).list_all()
+
+
+def test_memory_file_instead_of_dir() -> None:
+    import fsspec
+
+    fsspec.filesystem("memory").pipe_file("/afile", b"x")
+    with pytest.raises(NotACheckpoint, match="is a file"):
+        Storage.from_url("memory://afile").list_all()
+
+
+def test_missing_extra_names_the_install_command() -> None:
+    pytest.importorskip("fsspec")
+    try:
+        import gcsfs  # noqa: F401
+
+        pytest.skip("gcsfs is installed")
+    except ImportError:
+        pass
+    with pytest.raises(MissingExtraError) as info:
+        Storage.from_url("gs://bucket/ckpt")
+    assert "gs://" in info.value.message and info.value.hint
+
+
+def test_s3a_is_served_as_s3() -> None:
+    pytest.importorskip("s3fs")
+    storage = Storage.from_url("s3a://bucket/prefix", {"anon": True})
+    assert type(storage.fs).__name__ == "S3FileSystem"
+    assert storage.url == "s3a://bucket/prefix"
+
+
+def test_redaction() -> None:
+    assert redact_url("s3://key:secret@bucket/p?x=1") == "s3://bucket/p"
+    assert (
+        redact_url("abfss://c@acct.dfs.core.windows.net/p?sig=SECRET")
+        == "abfss://c@acct.dfs.core.windows.net/p"
+    )
+    assert redact_url("/data/ckpt") == "/data/ckpt"
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv to drop the capability that bypasses permissions",
+)
+def test_permission_denied_is_one_line(tmp_path: Path) -> None:
+    """A real EACCES: the CLI runs without CAP_DAC_OVERRIDE on a directory mode 000."""
+    ckpt = tmp_path / "ckpt"
+    write_tree(ckpt, {"metadata": b'{"id":"x"}', "offsets/0": b"v1\n{}\n-"})
+    (ckpt / "offsets").chmod(0)
+    try:
+        proc = subprocess.run(
+            [
+                "setpriv",
+                "--inh-caps=-dac_override,-dac_read_search",
+                "--bounding-set=-dac_override,-dac_read_search",
+                sys.executable,
+                "-m",
+                "ckpt_cli",
+                "versions",
+                str(ckpt),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        (ckpt / "offsets").chmod(0o755)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[0] == "error: offsets: permission denied while listing"
+    assert "Traceback" not in proc.stderr
