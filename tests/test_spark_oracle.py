@@ -115,8 +115,8 @@ def test_versions_agrees_with_files_commit_log_and_spark(
         if parts[0] != "state" or not match or parts[2].startswith("_"):
             continue
         store = parts[3] if len(parts) == 5 else "default"
-        key = (int(parts[1]), store, int(parts[2]))
-        expected_versions.setdefault(key, set()).add(int(match.group(1)))
+        loc = (int(parts[1]), store, int(parts[2]))
+        expected_versions.setdefault(loc, set()).add(int(match.group(1)))
     got_versions = {
         (op["id"], store["name"], part["id"]): set(part["versions"])
         for op in report["operators"]
