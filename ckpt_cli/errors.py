@@ -69,3 +69,15 @@ class FormatError(CkptError):
 
 class UnsupportedVersionError(FormatError):
     code = "unsupported-version"
+
+
+class TruncatedFileError(FormatError):
+    """The file ends before the format's end marker (Spark would fail reading it)."""
+
+    code = "truncated-file"
+
+
+class ChecksumMismatchError(FormatError):
+    """A checksum stored in the file (or its sidecar) does not match the bytes."""
+
+    code = "checksum-mismatch"
