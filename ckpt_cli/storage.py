@@ -11,6 +11,7 @@ import datetime as _dt
 import os
 import re
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
@@ -288,4 +289,46 @@ class Storage:
         except OSError as exc:
             raise StorageAccessError(f"{rel}: cannot read: {exc}") from exc
         self.stats.bytes_read += len(data)
+        return data
+
+    @contextmanager
+    def open_stream(self, rel: str) -> Iterator[_CountingReader]:
+        """A binary stream over a checkpoint file, for readers that work in bounded memory.
+
+        Opening and reading errors become StorageAccessError naming ``rel``.
+        """
+        self.stats.read_calls += 1
+        try:
+            fh = self.fs.open(self.full_path(rel), "rb")
+        except FileNotFoundError as exc:
+            raise StorageAccessError(
+                f"{rel}: listed but no longer exists",
+                hint="is a query or another tool changing the checkpoint right now?",
+            ) from exc
+        except PermissionError as exc:
+            raise StorageAccessError(f"{rel}: permission denied") from exc
+        except OSError as exc:
+            raise StorageAccessError(f"{rel}: cannot read: {exc}") from exc
+        counted = _CountingReader(fh, self.stats)
+        try:
+            yield counted
+        finally:
+            fh.close()
+
+
+class _CountingReader:
+    """Counts the bytes read into StorageStats and turns read errors into StorageAccessError."""
+
+    def __init__(self, fh: Any, stats: StorageStats) -> None:
+        self._fh = fh
+        self._stats = stats
+
+    def read(self, n: int = -1, /) -> bytes:
+        try:
+            data: bytes = self._fh.read(n)
+        except OSError as exc:
+            raise StorageAccessError(
+                f"{getattr(self._fh, 'path', '?')}: cannot read: {exc}"
+            ) from exc
+        self._stats.bytes_read += len(data)
         return data

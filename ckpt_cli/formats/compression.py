@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import BinaryIO, Final
+from typing import Final, Protocol
 
 import cramjam
 import lz4.block
@@ -64,6 +64,12 @@ _ZSTD_IN_CHUNK = 4 << 10
 _READ_CHUNK = 1 << 20
 
 
+class Readable(Protocol):
+    """What the readers need of a stream: ``read(n)``, short only at the end."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
 def detect_codec(head: bytes) -> str | None:
     """The codec whose magic starts ``head``, or None."""
     if head.startswith(LZ4_MAGIC):
@@ -84,7 +90,7 @@ def _describe(head: bytes) -> str:
 class _Source:
     """A binary stream with the offset of the next unread byte."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: Readable) -> None:
         self.stream = stream
         self.offset = 0
         self._pending = b""
@@ -112,7 +118,7 @@ class _Source:
 
 
 def decompressed_chunks(
-    path: str, stream: BinaryIO, *, codec: str | None = None
+    path: str, stream: Readable, *, codec: str | None = None
 ) -> Iterator[bytes]:
     """Decompress one state file, yielding pieces of its plain bytes in order.
 

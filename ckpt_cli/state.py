@@ -1,0 +1,458 @@
+"""The state of one store partition at one version, rebuilt from its files as Spark does.
+
+* HDFS-backed store (docs §3.3): the newest ``.snapshot`` at or below the version (or the empty
+  map at version 0), then every ``.delta`` after it, in order.
+* RocksDB, checkpoint format v1 (§5.3): the newest ``.zip`` at or below the version (its SSTs
+  rebuilt into a temporary RocksDB directory and iterated), then every ``.changelog`` after it.
+* RocksDB, checkpoint format v2 (§7): the version's ``uniqueId`` comes from the commit log;
+  ``<v>_<id>.zip`` if present, else the lineage in ``<v>_<id>.changelog`` names the ancestors,
+  the newest zip on that lineage is the base, and the lineage's changelogs are replayed.
+
+``plan_version`` only decides which files are needed (no reads), so ``validate`` can use it to
+tell whether a version is recoverable; ``load_state`` reads them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats import compression, records, rocksdb
+from ckpt_cli.formats.schema import StateSchema, parse_state_schema
+from ckpt_cli.formats.unsaferow import make_decoder
+from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Partition, Store
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+
+COMPRESSION_CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
+ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+
+
+class StateUnavailable(CkptError):
+    """The files needed to rebuild a version are not (all) in the checkpoint."""
+
+    code = "state-unavailable"
+
+
+@dataclass
+class ReplayPlan:
+    """Which files rebuild ``version`` of one store partition, in the order they apply."""
+
+    operator: int
+    store: str
+    partition: int
+    path: str
+    provider: str
+    version: int
+    # A snapshot or zip to start from; None means the empty state (version 0).
+    base: CheckpointFile | None
+    # Deltas or changelogs applied after the base, by ascending version.
+    steps: list[CheckpointFile] = field(default_factory=list)
+    # Format v2: the uniqueId of the version (from the commit log), else None.
+    unique_id: str | None = None
+
+    @property
+    def files(self) -> list[CheckpointFile]:
+        return ([self.base] if self.base else []) + self.steps
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operator": self.operator,
+            "store": self.store,
+            "partition": self.partition,
+            "provider": self.provider,
+            "version": self.version,
+            "unique_id": self.unique_id,
+            "base": self.base.path if self.base else None,
+            "steps": [f.path for f in self.steps],
+        }
+
+
+def _partition(
+    ckpt: Checkpoint, operator: int, store: str, partition: int
+) -> tuple[Store, Partition]:
+    op = ckpt.operators.get(operator)
+    if op is None:
+        known = ", ".join(str(o) for o in ckpt.operators) or "none"
+        raise CkptError(
+            f"{ckpt.storage.url}: no state for operator {operator} (operators: {known})"
+        )
+    st = op.stores.get(store)
+    if st is None:
+        raise CkptError(f"state/{operator}: no store {store!r} (stores: {', '.join(op.stores)})")
+    part = st.partitions.get(partition)
+    if part is None:
+        raise CkptError(
+            f"state/{operator}: no partition {partition} in store {store!r} "
+            f"(partitions 0-{max(st.partitions)})"
+        )
+    return st, part
+
+
+def version_unique_id(
+    ckpt: Checkpoint, operator: int, store: str, partition: int, version: int
+) -> str | None:
+    """The uniqueId Spark recorded for ``version`` in ``commits/<version-1>`` (format v2)."""
+    batch = version - 1
+    if batch not in ckpt.batches.commits:
+        return None
+    ids = (ckpt.commit(batch).state_unique_ids or {}).get(operator)
+    if not ids or partition >= len(ids):
+        return None
+    stores = list(ckpt.operators[operator].stores)
+    index = stores.index(store) if store in stores else 0
+    row = ids[partition]
+    return row[index] if index < len(row) else None
+
+
+def plan_version(
+    ckpt: Checkpoint,
+    operator: int,
+    partition: int,
+    version: int,
+    *,
+    store: str = DEFAULT_STORE,
+    unique_id: str | None = None,
+) -> ReplayPlan:
+    """Decide the files that rebuild ``version``; StateUnavailable when some are missing."""
+    st, part = _partition(ckpt, operator, store, partition)
+    provider = st.provider
+    plan = ReplayPlan(operator, store, partition, part.path, provider, version, None)
+    if version < 0:
+        raise CkptError(f"{part.path}: version {version} is negative")
+    if version == 0:
+        return plan
+    if provider == "hdfs":
+        return _plan_chain(plan, part, FileKind.SNAPSHOT, FileKind.DELTA)
+    if provider != "rocksdb":
+        raise StateUnavailable(f"{part.path}: cannot tell the state store provider ({provider})")
+    if ckpt.checkpoint_format_version >= 2 or any(f.unique_id for f in part.files):
+        plan.unique_id = unique_id or version_unique_id(ckpt, operator, store, partition, version)
+        if plan.unique_id is None:
+            raise StateUnavailable(
+                f"{part.path}: checkpoint format v2 needs the uniqueId of version {version}, "
+                f"and commits/{version - 1} (which records it) is not in the checkpoint",
+                hint="pick a batch whose commit is retained (ckpt versions lists them)",
+            )
+        return _plan_lineage(ckpt, plan, part)
+    return _plan_chain(plan, part, FileKind.ZIP, FileKind.CHANGELOG)
+
+
+def _one(part: Partition, version: int, kind: FileKind) -> CheckpointFile | None:
+    sv = part.versions.get(version)
+    if sv is None:
+        return None
+    found = [f for f in sv.files if f.kind is kind and f.unique_id is None]
+    return found[0] if found else None
+
+
+def _plan_chain(
+    plan: ReplayPlan, part: Partition, base_kind: FileKind, step_kind: FileKind
+) -> ReplayPlan:
+    # The newest full copy at or below the version; else the chain must reach back to 1.
+    base_version = 0
+    for v in reversed(part.version_ids):
+        if v <= plan.version and _one(part, v, base_kind) is not None:
+            base_version = v
+            break
+    plan.base = _one(part, base_version, base_kind) if base_version else None
+    missing = []
+    for v in range(base_version + 1, plan.version + 1):
+        step = _one(part, v, step_kind)
+        if step is None:
+            missing.append(v)
+        else:
+            plan.steps.append(step)
+    if missing:
+        ext = step_kind.value
+        start = f"{base_version}.{base_kind.value}" if base_version else "the empty state"
+        raise StateUnavailable(
+            f"{part.path}: version {plan.version} cannot be rebuilt from {start}: "
+            f"{_ranges(missing)} .{ext} missing",
+            hint="ckpt versions shows which versions are retained",
+        )
+    return plan
+
+
+def _plan_lineage(ckpt: Checkpoint, plan: ReplayPlan, part: Partition) -> ReplayPlan:
+    version, uid = plan.version, plan.unique_id
+    sv = part.versions.get(version)
+    files = {(f.kind, f.version, f.unique_id): f for f in part.files if f.version is not None}
+    zip_file = files.get((FileKind.ZIP, version, uid))
+    if zip_file is not None:
+        plan.base = zip_file
+        return plan
+    changelog = files.get((FileKind.CHANGELOG, version, uid))
+    if changelog is None:
+        present = ", ".join(sv.unique_ids) if sv else "none"
+        raise StateUnavailable(
+            f"{part.path}: no {version}_{uid}.zip or .changelog (the commit log's uniqueId); "
+            f"files at version {version} carry ids: {present}"
+        )
+    lineage = read_changelog_header(ckpt, changelog).lineage or ()
+    chain = [*lineage, records.LineageEntry(version, uid or "")]
+    base_index = -1
+    for i in range(len(chain) - 1, -1, -1):
+        entry = chain[i]
+        found = files.get((FileKind.ZIP, entry.version, entry.unique_id))
+        if found is not None:
+            plan.base, base_index = found, i
+            break
+    if plan.base is None and (not chain or chain[0].version != 1):
+        raise StateUnavailable(
+            f"{changelog.path}: its lineage starts at version {chain[0].version}, and no zip of "
+            "the lineage is in the checkpoint"
+        )
+    for entry in chain[base_index + 1 :]:
+        step = files.get((FileKind.CHANGELOG, entry.version, entry.unique_id))
+        if step is None:
+            raise StateUnavailable(
+                f"{part.path}: lineage of {changelog.entry.name} needs "
+                f"{entry.version}_{entry.unique_id}.changelog, which is missing"
+            )
+        plan.steps.append(step)
+    return plan
+
+
+def _ranges(values: list[int]) -> str:
+    out: list[str] = []
+    start = prev = values[0]
+    for v in [*values[1:], None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ", ".join(out)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def codec_of(ckpt: Checkpoint) -> str:
+    return ckpt.conf.get(COMPRESSION_CODEC_CONF, compression.LZ4)
+
+
+def read_changelog_header(ckpt: Checkpoint, f: CheckpointFile) -> records.Changelog:
+    with ckpt.storage.open_stream(f.path) as fh:
+        changelog = records.open_changelog(
+            f.path, compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
+        )
+        # The header is in the first chunk; drop the rest unread.
+        changelog._window = None
+        return changelog
+
+
+def iter_file_records(
+    ckpt: Checkpoint, f: CheckpointFile, stats: records.RecordStats | None = None
+) -> Iterator[tuple[str, bytes, bytes | None]]:
+    """``(type, key, value)`` of a delta, snapshot or changelog, streamed from storage."""
+    with ckpt.storage.open_stream(f.path) as fh:
+        chunks = compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
+        if f.kind is FileKind.CHANGELOG:
+            changelog = records.open_changelog(f.path, chunks)
+            yield from changelog.records()
+            if stats is not None:
+                stats.__dict__.update(changelog.stats.__dict__)
+            return
+        for key, value in records.iter_kv_records(
+            f.path, chunks, snapshot=f.kind is FileKind.SNAPSHOT, stats=stats
+        ):
+            yield (records.PUT, key, value) if value is not None else (records.DELETE, key, None)
+
+
+def _zip_rows(
+    ckpt: Checkpoint, f: CheckpointFile, part: Partition
+) -> Iterator[tuple[bytes, bytes]]:
+    zip_bytes = ckpt.storage.read_bytes(f.path)
+    prefix = part.path + "/"
+
+    def fetch(rel: str) -> bytes:
+        path = prefix + rel
+        if ckpt.listing.get(path) is None:
+            raise StateUnavailable(f"{path}: named by {f.path} but not in the checkpoint")
+        return ckpt.storage.read_bytes(path)
+
+    with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:
+        rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path)
+        yield from rocksdb.iter_db(tmp)
+
+
+def load_state(
+    ckpt: Checkpoint, plan: ReplayPlan, progress: ProgressSink = NULL_PROGRESS
+) -> dict[bytes, bytes]:
+    """Apply the plan: the raw key -> value bytes of the store at ``plan.version``.
+
+    Keys and values are as stored: raw UnsafeRows for HDFS, Spark's RocksDB encoding (version
+    byte, column family prefix) for RocksDB.
+    """
+    if ckpt.conf.get(ROW_CHECKSUM_CONF, "false").lower() == "true":
+        raise CkptError(
+            f"{plan.path}: rows carry checksums (rowChecksum.enabled=true), which ckpt does "
+            "not decode yet"
+        )
+    state: dict[bytes, bytes] = {}
+    part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
+    progress.start(f"Rebuilding {plan.path} version {plan.version}", total=len(plan.files))
+    try:
+        if plan.base is not None:
+            if plan.base.kind is FileKind.ZIP:
+                state.update(_zip_rows(ckpt, plan.base, part))
+            else:
+                for _kind, key, value in iter_file_records(ckpt, plan.base):
+                    state[key] = value  # type: ignore[assignment]  # snapshots hold puts only
+            progress.advance()
+        for step in plan.steps:
+            for kind, key, value in iter_file_records(ckpt, step):
+                if kind == records.PUT:
+                    state[key] = value  # type: ignore[assignment]
+                elif kind == records.DELETE:
+                    state.pop(key, None)
+                else:
+                    # RocksDB's StringAppend merge operator, as Spark configures it.
+                    old = state.get(key)
+                    assert value is not None
+                    state[key] = value if old is None else old + rocksdb.MERGE_DELIMITER + value
+            progress.advance()
+    finally:
+        progress.close()
+    return state
+
+
+# -- schemas and decoding --------------------------------------------------------------------
+
+
+def store_schema(ckpt: Checkpoint, operator: int, store: str) -> StateSchema | None:
+    """The key/value schema Spark wrote for a store (``_metadata/schema`` of partition 0, or
+    the newest ``_stateSchema`` file of Spark 4.x), or None when there is none."""
+    st = ckpt.operators[operator].stores.get(store)
+    candidates = list(st.schema_files) if st else []
+    if not candidates:
+        op_files = ckpt.operators[operator].schema_files
+        candidates = [f for f in op_files if f"/_stateSchema/{store}/" in f"/{f.path}/"]
+    if not candidates:
+        return None
+    newest = max(candidates, key=lambda f: (f.entry.mtime or 0, f.path))
+    return parse_state_schema(newest.path, ckpt.storage.read_bytes(newest.path))
+
+
+class RowDecoder:
+    """Turns a store's raw key/value bytes into Python values.
+
+    HDFS values are read as ``valueSize & ~7`` bytes (Spark < 2.3 appended 4 junk bytes);
+    RocksDB keys and values lose their encoding version byte. Without a schema, rows are hex.
+    """
+
+    def __init__(self, schema: StateSchema | None, provider: str, *, path: str = "<state>") -> None:
+        self.schema = schema
+        self.path = path
+        self._rocks = provider == "rocksdb"
+        self._key = make_decoder(schema.key, path=path) if schema else None
+        self._value = make_decoder(schema.value, path=path) if schema else None
+
+    def key_row(self, data: bytes) -> bytes:
+        return rocksdb.decode_rocksdb_key(data, path=self.path).row if self._rocks else data
+
+    def value_row(self, data: bytes) -> bytes:
+        if self._rocks:
+            return rocksdb.decode_rocksdb_value(data, path=self.path)
+        return data[: len(data) & ~7]
+
+    def key(self, data: bytes) -> Any:
+        row = self.key_row(data)
+        return self._key(row) if self._key else row.hex()
+
+    def value(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        row = self.value_row(data)
+        return self._value(row) if self._value else row.hex()
+
+    def __call__(self, key: bytes, value: bytes | None) -> tuple[Any, Any]:
+        return self.key(key), self.value(value)
+
+
+def row_decoder(schema: StateSchema | None, provider: str, *, path: str = "<state>") -> RowDecoder:
+    return RowDecoder(schema, provider, path=path)
+
+
+def decoded_rows(
+    ckpt: Checkpoint, plan: ReplayPlan, state: dict[bytes, bytes]
+) -> Iterator[tuple[Any, Any]]:
+    """Decoded ``(key, value)`` of a loaded state, in key byte order."""
+    schema = store_schema(ckpt, plan.operator, plan.store)
+    decode = row_decoder(schema, plan.provider, path=plan.path)
+    for key in sorted(state):
+        yield decode(key, state[key])
+
+
+def change_file(
+    ckpt: Checkpoint, operator: int, partition: int, version: int, *, store: str = DEFAULT_STORE
+) -> CheckpointFile:
+    """The delta or changelog holding the changes of ``version`` (batch ``version - 1``)."""
+    st, part = _partition(ckpt, operator, store, partition)
+    sv = part.versions.get(version)
+    files = sv.files if sv else []
+    if st.provider == "hdfs":
+        found = [f for f in files if f.kind is FileKind.DELTA]
+    else:
+        uid = version_unique_id(ckpt, operator, store, partition, version)
+        found = [f for f in files if f.kind is FileKind.CHANGELOG and f.unique_id == uid]
+    if not found:
+        what = "delta" if st.provider == "hdfs" else "changelog"
+        raise StateUnavailable(f"{part.path}: no {what} file for version {version}")
+    return found[0]
+
+
+def iter_changes(
+    ckpt: Checkpoint,
+    operator: int,
+    partition: int,
+    start_batch: int,
+    end_batch: int,
+    *,
+    store: str = DEFAULT_STORE,
+) -> Iterator[tuple[int, str, bytes, bytes | None]]:
+    """``(batch, type, key, value)`` of every change written by batches start..end, the way
+    Spark's change feed reads them (one delta/changelog per version)."""
+    for batch in range(start_batch, end_batch + 1):
+        f = change_file(ckpt, operator, partition, batch + 1, store=store)
+        for kind, key, value in iter_file_records(ckpt, f):
+            yield batch, kind, key, value
+
+
+# -- JSON ------------------------------------------------------------------------------------
+
+
+def json_value(value: Any) -> Any:
+    """A decoded value as plain JSON: timestamps ISO-8601 in UTC with ``Z`` (naive ones as
+    they are), dates ISO, decimals as strings (exact), binary as hex, non-finite floats as
+    strings."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
