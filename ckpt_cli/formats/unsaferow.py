@@ -1,0 +1,478 @@
+"""Decode Spark ``UnsafeRow`` bytes (the rows of every state store) given their schema.
+
+Layout (docs/spark-checkpoint-format.md §8.4), all numbers little-endian::
+
+    [null bitset: ceil(n/64) words][n 8-byte slots][variable-length data]
+
+Fixed-width values sit in their slot; variable-length ones store ``(offset << 32) | size`` with
+the offset relative to the row (or array) start. Arrays are ``UnsafeArrayData``
+(``[int64 n][null bitset][n elements, padded to 8][data]``), maps are
+``[int64 keyArrayBytes][key array][value array]``.
+
+Python values per Spark type:
+
+==========================  ===========================================================
+boolean/byte/short/int/long ``bool`` / ``int``
+float/double                ``float`` (float keeps the float32 value)
+decimal(p,s)                ``decimal.Decimal`` with exponent ``-s`` (p <= 18 from the slot,
+                            larger from the BigInteger bytes)
+string, char, varchar       ``str`` (invalid UTF-8 replaced by U+FFFD, like Spark's toString)
+binary                      ``bytes``
+date                        ``datetime.date``
+timestamp                   ``datetime.datetime`` aware, UTC
+timestamp_ntz               ``datetime.datetime`` naive
+time(p)                     ``datetime.time``
+interval year-month         ``int`` months
+interval day-time           ``datetime.timedelta``
+calendar interval           ``CalendarInterval``
+struct                      ``dict`` keyed by ``StructType.unique_names()`` (or a tuple)
+array                       ``list``
+map                         ``dict`` when the key type is atomic, else a ``list`` of
+                            ``(key, value)`` tuples (struct/array/map keys are unhashable)
+void (null type)            ``None``
+variant                     ``Variant(value, metadata)`` raw bytes
+==========================  ===========================================================
+
+Corrupt input raises ``FormatError`` (never IndexError/struct.error/MemoryError): every
+offset and size is checked against the enclosing row before it is read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Context, Decimal
+from typing import Any
+
+from ckpt_cli.errors import FormatError
+from ckpt_cli.formats.schema import (
+    ArrayType,
+    AtomicType,
+    DataType,
+    DayTimeIntervalType,
+    DecimalType,
+    MapType,
+    StringLikeType,
+    StructType,
+    TimeType,
+    UnknownType,
+    UserDefinedType,
+    YearMonthIntervalType,
+)
+
+MAX_LONG_DIGITS = 18  # Decimal.MAX_LONG_DIGITS: larger precisions are variable-length
+
+
+@dataclass(frozen=True)
+class CalendarInterval:
+    months: int
+    days: int
+    microseconds: int
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A VARIANT value: Spark's binary value and metadata, undecoded."""
+
+    value: bytes
+    metadata: bytes
+
+
+class _RowError(Exception):
+    """Raised while decoding; the public entry points turn it into FormatError."""
+
+    def __init__(self, problem: str, offset: int) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.offset = offset
+
+
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH_NAIVE = dt.datetime(1970, 1, 1)
+_DECIMAL_CONTEXT = Context(prec=100)
+_MAX_U32 = 0xFFFFFFFF
+
+# A value converter gets the raw slot value (fixed types), or the raw slot plus the container
+# buffer, container start and container size (variable-length types).
+FixedConv = Callable[[Any], Any]
+VarConv = Callable[[int, bytes, int, int], Any]
+
+
+@dataclass(frozen=True)
+class _TypePlan:
+    slot_fmt: str  # struct format of the 8-byte row slot
+    elem_fmt: str  # struct format of one array element
+    elem_size: int
+    fixed: FixedConv | None = None  # None: the raw value is the result
+    var: VarConv | None = None  # set for variable-length types
+    always_null: bool = False
+
+
+def _temporal(make: Callable[[int], Any], what: str) -> FixedConv:
+    def conv(raw: int) -> Any:
+        try:
+            return make(raw)
+        except (OverflowError, ValueError):
+            # Spark allows values outside Python's datetime range (years < 1 or > 9999).
+            raise _RowError(f"{what} value {raw} is outside Python's supported range", 0) from None
+
+    return conv
+
+
+def _date(days: int) -> dt.date:
+    return _EPOCH_DATE + dt.timedelta(days=days)
+
+
+def _timestamp(micros: int) -> dt.datetime:
+    return _EPOCH_UTC + dt.timedelta(microseconds=micros)
+
+
+def _timestamp_ntz(micros: int) -> dt.datetime:
+    return _EPOCH_NAIVE + dt.timedelta(microseconds=micros)
+
+
+def _time(nanos: int) -> dt.time:
+    if not 0 <= nanos < 86_400_000_000_000:
+        raise ValueError("time of day out of range")
+    micros = nanos // 1000
+    seconds, us = divmod(micros, 1_000_000)
+    minutes, s = divmod(seconds, 60)
+    h, m = divmod(minutes, 60)
+    return dt.time(h, m, s, us)
+
+
+def _span(raw: int, base: int, size: int, what: str) -> tuple[int, int]:
+    """Absolute start and end of a variable-length value, checked against its container."""
+    offset = raw >> 32
+    length = raw & _MAX_U32
+    if offset + length > size:
+        raise _RowError(
+            f"{what} at offset {offset} with size {length} runs past the end of its "
+            f"{size}-byte container",
+            base,
+        )
+    start = base + offset
+    return start, start + length
+
+
+def _string(raw: int, buf: bytes, base: int, size: int) -> str:
+    start, end = _span(raw, base, size, "string")
+    return buf[start:end].decode("utf-8", "replace")
+
+
+def _binary(raw: int, buf: bytes, base: int, size: int) -> bytes:
+    start, end = _span(raw, base, size, "binary")
+    return buf[start:end]
+
+
+def _calendar(raw: int, buf: bytes, base: int, size: int) -> CalendarInterval:
+    start, end = _span(raw, base, size, "calendar interval")
+    if end - start != 16:
+        raise _RowError(f"calendar interval must be 16 bytes, found {end - start}", start)
+    months, days, micros = struct.unpack_from("<iiq", buf, start)
+    return CalendarInterval(months, days, micros)
+
+
+def _variant(raw: int, buf: bytes, base: int, size: int) -> Variant:
+    # UnsafeWriter.write(VariantVal) in the 4.3.0 bytecode: [int32 valueSize][value][metadata]
+    # (no real checkpoint with a variant was seen).
+    start, end = _span(raw, base, size, "variant")
+    if end - start < 4:
+        raise _RowError("variant shorter than its 4-byte header", start)
+    (value_size,) = struct.unpack_from("<i", buf, start)
+    if not 0 <= value_size <= end - start - 4:
+        raise _RowError(f"variant value size {value_size} does not fit", start)
+    return Variant(buf[start + 4 : start + 4 + value_size], buf[start + 4 + value_size : end])
+
+
+def _big_decimal(scale: int) -> VarConv:
+    def conv(raw: int, buf: bytes, base: int, size: int) -> Decimal:
+        start, end = _span(raw, base, size, "decimal")
+        # BigInteger.toByteArray is never empty, and Spark reserves 16 bytes (38 digits).
+        if not 0 < end - start <= 16:
+            raise _RowError(f"decimal of {end - start} bytes (expected 1-16)", start)
+        unscaled = int.from_bytes(buf[start:end], "big", signed=True)
+        return Decimal(unscaled).scaleb(-scale, _DECIMAL_CONTEXT)
+
+    return conv
+
+
+def _small_decimal(scale: int) -> FixedConv:
+    def conv(unscaled: int) -> Decimal:
+        return Decimal(unscaled).scaleb(-scale, _DECIMAL_CONTEXT)
+
+    return conv
+
+
+_FIXED = {
+    "boolean": _TypePlan("?7x", "?", 1),
+    "byte": _TypePlan("b7x", "b", 1),
+    "short": _TypePlan("h6x", "h", 2),
+    "integer": _TypePlan("i4x", "i", 4),
+    "long": _TypePlan("q", "q", 8),
+    "float": _TypePlan("f4x", "f", 4),
+    "double": _TypePlan("d", "d", 8),
+    "date": _TypePlan("i4x", "i", 4, _temporal(_date, "date")),
+    "timestamp": _TypePlan("q", "q", 8, _temporal(_timestamp, "timestamp")),
+    "timestamp_ntz": _TypePlan("q", "q", 8, _temporal(_timestamp_ntz, "timestamp_ntz")),
+    "string": _TypePlan("Q", "Q", 8, var=_string),
+    "binary": _TypePlan("Q", "Q", 8, var=_binary),
+    "interval": _TypePlan("Q", "Q", 8, var=_calendar),
+    "variant": _TypePlan("Q", "Q", 8, var=_variant),
+    # NullType: always null; arrays of it use 8-byte elements (not byte-verified).
+    "void": _TypePlan("8x", "8x", 8, always_null=True),
+}
+
+
+def _plan(data_type: DataType, as_tuple: bool, depth: int = 0) -> _TypePlan:
+    if isinstance(data_type, AtomicType):
+        plan = _FIXED.get(data_type.name)
+        if plan is None:
+            raise ValueError(f"cannot decode Spark type {data_type.name!r}")
+        return plan
+    if isinstance(data_type, StringLikeType):
+        return _FIXED["string"]
+    if isinstance(data_type, DecimalType):
+        if data_type.precision <= MAX_LONG_DIGITS:
+            return _TypePlan("q", "q", 8, _small_decimal(data_type.scale))
+        return _TypePlan("Q", "Q", 8, var=_big_decimal(data_type.scale))
+    if isinstance(data_type, YearMonthIntervalType):
+        return _TypePlan("i4x", "i", 4)
+    if isinstance(data_type, DayTimeIntervalType):
+        return _TypePlan(
+            "q", "q", 8, _temporal(lambda us: dt.timedelta(microseconds=us), "interval")
+        )
+    if isinstance(data_type, TimeType):
+        return _TypePlan("q", "q", 8, _temporal(_time, "time"))
+    if isinstance(data_type, UserDefinedType):
+        return _plan(data_type.sql_type, as_tuple, depth + 1)
+    if isinstance(data_type, StructType):
+        return _TypePlan("Q", "Q", 8, var=_nested_struct(data_type, as_tuple, depth + 1))
+    if isinstance(data_type, ArrayType):
+        return _TypePlan("Q", "Q", 8, var=_nested_array(data_type, as_tuple, depth + 1))
+    if isinstance(data_type, MapType):
+        return _TypePlan("Q", "Q", 8, var=_nested_map(data_type, as_tuple, depth + 1))
+    if isinstance(data_type, UnknownType):
+        raise ValueError(f"cannot decode unknown Spark type {data_type.json_text}")
+    raise ValueError(f"cannot decode Spark type {data_type!r}")
+
+
+# -- rows ------------------------------------------------------------------------------------
+
+RowFn = Callable[[bytes, int, int], Any]
+
+
+def _compile_struct(schema: StructType, as_tuple: bool, depth: int = 0) -> RowFn:
+    """A function ``(buf, start, size) -> dict | tuple`` decoding one UnsafeRow."""
+    if depth > 100:
+        raise ValueError("schema nested too deeply")
+    n = len(schema.fields)
+    words = (n + 63) // 64
+    fixed_size = 8 * (words + n)
+    plans = [_plan(f.data_type, as_tuple, depth) for f in schema.fields]
+    # One unpack reads the null bitset words and every slot; void slots are read as "q" so
+    # that value indexes equal field ordinals.
+    slots = struct.Struct(
+        "<" + "Q" * words + "".join("q" if p.always_null else p.slot_fmt for p in plans)
+    )
+    unpack_from = slots.unpack_from
+    names = schema.unique_names()
+    fixed_steps = tuple((i, p.fixed) for i, p in enumerate(plans) if p.fixed is not None)
+    var_steps = tuple((i, p.var) for i, p in enumerate(plans) if p.var is not None)
+    always_null = sum(1 << i for i, p in enumerate(plans) if p.always_null)
+    # Bits past the last field are meaningless (and must not index past the values).
+    field_mask = (1 << n) - 1
+    plain = not fixed_steps and not var_steps
+
+    def decode(buf: bytes, start: int, size: int) -> Any:
+        if size < fixed_size:
+            raise _RowError(
+                f"row of {size} bytes is shorter than the {fixed_size} bytes of null bits and "
+                f"slots its {n} fields need",
+                start,
+            )
+        raw = unpack_from(buf, start)
+        if words == 1:
+            nulls = (raw[0] | always_null) & field_mask
+        else:
+            nulls = always_null
+            for w in range(words):
+                nulls |= raw[w] << (64 * w)
+            nulls &= field_mask
+        if plain and not nulls:
+            values = raw[words:]
+            return values if as_tuple else dict(zip(names, values, strict=True))
+        out = list(raw[words:])
+        for i, fixed in fixed_steps:
+            if not nulls >> i & 1:
+                out[i] = fixed(out[i])
+        for i, var in var_steps:
+            if not nulls >> i & 1:
+                out[i] = var(out[i], buf, start, size)
+        while nulls:
+            low = nulls & -nulls
+            out[low.bit_length() - 1] = None
+            nulls ^= low
+        return tuple(out) if as_tuple else dict(zip(names, out, strict=True))
+
+    return decode
+
+
+def _nested_struct(schema: StructType, as_tuple: bool, depth: int) -> VarConv:
+    row = _compile_struct(schema, as_tuple, depth)
+
+    def conv(raw: int, buf: bytes, base: int, size: int) -> Any:
+        start, end = _span(raw, base, size, "struct")
+        return row(buf, start, end - start)
+
+    return conv
+
+
+# -- arrays and maps -------------------------------------------------------------------------
+
+ArrayFn = Callable[[bytes, int, int], list[Any]]
+
+
+def _compile_array(element_type: DataType, as_tuple: bool, depth: int) -> ArrayFn:
+    """A function ``(buf, start, size) -> list`` decoding one UnsafeArrayData."""
+    p = _plan(element_type, as_tuple, depth)
+    elem_size = p.elem_size
+    fmt = p.elem_fmt
+
+    def decode(buf: bytes, start: int, size: int) -> list[Any]:
+        if size < 8:
+            raise _RowError(f"array of {size} bytes has no element count", start)
+        (count,) = struct.unpack_from("<q", buf, start)
+        header = 8 + ((count + 63) // 64) * 8
+        # Checking against the container size first bounds every list built below.
+        if count < 0 or header + count * elem_size > size:
+            raise _RowError(
+                f"array claims {count} elements, more than its {size} bytes can hold", start
+            )
+        if count == 0:
+            return []
+        nulls = int.from_bytes(buf[start + 8 : start + header], "little")
+        if p.always_null:
+            return [None] * count
+        values = list(struct.unpack_from(f"<{count}{fmt}", buf, start + header))
+        if p.var is not None:
+            var = p.var
+            for i, raw in enumerate(values):
+                values[i] = None if nulls >> i & 1 else var(raw, buf, start, size)
+        elif p.fixed is not None:
+            fixed = p.fixed
+            for i, raw in enumerate(values):
+                values[i] = None if nulls >> i & 1 else fixed(raw)
+        elif nulls:
+            for i in range(count):
+                if nulls >> i & 1:
+                    values[i] = None
+        return values
+
+    return decode
+
+
+def _nested_array(data_type: ArrayType, as_tuple: bool, depth: int) -> VarConv:
+    array = _compile_array(data_type.element_type, as_tuple, depth)
+
+    def conv(raw: int, buf: bytes, base: int, size: int) -> list[Any]:
+        start, end = _span(raw, base, size, "array")
+        return array(buf, start, end - start)
+
+    return conv
+
+
+_UNHASHABLE_KEYS = (StructType, ArrayType, MapType)
+
+
+def _hashable_key(data_type: DataType) -> bool:
+    while isinstance(data_type, UserDefinedType):
+        data_type = data_type.sql_type
+    return not isinstance(data_type, _UNHASHABLE_KEYS)
+
+
+def _nested_map(data_type: MapType, as_tuple: bool, depth: int) -> VarConv:
+    keys_fn = _compile_array(data_type.key_type, as_tuple, depth)
+    values_fn = _compile_array(data_type.value_type, as_tuple, depth)
+    as_dict = _hashable_key(data_type.key_type)
+
+    def conv(raw: int, buf: bytes, base: int, size: int) -> Any:
+        start, end = _span(raw, base, size, "map")
+        total = end - start
+        if total < 8:
+            raise _RowError(f"map of {total} bytes has no key array size", start)
+        (key_bytes,) = struct.unpack_from("<q", buf, start)
+        if not 0 <= key_bytes <= total - 8:
+            raise _RowError(f"map key array size {key_bytes} does not fit in {total} bytes", start)
+        keys = keys_fn(buf, start + 8, key_bytes)
+        values = values_fn(buf, start + 8 + key_bytes, total - 8 - key_bytes)
+        if len(keys) != len(values):
+            raise _RowError(f"map has {len(keys)} keys but {len(values)} values", start)
+        if as_dict:
+            return dict(zip(keys, values, strict=True))
+        return list(zip(keys, values, strict=True))
+
+    return conv
+
+
+# -- public API ------------------------------------------------------------------------------
+
+Decoder = Callable[[bytes | bytearray | memoryview], Any]
+
+
+def make_decoder(schema: StructType, *, path: str = "<row>", as_tuple: bool = False) -> Decoder:
+    """Compile ``schema`` once into a fast ``decode(data) -> dict`` (or tuple) function.
+
+    ``path`` names the file in errors. The decoder raises FormatError when the bytes do not fit
+    the schema; rows longer than the schema needs are accepted, as Spark does.
+    Raises FormatError at compile time for a type ckpt cannot decode.
+    """
+    try:
+        row = _compile_struct(schema, as_tuple)
+    except ValueError as exc:
+        raise FormatError(path, str(exc)) from None
+
+    def decode(data: bytes | bytearray | memoryview) -> Any:
+        buf = data if isinstance(data, bytes) else bytes(data)
+        try:
+            return row(buf, 0, len(buf))
+        except _RowError as exc:
+            raise FormatError(path, f"bad UnsafeRow: {exc.problem}", offset=exc.offset) from None
+        except (struct.error, OverflowError, MemoryError) as exc:
+            # The explicit checks above should make these unreachable; never leak them.
+            raise FormatError(path, f"bad UnsafeRow: {exc}") from None
+
+    return decode
+
+
+def decode_row(
+    data: bytes | bytearray | memoryview,
+    schema: StructType,
+    *,
+    path: str = "<row>",
+    as_tuple: bool = False,
+) -> Any:
+    """Decode one UnsafeRow; a dict keyed by ``schema.unique_names()`` (tuple if ``as_tuple``).
+
+    For many rows, use ``make_decoder`` once instead.
+    """
+    return make_decoder(schema, path=path, as_tuple=as_tuple)(data)
+
+
+def hex_row(data: bytes | bytearray | memoryview, num_fields: int | None = None) -> str:
+    """Schema-less display: 8-byte words in hex; with ``num_fields``, ``|`` between the null
+    bitset, the slots and the variable-length data."""
+    raw = bytes(data)
+    words = [raw[i : i + 8].hex() for i in range(0, len(raw), 8)]
+    if num_fields is None or num_fields < 0:
+        return " ".join(words)
+    bitset_words = (num_fields + 63) // 64
+    groups = [
+        words[:bitset_words],
+        words[bitset_words : bitset_words + num_fields],
+        words[bitset_words + num_fields :],
+    ]
+    return " | ".join(" ".join(g) for g in groups if g)
