@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import versions
+from ckpt_cli.cli import inspect, versions
 from ckpt_cli.cli.common import STATE
 
 app = typer.Typer(
@@ -49,6 +49,7 @@ def root(
 
 
 app.command(name="versions")(versions.versions)
+app.command(name="inspect")(inspect.inspect)
 
 
 def main() -> None:
