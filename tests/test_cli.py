@@ -41,9 +41,21 @@ def small_checkpoint(root: Path) -> Path:
     return root
 
 
+def target(command: str, checkpoint: Path) -> list[str]:
+    """The positional arguments of a command run on ``checkpoint``."""
+    if command == "inspect":  # inspects one file of the checkpoint
+        return ["-c", str(checkpoint), "offsets/2"]
+    return [str(checkpoint)]
+
+
+# Damage inside a file that `inspect` reads is a finding of the report (exit 1, see
+# test_inspect.py), not a failure to run.
+FILE_LEVEL = {"broken offsets", "future version", "broken metadata"}
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_writes_json(command: str, tmp_path: Path) -> None:
-    result = run_cli(command, str(small_checkpoint(tmp_path)), "--json")
+    result = run_cli(command, *target(command, small_checkpoint(tmp_path)), "--json")
     assert result.exit_code in (0, 1), result.stderr
     obj: dict[str, Any] = json.loads(result.stdout)
     assert obj["status"] in ("ok", "problems")
@@ -77,7 +89,9 @@ def bad_inputs(tmp_path: Path) -> list[tuple[str, Path, str]]:
 @pytest.mark.parametrize("json_flag", [False, True])
 def test_bad_input_is_one_line_and_exit_2(command: str, json_flag: bool, tmp_path: Path) -> None:
     for label, path, message in bad_inputs(tmp_path):
-        args = [command, str(path)] + (["--json"] if json_flag else [])
+        if command == "inspect" and label in FILE_LEVEL:
+            continue
+        args = [command, *target(command, path)] + (["--json"] if json_flag else [])
         result = run_cli(*args)
         assert result.exit_code == 2, (label, result.stdout, result.stderr)
         first = result.stderr.strip().splitlines()[0]
