@@ -262,9 +262,11 @@ def rebuild_db_dir(
 def iter_db(dest_dir: str | os.PathLike[str]) -> Iterator[tuple[bytes, bytes]]:
     """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order.
 
-    Opens read-only in rocksdict raw mode; raises FormatError if RocksDB cannot open it.
+    Opens read-only in rocksdict raw mode with block checksums verified; a DB RocksDB cannot
+    open, or an iteration that stops on corruption, raises FormatError (an iterator that just
+    becomes invalid would otherwise look like the end of the data).
     """
-    from rocksdict import AccessType, Options, Rdict
+    from rocksdict import AccessType, Options, Rdict, ReadOptions
 
     where = str(dest_dir)
     try:
@@ -272,9 +274,20 @@ def iter_db(dest_dir: str | os.PathLike[str]) -> Iterator[tuple[bytes, bytes]]:
     except Exception as exc:  # rocksdict raises a plain Exception for RocksDB errors
         raise FormatError(where, f"RocksDB cannot open the rebuilt directory: {exc}") from None
     try:
-        for key, value in db.items():
-            # raw mode yields bytes; the stubs type items() loosely.
-            yield cast(bytes, key), cast(bytes, value)
+        read_options = ReadOptions()
+        read_options.set_verify_checksums(True)
+        it = db.iter(read_options)
+        try:
+            it.seek_to_first()
+            while it.valid():
+                # raw mode yields bytes; the stubs type key()/value() loosely.
+                yield cast(bytes, it.key()), cast(bytes, it.value())
+                it.next()
+            it.status()
+        except Exception as exc:
+            raise FormatError(where, f"RocksDB stopped reading the SST data: {exc}") from None
+        finally:
+            del it
     finally:
         db.close()
 
