@@ -12,13 +12,13 @@ Versions are *state store versions*: after batch N commits, each store is at ver
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
-from ckpt_cli.errors import CkptError, NotACheckpoint
+from ckpt_cli.errors import CkptError, FormatError, NotACheckpoint
 from ckpt_cli.formats import logs
 from ckpt_cli.formats.names import (
     StateFileType,
@@ -31,6 +31,8 @@ from ckpt_cli.formats.names import (
 )
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.storage import FileEntry, Listing, Storage
+
+_T = TypeVar("_T")
 
 DEFAULT_STORE = "default"
 # Stream-stream join stores, in the order of the commit log's stateUniqueIds inner arrays.
@@ -379,6 +381,9 @@ class Checkpoint:
         self.listing = listing
         dirs: dict[str, _Dir] = {}
         self.files: list[CheckpointFile] = [classify(e, dirs) for e in listing]
+        # Validation reads a damaged checkpoint as far as it can: an unreadable latest log
+        # entry is then a finding, and confs come from the newest readable one.
+        self.tolerant = False
         self._offsets_cache: dict[int, logs.OffsetSeq] = {}
         self._commit_cache: dict[int, logs.CommitMetadata] = {}
         self._check_is_checkpoint()
@@ -471,13 +476,22 @@ class Checkpoint:
 
     @cached_property
     def latest_offsets(self) -> logs.OffsetSeq | None:
-        latest = self.batches.latest_offsets
-        return None if latest is None else self.offsets(latest)
+        """The newest offsets entry. Raises FormatError when it is unreadable, unless the
+        checkpoint is ``tolerant`` (validation), which takes the newest readable one."""
+        return self._newest(self.batches.offsets, self.offsets)
 
     @cached_property
     def latest_commit(self) -> logs.CommitMetadata | None:
-        latest = self.batches.latest_committed
-        return None if latest is None else self.commit(latest)
+        return self._newest(self.batches.commits, self.commit)
+
+    def _newest(self, batches: tuple[int, ...], read: Callable[[int], _T]) -> _T | None:
+        for batch in reversed(batches):
+            try:
+                return read(batch)
+            except FormatError:
+                if not self.tolerant:
+                    raise
+        return None
 
     @property
     def conf(self) -> dict[str, str]:

@@ -34,9 +34,26 @@ ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
 
 
 class StateUnavailable(CkptError):
-    """The files needed to rebuild a version are not (all) in the checkpoint."""
+    """The files needed to rebuild a version are not (all) in the checkpoint.
+
+    ``reason`` says which way, in the words of ``ckpt validate``'s finding codes:
+    ``MISSING_STATE_FILE``, ``MISSING_UNIQUE_ID_FILE``, ``LINEAGE_MISMATCH``,
+    ``UNKNOWN_UNIQUE_ID``; ``paths`` are the files that should be there.
+    """
 
     code = "state-unavailable"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        reason: str = "MISSING_STATE_FILE",
+        paths: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
+        self.paths = paths
 
 
 @dataclass
@@ -138,6 +155,7 @@ def plan_version(
                 f"{part.path}: checkpoint format v2 needs the uniqueId of version {version}, "
                 f"and commits/{version - 1} (which records it) is not in the checkpoint",
                 hint="pick a batch whose commit is retained (ckpt versions lists them)",
+                reason="UNKNOWN_UNIQUE_ID",
             )
         return _plan_lineage(ckpt, plan, part)
     return _plan_chain(plan, part, FileKind.ZIP, FileKind.CHANGELOG)
@@ -175,6 +193,7 @@ def _plan_chain(
             f"{part.path}: version {plan.version} cannot be rebuilt from {start}: "
             f"{_ranges(missing)} .{ext} missing",
             hint="ckpt versions shows which versions are retained",
+            paths=tuple(f"{part.path}/{v}.{ext}" for v in missing),
         )
     return plan
 
@@ -192,7 +211,9 @@ def _plan_lineage(ckpt: Checkpoint, plan: ReplayPlan, part: Partition) -> Replay
         present = ", ".join(sv.unique_ids) if sv else "none"
         raise StateUnavailable(
             f"{part.path}: no {version}_{uid}.zip or .changelog (the commit log's uniqueId); "
-            f"files at version {version} carry ids: {present}"
+            f"files at version {version} carry ids: {present}",
+            reason="MISSING_UNIQUE_ID_FILE",
+            paths=(f"{part.path}/{version}_{uid}.changelog",),
         )
     lineage = read_changelog_header(ckpt, changelog).lineage or ()
     chain = [*lineage, records.LineageEntry(version, uid or "")]
@@ -206,14 +227,18 @@ def _plan_lineage(ckpt: Checkpoint, plan: ReplayPlan, part: Partition) -> Replay
     if plan.base is None and (not chain or chain[0].version != 1):
         raise StateUnavailable(
             f"{changelog.path}: its lineage starts at version {chain[0].version}, and no zip of "
-            "the lineage is in the checkpoint"
+            "the lineage is in the checkpoint",
+            reason="LINEAGE_MISMATCH",
+            paths=(changelog.path,),
         )
     for entry in chain[base_index + 1 :]:
         step = files.get((FileKind.CHANGELOG, entry.version, entry.unique_id))
         if step is None:
             raise StateUnavailable(
                 f"{part.path}: lineage of {changelog.entry.name} needs "
-                f"{entry.version}_{entry.unique_id}.changelog, which is missing"
+                f"{entry.version}_{entry.unique_id}.changelog, which is missing",
+                reason="MISSING_UNIQUE_ID_FILE",
+                paths=(f"{part.path}/{entry.version}_{entry.unique_id}.changelog",),
             )
         plan.steps.append(step)
     return plan
@@ -276,7 +301,11 @@ def _zip_rows(
     def fetch(rel: str) -> bytes:
         path = prefix + rel
         if ckpt.listing.get(path) is None:
-            raise StateUnavailable(f"{path}: named by {f.path} but not in the checkpoint")
+            raise StateUnavailable(
+                f"{path}: named by {f.path} but not in the checkpoint",
+                reason="MISSING_SST",
+                paths=(path,),
+            )
         return ckpt.storage.read_bytes(path)
 
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:

@@ -48,8 +48,8 @@ def target(command: str, checkpoint: Path) -> list[str]:
     return [str(checkpoint)]
 
 
-# Damage inside a file that `inspect` reads is a finding of the report (exit 1, see
-# test_inspect.py), not a failure to run.
+# Damage inside a file that `inspect` or `validate` reads is a finding of the report (exit 1,
+# see test_inspect.py and test_validate.py), not a failure to run.
 FILE_LEVEL = {"broken offsets", "future version", "broken metadata"}
 
 
@@ -89,7 +89,12 @@ def bad_inputs(tmp_path: Path) -> list[tuple[str, Path, str]]:
 @pytest.mark.parametrize("json_flag", [False, True])
 def test_bad_input_is_one_line_and_exit_2(command: str, json_flag: bool, tmp_path: Path) -> None:
     for label, path, message in bad_inputs(tmp_path):
-        if command == "inspect" and label in FILE_LEVEL:
+        if command in ("inspect", "validate") and label in FILE_LEVEL:
+            # validate reports damaged files as findings: exit 1, the file named.
+            if command == "validate":
+                result = run_cli(command, str(path), "--json")
+                assert result.exit_code == 1, (label, result.stdout, result.stderr)
+                assert message in json.dumps(result.json()["findings"]), label
             continue
         args = [command, *target(command, path)] + (["--json"] if json_flag else [])
         result = run_cli(*args)

@@ -1,0 +1,752 @@
+"""``ckpt validate``: will this query restart, and if not, why?
+
+The rules work from the one listing and read only what they need:
+
+* the root ``metadata``; the latest offsets entry and the one before it (Spark reads both to
+  restart a batch), the latest commit; every log entry with ``--all-versions``/``--deep``;
+* per store partition, the state version a restart loads (the latest committed batch + 1, or
+  ``--batch N`` + 1, or every retained version), planned the way Spark loads it
+  (``state.plan_version``), and every file of those plans decoded end to end, with the
+  checksum sidecars that cover them; ``--deep`` decodes every state file in the checkpoint.
+
+Findings carry a stable code, a severity, the paths, a message and a hint. The reading of
+files runs in a pool: threads for I/O, processes for ``--deep`` decoding of many files.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckpt_cli.errors import (
+    CkptError,
+    FormatError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+)
+from ckpt_cli.formats import checksums, compression, records, rocksdb
+from ckpt_cli.formats.schema import parse_state_schema
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.state import ReplayPlan, StateUnavailable, codec_of, plan_version
+from ckpt_cli.storage import Storage
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITY_RANK = {INFO: 0, WARNING: 1, ERROR: 2}
+
+# code -> (default severity, hint). The severity of some codes depends on where they occur.
+CODES: dict[str, tuple[str, str]] = {
+    "MISSING_METADATA": (
+        ERROR,
+        "the root metadata file holds the query id; restore it from a backup, or start the "
+        "query on a new checkpoint",
+    ),
+    "CORRUPT_METADATA": (ERROR, 'restore the metadata file from a backup ({"id":"<uuid>"})'),
+    "CORRUPT_OFFSETS": (
+        ERROR,
+        "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch",
+    ),
+    "CORRUPT_COMMIT": (
+        ERROR,
+        "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch",
+    ),
+    "UNKNOWN_LOG_VERSION": (
+        ERROR,
+        "written by a newer Spark than ckpt knows; run the query with that Spark or upgrade ckpt",
+    ),
+    "COMMIT_WITHOUT_OFFSETS": (
+        ERROR,
+        "a commit entry has no offsets entry; the logs were edited or copied partially",
+    ),
+    "BATCH_GAP": (WARNING, "log entries are missing inside the retained range"),
+    "UNCOMMITTED_BATCH": (
+        INFO,
+        "Spark re-runs the last planned batch on restart; nothing to do",
+    ),
+    "MISSING_STATE_FILE": (
+        ERROR,
+        "restore the file from a backup, or restart from an older batch whose state is "
+        "complete (ckpt validate --all-versions shows which ones)",
+    ),
+    "MISSING_SST": (ERROR, "restore the SST from a backup; the version cannot be loaded"),
+    "SST_SIZE_MISMATCH": (
+        ERROR,
+        "Spark refuses a version whose SST size differs from its zip's metadata; restore the file",
+    ),
+    "LINEAGE_MISMATCH": (
+        ERROR,
+        "the commit log's uniqueIds and the changelog lineage disagree; Spark fails with "
+        "CANNOT_LOAD_STATE_STORE",
+    ),
+    "MISSING_UNIQUE_ID_FILE": (
+        ERROR,
+        "the commit log names a state file version that is not in the checkpoint",
+    ),
+    "UNKNOWN_UNIQUE_ID": (
+        WARNING,
+        "the commit recording this version's uniqueId is purged; the version cannot be checked",
+    ),
+    "PARTITION_COUNT_MISMATCH": (
+        ERROR,
+        "the number of state partitions must stay equal to spark.sql.shuffle.partitions of the "
+        "first run",
+    ),
+    "TEMP_FILE": (
+        WARNING,
+        "left by an interrupted write; Spark ignores it, ckpt cleanup removes it",
+    ),
+    "EMPTY_FILE": (ERROR, "a zero-byte file where Spark wrote content; restore it or roll back"),
+    "TRUNCATED_FILE": (
+        ERROR,
+        "the file ends before its end marker (an interrupted copy or write); restore it",
+    ),
+    "CORRUPT_FILE": (ERROR, "the file cannot be decoded; restore it from a backup"),
+    "CRC_MISMATCH": (
+        ERROR,
+        "Hadoop refuses a file whose .crc does not match; if the file itself is right, delete the "
+        "stale .crc (ckpt repair does)",
+    ),
+    "ORPHAN_FILE": (WARNING, "no retained version needs it; ckpt cleanup removes it"),
+    "MISSING_SCHEMA": (
+        WARNING,
+        "Spark rewrites a missing schema file, but state cannot be decoded without it",
+    ),
+    "CORRUPT_SCHEMA": (ERROR, "Spark fails reading the state schema; restore it from a backup"),
+    "UNKNOWN_FILE": (INFO, "not a file Spark writes in a checkpoint"),
+}
+
+
+@dataclass
+class Finding:
+    code: str
+    severity: str
+    message: str
+    paths: list[str] = field(default_factory=list)
+    hint: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "paths": self.paths,
+            "message": self.message,
+            "hint": self.hint,
+            **self.details,
+        }
+
+
+@dataclass
+class ValidationReport:
+    checkpoint: str
+    target: dict[str, Any]
+    findings: list[Finding]
+    stats: dict[str, Any]
+
+    def at_or_above(self, severity: str) -> list[Finding]:
+        rank = SEVERITY_RANK[severity]
+        return [f for f in self.findings if SEVERITY_RANK[f.severity] >= rank]
+
+    def to_json(self, fail_on: str = ERROR) -> dict[str, Any]:
+        counts = {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITY_RANK}
+        return {
+            "ok": not self.at_or_above(fail_on),
+            "checkpoint": self.checkpoint,
+            "target": self.target,
+            "counts": counts,
+            "findings": [f.to_json() for f in self.findings],
+            "stats": self.stats,
+        }
+
+
+# -- reading files (runs in a pool) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One file to decode end to end, with the checksum sidecars that cover it."""
+
+    path: str
+    kind: FileKind
+    size: int
+    codec: str
+    sidecars: tuple[tuple[str, FileKind], ...] = ()
+    deep: bool = False  # zips: also rebuild the RocksDB and iterate it
+    shared: tuple[tuple[str, int], ...] = ()  # zips: SST/log paths present, with sizes
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[tuple[str, str, list[str]]] = field(default_factory=list)  # code, msg, paths
+    zip_metadata: rocksdb.RocksDBCheckpointMetadata | None = None
+    bytes_read: int = 0
+    reads: int = 0
+
+
+def check_file(storage: Storage, task: FileTask) -> FileResult:
+    """Decode ``task.path`` to its end and verify its sidecars; problems become findings."""
+    result = FileResult(task.path)
+    try:
+        if task.size == 0:
+            result.findings.append(("EMPTY_FILE", f"{task.path}: empty file", [task.path]))
+        elif task.kind in (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG):
+            _decode_stream(storage, task)
+        elif task.kind is FileKind.ZIP:
+            result.zip_metadata = _decode_zip(storage, task)
+        elif task.kind is FileKind.STATE_SCHEMA:
+            parse_state_schema(task.path, storage.read_bytes(task.path))
+        if task.sidecars and task.size:
+            _verify_sidecars(storage, task, result)
+    except TruncatedFileError as exc:
+        result.findings.append(("TRUNCATED_FILE", str(exc), [task.path]))
+    except FormatError as exc:
+        code = "CORRUPT_SCHEMA" if task.kind is FileKind.STATE_SCHEMA else "CORRUPT_FILE"
+        result.findings.append((code, str(exc), [task.path]))
+    except StateUnavailable as exc:
+        result.findings.append((exc.reason, exc.message, list(exc.paths)))
+    return result
+
+
+def _decode_stream(storage: Storage, task: FileTask) -> None:
+    with storage.open_stream(task.path) as fh:
+        chunks = compression.decompressed_chunks(task.path, fh, codec=task.codec)
+        if task.kind is FileKind.CHANGELOG:
+            for _ in records.open_changelog(task.path, chunks).records():
+                pass
+        else:
+            snapshot = task.kind is FileKind.SNAPSHOT
+            for _ in records.iter_kv_records(task.path, chunks, snapshot=snapshot):
+                pass
+
+
+def _decode_zip(storage: Storage, task: FileTask) -> rocksdb.RocksDBCheckpointMetadata:
+    data = storage.read_bytes(task.path)
+    meta = rocksdb.read_zip(task.path, data).metadata
+    if not task.deep:
+        return meta
+    present = dict(task.shared)
+    store_dir = task.path.rsplit("/", 1)[0]
+    for subdir, files in (("SSTs", meta.sst_files), ("logs", meta.log_files)):
+        for f in files:
+            path = f"{store_dir}/{subdir}/{f.dfs_file_name}"
+            if present.get(path) != f.size_bytes:
+                return meta  # reported from the listing; RocksDB cannot be rebuilt
+    with tempfile.TemporaryDirectory(prefix="ckpt-validate-") as tmp:
+        rocksdb.rebuild_db_dir(
+            data, lambda rel: storage.read_bytes(f"{store_dir}/{rel}"), tmp, path=task.path
+        )
+        count = sum(1 for _ in rocksdb.iter_db(tmp))
+    keys_known = meta.num_keys is not None and meta.num_keys >= 0
+    if keys_known and not meta.uses_column_families and count != meta.num_keys:
+        raise FormatError(
+            task.path, f"metadata says numKeys={meta.num_keys}, its SSTs hold {count} keys"
+        )
+    return meta
+
+
+def _verify_sidecars(storage: Storage, task: FileTask, result: FileResult) -> None:
+    data = storage.read_bytes(task.path)
+    for path, kind in task.sidecars:
+        raw = storage.read_bytes(path)
+        try:
+            if kind is FileKind.HADOOP_CRC:
+                problem = checksums.verify_hadoop_crc(checksums.parse_hadoop_crc(path, raw), data)
+            else:
+                problem = checksums.verify_spark_checksum(
+                    checksums.parse_spark_checksum(path, raw), data
+                )
+        except FormatError as exc:
+            problem = exc.problem
+        if problem:
+            result.findings.append(
+                ("CRC_MISMATCH", f"{path}: {problem} (covers {task.path})", [path, task.path])
+            )
+
+
+_WORKER_STORAGE: Storage | None = None
+
+
+def _init_worker(storage: Storage) -> None:
+    global _WORKER_STORAGE
+    _WORKER_STORAGE = storage
+
+
+def _check_in_worker(task: FileTask) -> FileResult:
+    """In a worker process: its own storage, so it counts its own requests."""
+    assert _WORKER_STORAGE is not None
+    stats = _WORKER_STORAGE.stats
+    before = (stats.read_calls, stats.bytes_read)
+    result = check_file(_WORKER_STORAGE, task)
+    result.reads = stats.read_calls - before[0]
+    result.bytes_read = stats.bytes_read - before[1]
+    return result
+
+
+# -- the rules -----------------------------------------------------------------------------------
+
+
+class _Validator:
+    def __init__(
+        self,
+        ckpt: Checkpoint,
+        *,
+        batch: int | None,
+        all_versions: bool,
+        deep: bool,
+        workers: int | None,
+        progress: ProgressSink,
+    ) -> None:
+        self.ckpt = ckpt
+        self.batch = batch
+        self.all_versions = all_versions
+        self.deep = deep
+        self.workers = workers
+        self.progress = progress
+        self.findings: list[Finding] = []
+        self.needed_logs: set[str] = set()
+        self.tasks: dict[str, FileTask] = {}
+        self.versions_checked = 0
+        self._sidecars: dict[str, list[CheckpointFile]] = {}
+        for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
+            if f.target:
+                self._sidecars.setdefault(f.target, []).append(f)
+
+    def add(
+        self,
+        code: str,
+        message: str,
+        paths: Iterable[str] = (),
+        *,
+        severity: str | None = None,
+        **details: Any,
+    ) -> None:
+        default, hint = CODES[code]
+        self.findings.append(
+            Finding(code, severity or default, message, list(paths), hint, details)
+        )
+
+    # metadata and logs ------------------------------------------------------------------
+
+    def check_metadata(self) -> None:
+        if self.ckpt.metadata_file is None:
+            self.add("MISSING_METADATA", "metadata: missing (the query id file)", ["metadata"])
+            return
+        try:
+            _ = self.ckpt.query_id
+        except FormatError as exc:
+            self.add("CORRUPT_METADATA", str(exc), ["metadata"])
+
+    def _read_log(self, kind: str, batch: int) -> bool:
+        path = f"{kind}/{batch}"
+        entry = self.ckpt.listing.get(path)
+        code = "CORRUPT_OFFSETS" if kind == "offsets" else "CORRUPT_COMMIT"
+        if entry is not None and entry.size == 0:
+            self.add("EMPTY_FILE", f"{path}: empty file (Spark cannot parse it)", [path])
+            return False
+        try:
+            if kind == "offsets":
+                self.ckpt.offsets(batch)
+            else:
+                self.ckpt.commit(batch)
+        except UnsupportedVersionError as exc:
+            self.add("UNKNOWN_LOG_VERSION", str(exc), [path])
+            return False
+        except FormatError as exc:
+            self.add(code, str(exc), [path])
+            return False
+        return True
+
+    def check_logs(self) -> None:
+        b = self.ckpt.batches
+        offsets, commits = b.offsets, b.commits
+        if offsets:
+            latest = offsets[-1]
+            wanted = {latest, latest - 1} if not (self.all_versions or self.deep) else set(offsets)
+            if self.batch is not None:
+                wanted |= {self.batch, self.batch - 1}
+            for batch in sorted(wanted & set(offsets)):
+                self.needed_logs.add(f"offsets/{batch}")
+                self._read_log("offsets", batch)
+        if commits:
+            wanted = {commits[-1]} if not (self.all_versions or self.deep) else set(commits)
+            for batch in sorted(wanted):
+                self.needed_logs.add(f"commits/{batch}")
+                self._read_log("commits", batch)
+        # Commits whose batch was never planned (within the offsets' retained range).
+        if offsets:
+            stray = [c for c in commits if c >= offsets[0] and c not in set(offsets)]
+            for c in stray:
+                self.add(
+                    "COMMIT_WITHOUT_OFFSETS",
+                    f"commits/{c}: batch {c} has a commit but no offsets entry",
+                    [f"commits/{c}"],
+                    batch=c,
+                )
+        # Holes: an offsets hole just below the latest batch breaks a restart.
+        if offsets:
+            for gap in b.offsets_gaps:
+                restart_needs = gap >= offsets[-1] - 1
+                self.add(
+                    "BATCH_GAP",
+                    f"offsets/{gap}: missing between offsets/{offsets[0]} and "
+                    f"offsets/{offsets[-1]}",
+                    [f"offsets/{gap}"],
+                    severity=ERROR if restart_needs else WARNING,
+                    batch=gap,
+                )
+        for gap in b.commits_gaps:
+            self.add(
+                "BATCH_GAP",
+                f"commits/{gap}: missing between commits/{commits[0]} and commits/{commits[-1]}",
+                [f"commits/{gap}"],
+                batch=gap,
+            )
+        in_flight = b.in_flight
+        if in_flight:
+            many = len(in_flight) > 1
+            self.add(
+                "UNCOMMITTED_BATCH",
+                (
+                    f"batches {', '.join(map(str, in_flight))} have offsets but no commit; "
+                    "Spark only re-runs the last one"
+                    if many
+                    else f"batch {in_flight[0]} is planned (offsets/{in_flight[0]}) but not "
+                    "committed; Spark re-runs it on restart"
+                ),
+                [f"offsets/{x}" for x in in_flight],
+                severity=ERROR if many else INFO,
+                batches=list(in_flight),
+            )
+
+    # state ----------------------------------------------------------------------------
+
+    def target_version(self) -> int | None:
+        if self.batch is not None:
+            return self.batch + 1
+        latest = self.ckpt.batches.latest_committed
+        return latest + 1 if latest is not None else None
+
+    def _shuffle_partitions(self) -> int | None:
+        try:
+            latest = self.ckpt.latest_offsets
+        except FormatError:
+            return None
+        return latest.shuffle_partitions if latest else None
+
+    def check_state(self) -> None:
+        ops = self.ckpt.operators
+        expected = self._shuffle_partitions()
+        counts: dict[str, int] = {}
+        for op in ops.values():
+            for store in op.stores.values():
+                counts[f"{op.path}:{store.name}"] = len(store.partitions)
+        target = self.target_version()
+        for op in ops.values():
+            self._check_schema(op.id)
+            for store in op.stores.values():
+                ids = sorted(store.partitions)
+                want = expected if expected is not None else max(counts.values())
+                missing = [p for p in range(want) if p not in store.partitions]
+                extra = [p for p in ids if p >= want]
+                if missing or extra:
+                    where = f"{op.path} store {store.name}"
+                    self.add(
+                        "PARTITION_COUNT_MISMATCH",
+                        f"{where}: {len(ids)} partitions, expected {want}"
+                        + (f"; missing {', '.join(map(str, missing))}" if missing else "")
+                        + (f"; unexpected {', '.join(map(str, extra))}" if extra else ""),
+                        [op.path],
+                        operator=op.id,
+                        store=store.name,
+                    )
+                for part in store.partitions.values():
+                    versions: list[int] = []
+                    if self.all_versions:
+                        versions = [v for v in part.version_ids if target is None or v <= target]
+                    elif target:
+                        versions = [target]
+                    for v in versions:
+                        self._check_version(op.id, store.name, part.id, v)
+                for pid in missing:
+                    if target:
+                        path = f"{op.path}/{pid}" + (
+                            f"/{store.name}" if store.name != "default" else ""
+                        )
+                        self.add(
+                            "MISSING_STATE_FILE",
+                            f"{path}: no state files at all; version {target} cannot be loaded",
+                            [path],
+                            operator=op.id,
+                            store=store.name,
+                            partition=pid,
+                            version=target,
+                        )
+
+    def _check_version(self, op: int, store: str, part: int, version: int) -> None:
+        self.versions_checked += 1
+        try:
+            plan = plan_version(self.ckpt, op, part, version, store=store)
+        except StateUnavailable as exc:
+            code = exc.reason if exc.reason in CODES else "MISSING_STATE_FILE"
+            self.add(
+                code,
+                exc.message,
+                exc.paths,
+                operator=op,
+                store=store,
+                partition=part,
+                version=version,
+            )
+            return
+        except FormatError as exc:  # a changelog whose header cannot be read
+            self.add("CORRUPT_FILE", str(exc), [exc.path], version=version)
+            return
+        if plan.unique_id is not None:
+            self._check_lineage(plan)
+        for f in plan.files:
+            self._queue(f)
+
+    def _check_lineage(self, plan: ReplayPlan) -> None:
+        """Format v2: each changelog's lineage names the ids the commit log recorded."""
+        from ckpt_cli.state import read_changelog_header, version_unique_id
+
+        for step in plan.steps:
+            try:
+                lineage = read_changelog_header(self.ckpt, step).lineage or ()
+            except FormatError:
+                continue  # reported when the file is decoded
+            for entry in lineage:
+                recorded = version_unique_id(
+                    self.ckpt, plan.operator, plan.store, plan.partition, entry.version
+                )
+                if recorded is not None and recorded != entry.unique_id:
+                    self.add(
+                        "LINEAGE_MISMATCH",
+                        f"{step.path}: lineage says version {entry.version} is "
+                        f"{entry.unique_id}, commits/{entry.version - 1} says {recorded}",
+                        [step.path, f"commits/{entry.version - 1}"],
+                        operator=plan.operator,
+                        partition=plan.partition,
+                        version=plan.version,
+                    )
+
+    def _check_schema(self, op: int) -> None:
+        operator = self.ckpt.operators[op]
+        for store in operator.stores.values():
+            files = list(store.schema_files) or [
+                f for f in operator.schema_files if f"/_stateSchema/{store.name}/" in f"/{f.path}/"
+            ]
+            if not files:
+                self.add(
+                    "MISSING_SCHEMA",
+                    f"{operator.path}: store {store.name} has no schema file",
+                    [operator.path],
+                    operator=op,
+                    store=store.name,
+                )
+            for f in files:
+                self._queue(f)
+
+    def _queue(self, f: CheckpointFile) -> None:
+        if f.path in self.tasks:
+            return
+        sidecars = tuple((c.path, c.kind) for c in self._sidecars.get(f.path, ()))
+        shared: tuple[tuple[str, int], ...] = ()
+        if f.kind is FileKind.ZIP and f.store is not None:
+            prefix = f.path.rsplit("/", 1)[0] + "/"
+            shared = tuple(
+                (e.path, e.size)
+                for e in self.ckpt.listing
+                if e.path.startswith(prefix + "SSTs/") or e.path.startswith(prefix + "logs/")
+            )
+        self.tasks[f.path] = FileTask(
+            f.path, f.kind, f.entry.size, codec_of(self.ckpt), sidecars, self.deep, shared
+        )
+
+    # files ----------------------------------------------------------------------------
+
+    def check_files(self) -> None:
+        for f in self.ckpt.temp_files:
+            self.add(
+                "TEMP_FILE",
+                f"{f.path}: temp file of an interrupted write"
+                + (f" of {f.target}" if f.target else ""),
+                [f.path],
+            )
+        for f in self.ckpt.unknown_files:
+            self.add("UNKNOWN_FILE", f"{f.path}: not a file Spark writes", [f.path])
+        paths = {f.path for f in self.ckpt.files}
+        for f in self.ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
+            if f.target and f.target not in paths:
+                self.add(
+                    "ORPHAN_FILE",
+                    f"{f.path}: checksum of {f.target}, which is not in the checkpoint",
+                    [f.path],
+                )
+        if self.deep:
+            for f in self.ckpt.of_kind(
+                FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG, FileKind.ZIP
+            ):
+                self._queue(f)
+            for f in self.ckpt.of_kind(FileKind.OFFSETS, FileKind.COMMIT, FileKind.METADATA):
+                if f.entry.size == 0 and f.path not in self.needed_logs:
+                    self.add("EMPTY_FILE", f"{f.path}: empty file", [f.path], severity=WARNING)
+        for f in self.ckpt.of_kind(FileKind.OFFSETS, FileKind.COMMIT):
+            if f.entry.size == 0 and f.path not in self.needed_logs and not self.deep:
+                self.add("EMPTY_FILE", f"{f.path}: empty file", [f.path], severity=WARNING)
+
+    def run_file_checks(self) -> tuple[int, int]:
+        tasks = list(self.tasks.values())
+        if not tasks:
+            return 0, 0
+        self.progress.start("Reading state files", total=len(tasks))
+        reads = nbytes = 0
+        try:
+            for result in self._map(tasks):
+                reads += result.reads
+                nbytes += result.bytes_read
+                for code, message, paths in result.findings:
+                    self.add(code, message, paths)
+                if result.zip_metadata is not None:
+                    self._check_zip_files(result.path, result.zip_metadata)
+                self.progress.advance()
+        finally:
+            self.progress.close()
+        return reads, nbytes
+
+    def _map(self, tasks: list[FileTask]) -> Iterable[FileResult]:
+        workers = self.workers or min(32, (os.cpu_count() or 2) * 4)
+        if workers <= 1 or len(tasks) < 8:
+            return [check_file(self.ckpt.storage, t) for t in tasks]
+        pool: Executor
+        if self.deep and len(tasks) >= 64 and (os.cpu_count() or 1) > 1:
+            # Decoding is CPU work under the GIL: processes keep every core busy.
+            pool = ProcessPoolExecutor(
+                max_workers=min(workers, os.cpu_count() or 2),
+                initializer=_init_worker,
+                initargs=(self.ckpt.storage,),
+            )
+            with pool:
+                return list(pool.map(_check_in_worker, tasks, chunksize=16))
+        storage = self.ckpt.storage
+        with ThreadPoolExecutor(max_workers=workers) as threads:
+            return list(threads.map(lambda t: check_file(storage, t), tasks))
+
+    def _check_zip_files(self, zip_path: str, meta: rocksdb.RocksDBCheckpointMetadata) -> None:
+        store_dir = zip_path.rsplit("/", 1)[0]
+        for subdir, files in (("SSTs", meta.sst_files), ("logs", meta.log_files)):
+            for f in files:
+                path = f"{store_dir}/{subdir}/{f.dfs_file_name}"
+                entry = self.ckpt.listing.get(path)
+                if entry is None:
+                    self.add(
+                        "MISSING_SST",
+                        f"{path}: named by {zip_path} but not in the checkpoint",
+                        [path, zip_path],
+                    )
+                elif entry.size != f.size_bytes:
+                    self.add(
+                        "SST_SIZE_MISMATCH",
+                        f"{path}: {entry.size} bytes, {zip_path} records {f.size_bytes}",
+                        [path, zip_path],
+                    )
+
+
+def validate(
+    ckpt: Checkpoint,
+    *,
+    batch: int | None = None,
+    all_versions: bool = False,
+    deep: bool = False,
+    workers: int | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> ValidationReport:
+    """Check ``ckpt`` against every rule; see the module doc for what is read."""
+    started = time.perf_counter()
+    before = (ckpt.storage.stats.read_calls, ckpt.storage.stats.bytes_read)
+    if batch is not None and batch not in ckpt.batches.commits:
+        committed = ckpt.batches.commits
+        raise CkptError(
+            f"{ckpt.storage.url}: batch {batch} has no commit in the checkpoint "
+            f"(committed: {committed[0]}-{committed[-1]})"
+            if committed
+            else f"{ckpt.storage.url}: no committed batches"
+        )
+    ckpt.tolerant = True
+    v = _Validator(
+        ckpt,
+        batch=batch,
+        all_versions=all_versions,
+        deep=deep,
+        workers=workers,
+        progress=progress,
+    )
+    v.check_metadata()
+    v.check_logs()
+    v.check_state()
+    v.check_files()
+    pool_reads, pool_bytes = v.run_file_checks()
+    v.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code, f.paths))
+    stats = ckpt.storage.stats
+    target = v.target_version()
+    return ValidationReport(
+        checkpoint=ckpt.storage.url,
+        target={
+            "batch": target - 1 if target else None,
+            "version": target,
+            "scope": "all-versions" if all_versions else "restart",
+            "deep": deep,
+        },
+        findings=v.findings,
+        stats={
+            "files_listed": len(ckpt.files),
+            "files_checked": len(v.tasks),
+            "versions_checked": v.versions_checked,
+            "list_calls": stats.list_calls,
+            # Reads made in worker processes are counted by the workers.
+            "files_read": stats.read_calls - before[0] + pool_reads,
+            "bytes_read": stats.bytes_read - before[1] + pool_bytes,
+            "seconds": round(time.perf_counter() - started, 3),
+        },
+    )
+
+
+def junit_xml(report: ValidationReport, fail_on: str = ERROR) -> str:
+    """JUnit XML for CI systems: one test case per rule code that ran, failing with its
+    findings at or above ``fail_on``; findings below it are listed in system-out."""
+    from xml.etree import ElementTree as ET
+
+    failing_rank = SEVERITY_RANK[fail_on]
+    suite = ET.Element(
+        "testsuite",
+        name="ckpt validate",
+        tests=str(len(CODES)),
+        time=str(report.stats.get("seconds", 0)),
+    )
+    failures = 0
+    for code in CODES:
+        found = [f for f in report.findings if f.code == code]
+        case = ET.SubElement(suite, "testcase", classname=report.checkpoint, name=code)
+        bad = [f for f in found if SEVERITY_RANK[f.severity] >= failing_rank]
+        if bad:
+            failures += 1
+            failure = ET.SubElement(
+                case, "failure", type=code, message=f"{len(bad)} finding(s): {bad[0].message}"
+            )
+            failure.text = "\n".join(
+                f"[{f.severity}] {f.message}" + (f"\n  hint: {f.hint}" if f.hint else "")
+                for f in bad
+            )
+        rest = [f for f in found if f not in bad]
+        if rest:
+            out = ET.SubElement(case, "system-out")
+            out.text = "\n".join(f"[{f.severity}] {f.message}" for f in rest)
+    suite.set("failures", str(failures))
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
