@@ -159,9 +159,12 @@ class Store:
     schema_files: list[CheckpointFile] = field(default_factory=list)
     configured_provider: str | None = None
 
-    @property
+    @cached_property
     def provider(self) -> str:
-        """hdfs or rocksdb, inferred from the files; the offsets conf when there are none."""
+        """hdfs or rocksdb, inferred from the files; the offsets conf when there are none.
+
+        Cached: read once per planned version, and the model is complete when it is read.
+        """
         kinds = {f.kind for p in self.partitions.values() for f in p.files}
         hdfs = bool(kinds & {FileKind.DELTA, FileKind.SNAPSHOT})
         rocksdb = bool(kinds & {FileKind.ZIP, FileKind.CHANGELOG, FileKind.SST})

@@ -168,6 +168,10 @@ class Storage:
 
     # -- paths ---------------------------------------------------------------------------
 
+    @property
+    def is_local(self) -> bool:
+        return self._is_local
+
     def full_path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
 

@@ -15,6 +15,8 @@ files runs in a pool: threads for I/O, processes for ``--deep`` decoding of many
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import tempfile
 import time
@@ -192,17 +194,20 @@ class FileResult:
 def check_file(storage: Storage, task: FileTask) -> FileResult:
     """Decode ``task.path`` to its end and verify its sidecars; problems become findings."""
     result = FileResult(task.path)
+    # One request per file where it fits in memory: the same bytes are decoded and checked
+    # against the sidecars (object-store requests cost money); large files are streamed.
+    data = storage.read_bytes(task.path) if 0 < task.size <= _READ_WHOLE_BYTES else None
     try:
         if task.size == 0:
             result.findings.append(("EMPTY_FILE", f"{task.path}: empty file", [task.path]))
         elif task.kind in (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG):
-            _decode_stream(storage, task)
+            _decode_stream(storage, task, data)
         elif task.kind is FileKind.ZIP:
-            result.zip_metadata = _decode_zip(storage, task)
+            result.zip_metadata = _decode_zip(storage, task, data)
         elif task.kind is FileKind.STATE_SCHEMA:
-            parse_state_schema(task.path, storage.read_bytes(task.path))
+            parse_state_schema(task.path, data or storage.read_bytes(task.path))
         if task.sidecars and task.size:
-            _verify_sidecars(storage, task, result)
+            _verify_sidecars(storage, task, result, data)
     except TruncatedFileError as exc:
         result.findings.append(("TRUNCATED_FILE", str(exc), [task.path]))
     except FormatError as exc:
@@ -213,8 +218,13 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
     return result
 
 
-def _decode_stream(storage: Storage, task: FileTask) -> None:
-    with storage.open_stream(task.path) as fh:
+def _decode_stream(storage: Storage, task: FileTask, data: bytes | None) -> None:
+    with contextlib.ExitStack() as stack:
+        fh = (
+            io.BytesIO(data)
+            if data is not None
+            else stack.enter_context(storage.open_stream(task.path))
+        )
         chunks = compression.decompressed_chunks(task.path, fh, codec=task.codec)
         if task.kind is FileKind.CHANGELOG:
             for _ in records.open_changelog(task.path, chunks).records():
@@ -225,8 +235,11 @@ def _decode_stream(storage: Storage, task: FileTask) -> None:
                 pass
 
 
-def _decode_zip(storage: Storage, task: FileTask) -> rocksdb.RocksDBCheckpointMetadata:
-    data = storage.read_bytes(task.path)
+def _decode_zip(
+    storage: Storage, task: FileTask, data: bytes | None
+) -> rocksdb.RocksDBCheckpointMetadata:
+    if data is None:
+        data = storage.read_bytes(task.path)
     meta = rocksdb.read_zip(task.path, data).metadata
     if not task.deep:
         return meta
@@ -250,8 +263,11 @@ def _decode_zip(storage: Storage, task: FileTask) -> rocksdb.RocksDBCheckpointMe
     return meta
 
 
-def _verify_sidecars(storage: Storage, task: FileTask, result: FileResult) -> None:
-    data = storage.read_bytes(task.path)
+def _verify_sidecars(
+    storage: Storage, task: FileTask, result: FileResult, data: bytes | None
+) -> None:
+    if data is None:
+        data = storage.read_bytes(task.path)
     for path, kind in task.sidecars:
         raw = storage.read_bytes(path)
         try:
@@ -270,6 +286,7 @@ def _verify_sidecars(storage: Storage, task: FileTask, result: FileResult) -> No
 
 
 _WORKER_STORAGE: Storage | None = None
+_READ_WHOLE_BYTES = 64 << 20
 
 
 def _init_worker(storage: Storage) -> None:
@@ -625,8 +642,10 @@ class _Validator:
         if workers <= 1 or len(tasks) < 8:
             return [check_file(self.ckpt.storage, t) for t in tasks]
         pool: Executor
-        if self.deep and len(tasks) >= 64 and (os.cpu_count() or 1) > 1:
-            # Decoding is CPU work under the GIL: processes keep every core busy.
+        local = self.ckpt.storage.is_local
+        if local and len(tasks) >= 64 and (os.cpu_count() or 1) > 1:
+            # Decoding local files is CPU work under the GIL: processes keep every core busy.
+            # Object stores are latency-bound, where threads overlap the requests.
             pool = ProcessPoolExecutor(
                 max_workers=min(workers, os.cpu_count() or 2),
                 initializer=_init_worker,
