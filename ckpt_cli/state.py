@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from ckpt_cli.errors import CkptError
@@ -308,50 +309,105 @@ def _zip_rows(
             )
         return ckpt.storage.read_bytes(path)
 
+    def copy(rel: str, dest: Path) -> int:
+        fetch_check = prefix + rel
+        if ckpt.listing.get(fetch_check) is None:
+            fetch(rel)  # raises StateUnavailable naming the file
+        size = 0
+        with ckpt.storage.open_stream(fetch_check) as src, open(dest, "wb") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
+                size += len(chunk)
+        return size
+
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:
-        rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path)
+        rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
         yield from rocksdb.iter_db(tmp)
 
 
-def load_state(
-    ckpt: Checkpoint, plan: ReplayPlan, progress: ProgressSink = NULL_PROGRESS
-) -> dict[bytes, bytes]:
-    """Apply the plan: the raw key -> value bytes of the store at ``plan.version``.
-
-    Keys and values are as stored: raw UnsafeRows for HDFS, Spark's RocksDB encoding (version
-    byte, column family prefix) for RocksDB.
-    """
+def _check_row_checksums(ckpt: Checkpoint, plan: ReplayPlan) -> None:
     if ckpt.conf.get(ROW_CHECKSUM_CONF, "false").lower() == "true":
         raise CkptError(
             f"{plan.path}: rows carry checksums (rowChecksum.enabled=true), which ckpt does "
             "not decode yet"
         )
-    state: dict[bytes, bytes] = {}
+
+
+# A pending change to a key, collected from the deltas/changelogs after the base.
+_Change = tuple[str, bytes | None]
+
+
+def _merge(old: bytes | None, value: bytes) -> bytes:
+    # RocksDB's StringAppend merge operator, as Spark configures it.
+    return value if old is None else old + rocksdb.MERGE_DELIMITER + value
+
+
+def iter_state(
+    ckpt: Checkpoint, plan: ReplayPlan, progress: ProgressSink = NULL_PROGRESS
+) -> Iterator[tuple[bytes, bytes]]:
+    """The raw ``(key, value)`` pairs of the store at ``plan.version``, streamed.
+
+    The changes of the deltas/changelogs after the base are collected first (memory in
+    proportion to them, as bytes); then the base snapshot or zip is streamed and each of its
+    rows is emitted as it is, replaced, or dropped; keys only the changes know come last.
+    Keys and values are as stored (raw UnsafeRows for HDFS, Spark's RocksDB encoding for
+    RocksDB). Row order is the base's, then the changes'.
+    """
+    _check_row_checksums(ckpt, plan)
     part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
     progress.start(f"Rebuilding {plan.path} version {plan.version}", total=len(plan.files))
     try:
-        if plan.base is not None:
-            if plan.base.kind is FileKind.ZIP:
-                state.update(_zip_rows(ckpt, plan.base, part))
-            else:
-                for _kind, key, value in iter_file_records(ckpt, plan.base):
-                    state[key] = value  # type: ignore[assignment]  # snapshots hold puts only
-            progress.advance()
+        changes: dict[bytes, _Change] = {}
+        merges: dict[bytes, list[bytes]] = {}
         for step in plan.steps:
             for kind, key, value in iter_file_records(ckpt, step):
-                if kind == records.PUT:
-                    state[key] = value  # type: ignore[assignment]
-                elif kind == records.DELETE:
-                    state.pop(key, None)
-                else:
-                    # RocksDB's StringAppend merge operator, as Spark configures it.
-                    old = state.get(key)
+                if kind == records.MERGE:
                     assert value is not None
-                    state[key] = value if old is None else old + rocksdb.MERGE_DELIMITER + value
+                    if key in changes:
+                        prev = changes[key][1]
+                        changes[key] = (records.PUT, _merge(prev, value))
+                    else:
+                        merges.setdefault(key, []).append(value)
+                    continue
+                changes[key] = (kind, value)
+                merges.pop(key, None)
             progress.advance()
+        if plan.base is not None:
+            base: Iterator[tuple[bytes, bytes]]
+            if plan.base.kind is FileKind.ZIP:
+                base = _zip_rows(ckpt, plan.base, part)
+            else:
+                base = ((k, v) for _t, k, v in iter_file_records(ckpt, plan.base) if v is not None)
+            for key, value in base:
+                change = changes.pop(key, None) if changes else None
+                if change is not None:
+                    if change[1] is not None:
+                        yield key, change[1]
+                    continue
+                pending = merges.pop(key, None) if merges else None
+                if pending is not None:
+                    for extra in pending:
+                        value = _merge(value, extra)
+                yield key, value
+            progress.advance()
+        for key, (_kind, value) in changes.items():
+            if value is not None:
+                yield key, value
+        for key, pending in merges.items():
+            merged: bytes | None = None
+            for extra in pending:
+                merged = _merge(merged, extra)
+            assert merged is not None
+            yield key, merged
     finally:
         progress.close()
-    return state
+
+
+def load_state(
+    ckpt: Checkpoint, plan: ReplayPlan, progress: ProgressSink = NULL_PROGRESS
+) -> dict[bytes, bytes]:
+    """The raw key -> value bytes of the store at ``plan.version`` (see ``iter_state``)."""
+    return dict(iter_state(ckpt, plan, progress))
 
 
 # -- schemas and decoding --------------------------------------------------------------------

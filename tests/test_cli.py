@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ckpt_cli.cli import app
+from ckpt_cli.formats.compression import compress
 from tests.conftest import REPO, run_cli
 from tests.tree import commit, offsets, write_tree
 
@@ -36,7 +37,8 @@ def small_checkpoint(root: Path) -> Path:
         files[f"offsets/{b}"] = offsets(b)
         files[f"commits/{b}"] = commit(b)
         for p in range(2):
-            files[f"state/0/{p}/{b + 1}.delta"] = b"x"
+            # An empty delta as Spark writes it: an lz4 stream holding the end marker.
+            files[f"state/0/{p}/{b + 1}.delta"] = compress(b"\xff\xff\xff\xff", "lz4")
     write_tree(root, files)
     return root
 
@@ -89,6 +91,8 @@ def bad_inputs(tmp_path: Path) -> list[tuple[str, Path, str]]:
 @pytest.mark.parametrize("json_flag", [False, True])
 def test_bad_input_is_one_line_and_exit_2(command: str, json_flag: bool, tmp_path: Path) -> None:
     for label, path, message in bad_inputs(tmp_path):
+        if command == "replay" and label == "broken metadata":
+            continue  # replay does not read the query id
         if command in ("inspect", "validate") and label in FILE_LEVEL:
             # validate reports damaged files as findings: exit 1, the file named.
             if command == "validate":

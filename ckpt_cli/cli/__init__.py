@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import inspect, validate, versions
+from ckpt_cli.cli import inspect, replay, validate, versions
 from ckpt_cli.cli.common import STATE
 
 app = typer.Typer(
@@ -51,6 +51,7 @@ def root(
 app.command(name="versions")(versions.versions)
 app.command(name="inspect")(inspect.inspect)
 app.command(name="validate")(validate.validate_command)
+app.command(name="replay")(replay.replay)
 
 
 def main() -> None:

@@ -218,6 +218,7 @@ def rebuild_db_dir(
     dest_dir: str | os.PathLike[str],
     *,
     path: str = "<zip>",
+    copy_shared: Callable[[str, Path], int] | None = None,
 ) -> RocksDBCheckpointMetadata:
     """Rebuild the local RocksDB directory of one version (Spark's ``loadCheckpointFromDfs``).
 
@@ -225,7 +226,9 @@ def rebuild_db_dir(
     ``fetch_shared("SSTs/<dfsName>")`` to ``<localFileName>`` and each log
     ``fetch_shared("logs/<dfsName>")`` to ``archive/<localFileName>``, checking each size
     against ``sizeBytes`` like Spark does, and removes ``metadata``. ``fetch_shared`` takes a
-    path relative to the store directory. Returns the parsed metadata.
+    path relative to the store directory; ``copy_shared(rel, dest)``, when given, writes the
+    file to ``dest`` itself (streaming large SSTs) and returns its size. Returns the parsed
+    metadata.
     """
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
@@ -247,15 +250,19 @@ def rebuild_db_dir(
         for f in files:
             local = _safe_name(path, f.local_file_name)
             remote = f"{subdir}/{_safe_name(path, f.dfs_file_name)}"
-            content = fetch_shared(remote)
-            if len(content) != f.size_bytes:
+            target.mkdir(parents=True, exist_ok=True)
+            if copy_shared is not None:
+                size = copy_shared(remote, target / local)
+            else:
+                content = fetch_shared(remote)
+                size = len(content)
+                (target / local).write_bytes(content)
+            if size != f.size_bytes:
                 raise FormatError(
                     remote,
-                    f"size {len(content)} bytes differs from the {f.size_bytes} bytes recorded "
+                    f"size {size} bytes differs from the {f.size_bytes} bytes recorded "
                     f"in {path} (Spark refuses to load this version)",
                 )
-            target.mkdir(parents=True, exist_ok=True)
-            (target / local).write_bytes(content)
     return metadata
 
 

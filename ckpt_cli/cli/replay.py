@@ -1,0 +1,358 @@
+"""``ckpt replay``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ckpt_cli import exit_codes
+from ckpt_cli.cli.common import (
+    STATE,
+    JsonOpt,
+    PathArg,
+    QuietOpt,
+    StorageOpt,
+    begin,
+    error_boundary,
+    parse_storage_options,
+    progress_sink,
+    stderr_console,
+    stdout_console,
+    write_json,
+)
+from ckpt_cli.errors import CkptError, MissingExtraError
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay import (
+    ReplayTarget,
+    collect_rows,
+    decoder_for,
+    iter_change_rows,
+    iter_rows,
+    key_filter,
+    plan_partition,
+    resolve_target,
+    write_partitions,
+)
+
+TABLE_LIMIT = 50
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    jsonl = "jsonl"
+    csv = "csv"
+    parquet = "parquet"
+
+
+@error_boundary
+def replay(
+    path: PathArg,
+    batch: Annotated[
+        int | None,
+        typer.Option(
+            "--batch",
+            "-b",
+            help="The state after this batch committed (Spark's batchId; default: the latest "
+            "committed batch).",
+            show_default=False,
+        ),
+    ] = None,
+    version: Annotated[
+        int | None,
+        typer.Option(
+            "--version", help="A raw state store version instead (= batch + 1).", show_default=False
+        ),
+    ] = None,
+    operator: Annotated[
+        int | None,
+        typer.Option(
+            "--operator", help="Operator id (needed when there are several).", show_default=False
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Store name, for joins: left-keyToNumValues, left-keyWithIndexToValue, "
+            "right-keyToNumValues, right-keyWithIndexToValue.",
+            show_default=False,
+        ),
+    ] = None,
+    partition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--partition",
+            "-p",
+            help="Only this partition (repeatable; default all).",
+            show_default=False,
+        ),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where",
+            "-w",
+            help="Only keys whose column equals VALUE: COLUMN=VALUE (repeatable, all must hold).",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            "-n",
+            min=0,
+            help=f"At most this many rows (table: {TABLE_LIMIT}).",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: Annotated[
+        OutputFormat,
+        typer.Option("--format", "-f", help="Output format (parquet needs pyarrow and --output)."),
+    ] = OutputFormat.table,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-O", help="Write rows to this file instead of stdout.", show_default=False
+        ),
+    ] = None,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Keys and values as hex, without decoding.")
+    ] = False,
+    changes: Annotated[
+        bool,
+        typer.Option(
+            "--changes", help="The change feed between --from and --to instead of the state."
+        ),
+    ] = False,
+    from_batch: Annotated[
+        int | None, typer.Option("--from", help="First batch of --changes.", show_default=False)
+    ] = None,
+    to_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--to", help="Last batch of --changes (default: latest committed).", show_default=False
+        ),
+    ] = None,
+    best_effort: Annotated[
+        bool,
+        typer.Option(
+            "--best-effort",
+            help="When a partition's version cannot be loaded, replay its newest loadable one "
+            "and say so.",
+        ),
+    ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", min=1, help="Worker processes (default: cores).", show_default=False
+        ),
+    ] = None,
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Show the state of a store at a batch, decoded, like Spark's statestore source.
+
+    The state after batch N is store version N+1: the newest snapshot (HDFS-backed store) or
+    zip (RocksDB) at or below it, then the deltas or changelogs after it; in checkpoint
+    format v2 the files are the ones the commit log's uniqueIds and the changelog lineage
+    name. Rows are {"partition_id", "key": {...}, "value": {...}} with the column names of
+    the state schema (hex with --raw or without a schema).
+
+    With --changes, the rows are the change feed of batches --from..--to: each put
+    ("update"), delete and merge, with the batch it happened in.
+    """
+    begin(json_output=json_output, quiet=quiet)
+    if batch is not None and version is not None:
+        raise CkptError("give --batch or --version, not both")
+    if changes and from_batch is None:
+        raise CkptError("--changes needs --from BATCH")
+    if fmt is OutputFormat.parquet and output is None:
+        raise CkptError("--format parquet needs --output FILE")
+    ckpt = Checkpoint.open(path, parse_storage_options(storage_option), progress=progress_sink())
+    target = resolve_target(
+        ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
+    )
+    decoder = decoder_for(ckpt, target.operator, target.store, raw=raw)
+    matches = key_filter(where, decoder)
+
+    if changes:
+        assert from_batch is not None
+        end = to_batch if to_batch is not None else (ckpt.batches.latest_committed or 0)
+        rows = iter_change_rows(ckpt, target, from_batch, end, decoder, matches)
+        _emit(rows, target, fmt, output, limit, json_output, changes=True)
+        raise typer.Exit(exit_codes.OK)
+
+    plans = [plan_partition(ckpt, target, p, best_effort=best_effort) for p in target.partitions]
+    for note in target.notes:
+        if not STATE.quiet:
+            stderr_console().print(f"[yellow]note:[/] {note}")
+    if fmt in (OutputFormat.jsonl, OutputFormat.csv) and not json_output:
+        with _open_output(output) as out:
+            write_partitions(
+                ckpt,
+                plans,
+                out,
+                fmt.value,
+                raw=raw,
+                where=where,
+                limit=limit,
+                workers=workers,
+                progress=progress_sink(),
+            )
+        raise typer.Exit(exit_codes.OK)
+
+    def all_rows() -> Iterator[dict[str, Any]]:
+        for plan in plans:
+            yield from iter_rows(ckpt, plan, decoder, matches)
+
+    _emit(all_rows(), target, fmt, output, limit, json_output, changes=False)
+    raise typer.Exit(exit_codes.OK)
+
+
+@contextmanager
+def _open_output(output: Path | None) -> Iterator[IO[str]]:
+    if output is None:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    try:
+        fh = output.open("w", encoding="utf-8", newline="")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise CkptError(f"{output}: cannot write: {exc.strerror}") from exc
+    with fh:
+        yield fh
+
+
+def _target_json(target: ReplayTarget) -> dict[str, Any]:
+    return {
+        "operator": target.operator,
+        "store": target.store,
+        "partitions": target.partitions,
+        "version": target.version,
+        "batch": target.batch,
+    }
+
+
+def _emit(
+    rows: Iterator[dict[str, Any]],
+    target: ReplayTarget,
+    fmt: OutputFormat,
+    output: Path | None,
+    limit: int | None,
+    json_output: bool,
+    *,
+    changes: bool,
+) -> None:
+    if json_output:
+        got = collect_rows(rows, limit)
+        write_json(
+            {
+                "status": "ok",
+                "target": _target_json(target),
+                "notes": target.notes,
+                "row_count": len(got),
+                "rows": got,
+            }
+        )
+        return
+    if fmt is OutputFormat.parquet:
+        assert output is not None
+        _write_parquet(rows, output, limit)
+        return
+    if fmt in (OutputFormat.jsonl, OutputFormat.csv):
+        from ckpt_cli.replay import RowWriter
+
+        with _open_output(output) as out:
+            writer = RowWriter(out, fmt.value)
+            for row in rows:
+                if limit is not None and writer.count >= limit:
+                    break
+                writer.write(row)
+        return
+    shown = limit if limit is not None else TABLE_LIMIT
+    got = collect_rows(rows, shown + 1)
+    render_table(got[:shown], stdout_console(), target, more=len(got) > shown, changes=changes)
+
+
+def _write_parquet(rows: Iterator[dict[str, Any]], output: Path, limit: int | None) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingExtraError(
+            "--format parquet needs pyarrow", hint="pip install 'ckpt-cli[parquet]'"
+        ) from exc
+    writer = None
+    batch: list[dict[str, Any]] = []
+    count = 0
+    try:
+        for row in rows:
+            if limit is not None and count >= limit:
+                break
+            batch.append(row)
+            count += 1
+            if len(batch) >= 65536:
+                table = pa.Table.from_pylist(batch)
+                writer = writer or pq.ParquetWriter(output, table.schema)
+                writer.write_table(table)
+                batch = []
+        if batch or writer is None:
+            table = pa.Table.from_pylist(batch)
+            writer = writer or pq.ParquetWriter(output, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def render_table(
+    rows: list[dict[str, Any]], console: Console, target: ReplayTarget, *, more: bool, changes: bool
+) -> None:
+    title = f"Operator {target.operator} · store {target.store} · " + (
+        "changes" if changes else f"state after batch {target.batch} (version {target.version})"
+    )
+    table = Table(title=title, title_justify="left")
+    if changes:
+        table.add_column("batch", justify="right")
+        table.add_column("change")
+    table.add_column("partition", justify="right")
+    key_cols = list(rows[0]["key"]) if rows and isinstance(rows[0]["key"], dict) else ["key"]
+    value_cols = (
+        list(rows[0]["value"]) if rows and isinstance(rows[0].get("value"), dict) else ["value"]
+    )
+    for c in key_cols:
+        table.add_column(c, style="bold", overflow="fold")
+    for c in value_cols:
+        table.add_column(c, overflow="fold")
+    for row in rows:
+        key, value = row["key"], row["value"]
+        cells = [_cell(key.get(c)) for c in key_cols] if isinstance(key, dict) else [_cell(key)]
+        if isinstance(value, dict):
+            cells += [_cell(value.get(c)) for c in value_cols]
+        else:
+            cells += [_cell(value)] + [""] * (len(value_cols) - 1)
+        prefix = [str(row["batch_id"]), row["change_type"]] if changes else []
+        table.add_row(*prefix, str(row["partition_id"]), *cells)
+    console.print(table)
+    note = f"{len(rows)} rows"
+    if more:
+        note += " shown; more not shown (raise --limit, or use --format jsonl)"
+    console.print(f"[dim]{note}[/]")

@@ -1,0 +1,149 @@
+"""``ckpt replay`` equals Spark's statestore source on every fixture read, as sets of rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CASES, CASES_DIR, Case, run_cli
+
+pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
+
+HDFS = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
+
+
+def spark_reads(kind: str) -> list[Any]:
+    out = []
+    for case in CASES:
+        for read in case.expected.get("state_reads", []):
+            if "error" in read or read.get("join_side"):
+                continue
+            is_feed = read["reader_options"].get("readChangeFeed") == "true"
+            if (kind == "changes") == is_feed:
+                name = read["rows_file"].rsplit("/", 1)[-1]
+                out.append(pytest.param(case, read, id=f"{case.name}-{name}"))
+    return out
+
+
+def canon(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True) for r in rows)
+
+
+def spark_rows(case: Case, read: dict[str, Any]) -> list[dict[str, Any]]:
+    path = case.root / "state" / read["rows_file"].rsplit("/", 1)[-1]
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def jsonl(*args: str) -> list[dict[str, Any]]:
+    result = run_cli("replay", *args, "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines() if line]
+
+
+def store_args(read: dict[str, Any]) -> list[str]:
+    args = ["--operator", str(read["operator_id"])]
+    if read.get("store_name"):
+        args += ["--store", read["store_name"]]
+    part = read["reader_options"].get("snapshotPartitionId")
+    if part is not None:
+        args += ["--partition", str(part)]
+    return args
+
+
+@pytest.mark.parametrize(("case", "read"), spark_reads("state"))
+def test_replay_jsonl_equals_spark_statestore(case: Case, read: dict[str, Any]) -> None:
+    rows = jsonl(str(case.checkpoint), "--batch", str(read["batch_id"]), *store_args(read))
+    assert canon(rows) == canon(spark_rows(case, read))
+
+
+@pytest.mark.parametrize(("case", "read"), spark_reads("changes"))
+def test_change_feed_equals_spark_read_change_feed(case: Case, read: dict[str, Any]) -> None:
+    options = read["reader_options"]
+    rows = jsonl(
+        str(case.checkpoint),
+        "--changes",
+        "--from",
+        options["changeStartBatchId"],
+        "--to",
+        options["changeEndBatchId"],
+        *store_args(read),
+    )
+    assert canon(rows) == canon(spark_rows(case, read))
+
+
+def test_parallel_partitions_equal_one_process() -> None:
+    join = str(CASES_DIR / "spark4-join" / "checkpoint")
+    args = ["--store", "left-keyWithIndexToValue"]
+    one = jsonl(join, *args, "--workers", "1")
+    many = jsonl(join, *args, "--workers", "2")
+    assert one and canon(one) == canon(many)
+
+
+def test_where_filters_keys() -> None:
+    rows = jsonl(str(HDFS), "--where", "k=k3")
+    assert [r["key"] for r in rows] == [{"k": "k3"}]
+    result = run_cli("replay", str(HDFS), "--where", "nope=1")
+    assert result.exit_code == 2 and "no column 'nope'" in result.stderr
+
+
+def test_raw_gives_hex() -> None:
+    rows = jsonl(str(HDFS), "--raw", "--limit", "1")
+    assert len(rows) == 1 and isinstance(rows[0]["key"], str)
+    bytes.fromhex(rows[0]["key"])
+
+
+def test_csv_and_table_and_json() -> None:
+    result = run_cli("replay", str(HDFS), "--format", "csv")
+    assert result.exit_code == 0
+    header = result.stdout.splitlines()[0]
+    assert header == "partition_id,key.k,value.count,value.sum,value.max"
+    table = run_cli("replay", str(HDFS))
+    assert table.exit_code == 0 and "state after batch" in table.stdout
+    data = run_cli("replay", str(HDFS), "--json", "--limit", "2").json()
+    assert data["row_count"] == 2 and data["target"]["version"] == data["target"]["batch"] + 1
+
+
+def test_missing_delta_is_one_line_then_best_effort(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    shutil.copytree(HDFS, root)
+    latest = max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
+    version = latest + 1
+    if (root / f"state/0/1/{version}.snapshot").exists():
+        (root / f"state/0/1/{version}.snapshot").unlink()
+    (root / f"state/0/1/{version}.delta").unlink()
+    result = run_cli("replay", str(root), "--format", "jsonl")
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"{version} .delta missing" in errors[0]
+    assert "state/0/1" in errors[0]
+    result = run_cli("replay", str(root), "--format", "jsonl", "--best-effort")
+    assert result.exit_code == 0
+    assert f"replayed version {version - 1}" in result.stderr
+    assert {json.loads(line)["partition_id"] for line in result.stdout.splitlines()} == {0, 1}
+
+
+def test_batch_outside_the_retained_range() -> None:
+    result = run_cli("replay", str(HDFS), "--batch", "999")
+    assert result.exit_code == 2 and "batch 999 is not committed" in result.stderr
+    result = run_cli("replay", str(HDFS), "--batch", "0")
+    assert result.exit_code == 2 and "cannot be rebuilt" in result.stderr
+
+
+def test_operator_and_store_must_be_chosen() -> None:
+    result = run_cli("replay", str(CASES_DIR / "spark4-join" / "checkpoint"))
+    assert result.exit_code == 2 and "--store" in result.stderr
+    result = run_cli("replay", str(CASES_DIR / "spark4-multi-op" / "checkpoint"))
+    assert result.exit_code == 2 and "--operator" in result.stderr
+
+
+def test_parquet_output(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "state.parquet"
+    result = run_cli("replay", str(HDFS), "--format", "parquet", "--output", str(out))
+    assert result.exit_code == 0, result.stderr
+    table = pq.read_table(out)
+    assert table.num_rows == len(jsonl(str(HDFS)))
