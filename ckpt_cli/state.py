@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -440,6 +440,7 @@ class RowDecoder:
         self._rocks = provider == "rocksdb"
         self._key = make_decoder(schema.key, path=path) if schema else None
         self._value = make_decoder(schema.value, path=path) if schema else None
+        self._json: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
 
     def key_row(self, data: bytes) -> bytes:
         return rocksdb.decode_rocksdb_key(data, path=self.path).row if self._rocks else data
@@ -461,6 +462,21 @@ class RowDecoder:
 
     def __call__(self, key: bytes, value: bytes | None) -> tuple[Any, Any]:
         return self.key(key), self.value(value)
+
+    def json_row(self, key: bytes, value: bytes | None) -> tuple[Any, Any]:
+        """Key and value as plain JSON (see ``json_value``), compiled for the schema."""
+        if self._json is None:
+            from ckpt_cli.jsonvalues import struct_converter
+
+            if self.schema is None:
+                self._json = (lambda v: v, lambda v: v)
+            else:
+                self._json = (
+                    struct_converter(self.schema.key),
+                    struct_converter(self.schema.value),
+                )
+        to_key, to_value = self._json
+        return to_key(self.key(key)), to_value(self.value(value))
 
 
 def row_decoder(schema: StateSchema | None, provider: str, *, path: str = "<state>") -> RowDecoder:
@@ -520,10 +536,9 @@ def json_value(value: Any) -> Any:
     they are), dates ISO, decimals as strings (exact), binary as hex, non-finite floats as
     strings."""
     if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-            return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        from ckpt_cli.jsonvalues import format_timestamp
+
+        return format_timestamp(value)
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
