@@ -9,7 +9,7 @@ a file source with two input files, so there is a snapshot-free delta chain (ver
 * a PySpark script: `spark.read.format("statestore").load(CHECKPOINT)` written as JSON
 
 and prints wall times, their ratio, and the peak resident memory of each process tree
-(sampled from /proc every 20 ms), next to the state's uncompressed size (the decompressed
+(PSS, sampled from /proc every 20 ms), next to the state's uncompressed size (the decompressed
 bytes of the state files replayed).
 
     .venv/bin/python benchmarks/bench_replay.py [--keys 1000000] [--partitions 4]
@@ -101,7 +101,7 @@ def build(root: Path, keys: int, partitions: int) -> Path:
 
 
 def tree_rss_kib(pid: int) -> int:
-    """Resident memory of ``pid`` and all its descendants (Linux /proc)."""
+    """Proportional resident memory of ``pid`` and all its descendants (Linux /proc)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -116,11 +116,14 @@ def tree_rss_kib(pid: int) -> int:
     while todo:
         p = todo.pop()
         todo.extend(children.get(p, []))
+        # Pss: shared pages (the modules forked workers share with their parent) counted once
+        # across the tree, not once per process as VmRSS would.
         try:
-            with open(f"/proc/{p}/status") as fh:
+            with open(f"/proc/{p}/smaps_rollup") as fh:
                 for line in fh:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith("Pss:"):
                         total += int(line.split()[1])
+                        break
         except OSError:
             pass
     return total
@@ -186,11 +189,11 @@ def main() -> None:
             [sys.executable, "-c", read, str(ckpt), os.path.join(tmp, "out")]
         )
     print(
-        f"ckpt replay --format jsonl > /dev/null: {wall_ckpt:6.2f} s, peak RSS "
+        f"ckpt replay --format jsonl > /dev/null: {wall_ckpt:6.2f} s, peak PSS "
         f"{rss_ckpt / 1024:7.1f} MB ({rss_ckpt * 1024 / plain:.1f}x the state)"
     )
     print(
-        f"Spark statestore -> json:               {wall_spark:6.2f} s, peak RSS "
+        f"Spark statestore -> json:               {wall_spark:6.2f} s, peak PSS "
         f"{rss_spark / 1024:7.1f} MB"
     )
     print(f"ckpt is {wall_spark / wall_ckpt:.1f}x faster end to end")

@@ -11,7 +11,7 @@ import datetime as _dt
 import os
 import re
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
@@ -56,12 +56,14 @@ class StorageStats:
     list_calls: int = 0
     read_calls: int = 0
     bytes_read: int = 0
+    delete_requests: int = 0
 
     def to_json(self) -> dict[str, int]:
         return {
             "list_calls": self.list_calls,
             "read_calls": self.read_calls,
             "bytes_read": self.bytes_read,
+            "delete_requests": self.delete_requests,
         }
 
 
@@ -318,6 +320,51 @@ class Storage:
             yield counted
         finally:
             fh.close()
+
+    # -- writing and deleting ------------------------------------------------------------
+
+    def delete_many(self, rels: list[str]) -> int:
+        """Delete checkpoint files; returns the requests made.
+
+        Object stores get one ``rm`` of the whole list (s3fs sends multi-object deletes of up
+        to 1000 keys per request); local files are unlinked one by one. A file already gone is
+        not an error (an earlier, interrupted cleanup may have removed it).
+        """
+        if not rels:
+            return 0
+        paths = [self.full_path(r) for r in rels]
+        try:
+            if self._is_local:
+                for path in paths:
+                    with suppress(FileNotFoundError):
+                        os.unlink(path)
+                self.stats.delete_requests += len(paths)
+                return len(paths)
+            self.fs.rm(paths)
+        except FileNotFoundError:
+            pass
+        except PermissionError as exc:
+            raise StorageAccessError(f"{rels[0]}: permission denied while deleting") from exc
+        except OSError as exc:
+            raise StorageAccessError(f"{rels[0]}: cannot delete: {exc}") from exc
+        requests = -(-len(paths) // 1000)
+        self.stats.delete_requests += requests
+        return requests
+
+    def write_text_absolute(self, location: str, text: str) -> None:
+        """Write a file outside the checkpoint (a manifest), on the same filesystem unless
+        ``location`` is a URL of another one."""
+        import fsspec.core
+
+        try:
+            if "://" in location:
+                with fsspec.core.open(location, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            else:
+                with self.fs.open(location, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+        except OSError as exc:
+            raise StorageAccessError(f"{location}: cannot write: {exc}") from exc
 
 
 class _CountingReader:

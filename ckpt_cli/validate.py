@@ -90,8 +90,9 @@ CODES: dict[str, tuple[str, str]] = {
         "the commit log names a state file version that is not in the checkpoint",
     ),
     "UNKNOWN_UNIQUE_ID": (
-        WARNING,
-        "the commit recording this version's uniqueId is purged; the version cannot be checked",
+        INFO,
+        "the commit recording this version's uniqueId is purged (normal: Spark keeps state "
+        "files back to a snapshot, and commits only minBatchesToRetain back); not checked",
     ),
     "PARTITION_COUNT_MISMATCH": (
         ERROR,

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import inspect, replay, validate, versions
+from ckpt_cli.cli import cleanup, inspect, replay, validate, versions
 from ckpt_cli.cli.common import STATE
 
 app = typer.Typer(
@@ -52,6 +52,8 @@ app.command(name="versions")(versions.versions)
 app.command(name="inspect")(inspect.inspect)
 app.command(name="validate")(validate.validate_command)
 app.command(name="replay")(replay.replay)
+app.command(name="orphans")(cleanup.orphans)
+app.command(name="cleanup")(cleanup.cleanup)
 
 
 def main() -> None:

@@ -1,0 +1,215 @@
+"""``ckpt orphans`` and ``ckpt cleanup``."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ckpt_cli import exit_codes
+from ckpt_cli.cli.common import (
+    STATE,
+    JsonOpt,
+    PathArg,
+    QuietOpt,
+    StorageOpt,
+    begin,
+    error_boundary,
+    parse_storage_options,
+    progress_sink,
+    stderr_console,
+    stdout_console,
+    write_json,
+)
+from ckpt_cli.cli.versions import human_bytes
+from ckpt_cli.errors import CkptError
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.retention import DESCRIPTIONS, CleanupPlan, apply_cleanup, plan_cleanup
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not match:
+        raise typer.BadParameter(f"{text!r}: expected a duration like 90s, 30m, 1h or 2d")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+RetainOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--retain",
+        min=1,
+        help="Batches to keep restartable (default: spark.sql.streaming.minBatchesToRetain "
+        "from the offsets conf, else Spark's default 100).",
+        show_default=False,
+    ),
+]
+MinAgeOpt = Annotated[
+    str,
+    typer.Option(
+        "--min-age",
+        help="Never delete files modified more recently than this (90s, 30m, 1h, 2d).",
+    ),
+]
+
+
+@error_boundary
+def orphans(
+    path: PathArg,
+    retain: RetainOpt = None,
+    min_age: MinAgeOpt = "1h",
+    show_files: Annotated[
+        bool, typer.Option("--files", help="List every file, not only the totals per class.")
+    ] = False,
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """List the files no retained version needs, by class, with their bytes.
+
+    Classes: state versions older than the retention window, RocksDB SST/log files no
+    retained zip names, format-v2 files of task attempts the commit log did not choose, temp
+    files of interrupted writes, old offsets/commits entries, superseded file-source log
+    entries, and checksum sidecars of all of these. Exit code 1 when there are any (a cron job
+    can alert), 0 when there are none. Changes nothing: `ckpt cleanup` removes them.
+    """
+    begin(json_output=json_output, quiet=quiet)
+    ckpt = Checkpoint.open(path, parse_storage_options(storage_option), progress=progress_sink())
+    plan = plan_cleanup(ckpt, retain=retain, min_age=parse_duration(min_age))
+    found = bool(plan.deletions)
+    if json_output:
+        write_json({"status": "problems" if found else "ok", **plan.to_json()})
+    else:
+        render_plan(plan, stdout_console(), show_files=show_files, title="Orphans")
+    raise typer.Exit(exit_codes.PROBLEMS if found else exit_codes.OK)
+
+
+@error_boundary
+def cleanup(
+    path: PathArg,
+    retain: RetainOpt = None,
+    min_age: MinAgeOpt = "1h",
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Delete the files (without it: a dry run).")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask before deleting (cron).")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Delete even though the query looks active."),
+    ] = False,
+    manifest: Annotated[
+        str | None,
+        typer.Option(
+            "--manifest",
+            help="Where to write the JSON manifest of what is deleted (default: beside the "
+            "checkpoint, <checkpoint>.ckpt-cleanup-<time>.json).",
+            show_default=False,
+        ),
+    ] = None,
+    show_files: Annotated[
+        bool, typer.Option("--files", help="List every file of the plan.")
+    ] = False,
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Remove what no retained version needs, without ever breaking a restart.
+
+    A dry run by default: prints the plan (files and bytes per class) and changes nothing.
+    With --apply (and --yes for cron), writes a manifest of the plan, then deletes in an order
+    that keeps every retained version loadable if interrupted: temp files, unchosen format-v2
+    attempts and old versions' own files first, old log entries next, the SST/log files they
+    referenced last. Files younger than --min-age are never deleted, and --apply refuses when
+    the newest offsets entry is younger than --min-age (a running query) unless --force.
+    """
+    begin(json_output=json_output, quiet=quiet)
+    ckpt = Checkpoint.open(path, parse_storage_options(storage_option), progress=progress_sink())
+    plan = plan_cleanup(ckpt, retain=retain, min_age=parse_duration(min_age))
+    console = stdout_console()
+    if not json_output:
+        render_plan(plan, console, show_files=show_files, title="Cleanup plan")
+    if not apply:
+        if json_output:
+            write_json({"status": "ok", "applied": False, **plan.to_json()})
+        elif plan.deletions:
+            console.print("[dim]Dry run: nothing was deleted. Add --apply to delete.[/]")
+        raise typer.Exit(exit_codes.OK)
+    if plan.query_active and not force:
+        raise CkptError(
+            f"{ckpt.storage.url}: the query looks active (newest offsets entry written "
+            f"{plan.newest_offsets_age:.0f} s ago, under --min-age); not deleting",
+            hint="stop the query first, or pass --force if you know it is stopped",
+        )
+    if plan.deletions and not yes:
+        if not sys.stdin.isatty():
+            raise CkptError(
+                "refusing to delete without confirmation: stdin is not a terminal",
+                hint="add --yes to delete unattended",
+            )
+        if not typer.confirm(
+            f"Delete {len(plan.deletions)} files ({human_bytes(plan.bytes)})?", err=True
+        ):
+            raise typer.Exit(exit_codes.OK)
+    result = apply_cleanup(ckpt, plan, manifest=manifest, progress=progress_sink())
+    if json_output:
+        write_json({"status": "ok", "applied": True, **plan.to_json(), "result": result.to_json()})
+    else:
+        console.print(
+            f"[green]Deleted[/] {result.deleted} files ({human_bytes(result.bytes)}) in "
+            f"{result.delete_requests} delete requests"
+            + (f"; manifest: {result.manifest}" if result.manifest else "")
+        )
+        if not STATE.quiet and plan.kept_young:
+            stderr_console().print(
+                f"[dim]{len(plan.kept_young)} files were kept because they are younger than "
+                "--min-age.[/]"
+            )
+    raise typer.Exit(exit_codes.OK)
+
+
+def render_plan(plan: CleanupPlan, console: Console, *, show_files: bool, title: str) -> None:
+    console.print(
+        f"[bold]Checkpoint[/] {plan.checkpoint} · latest committed batch "
+        f"{plan.latest_committed if plan.latest_committed is not None else 'none'} · retaining "
+        f"{plan.retain} batches ({plan.retain_source})"
+    )
+    if plan.query_active:
+        console.print(
+            f"[yellow]The query looks active: newest offsets entry written "
+            f"{plan.newest_offsets_age:.0f} s ago.[/]"
+        )
+    by_class = plan.by_class()
+    if not by_class:
+        console.print("[green]Nothing to remove.[/]")
+    else:
+        table = Table(title=title, title_justify="left")
+        table.add_column("class")
+        table.add_column("files", justify="right")
+        table.add_column("bytes", justify="right")
+        table.add_column("what")
+        for klass, totals in by_class.items():
+            table.add_row(
+                klass, str(totals["files"]), human_bytes(totals["bytes"]), DESCRIPTIONS[klass]
+            )
+        table.add_row(
+            "[bold]total", f"[bold]{len(plan.deletions)}", f"[bold]{human_bytes(plan.bytes)}", ""
+        )
+        console.print(table)
+    if show_files:
+        for d in plan.deletions:
+            console.print(f"  {d.klass:<20} {d.path}  [dim]{d.reason}[/]")
+    if plan.kept_young:
+        console.print(
+            f"[dim]{len(plan.kept_young)} more files would qualify but are younger than "
+            f"--min-age ({plan.min_age:.0f} s).[/]"
+        )
+    for skipped in plan.skipped:
+        console.print(f"[yellow]kept everything in {skipped['path']}:[/] {skipped['reason']}")

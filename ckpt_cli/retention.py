@@ -1,0 +1,493 @@
+"""Retention: which files no retained version needs (``ckpt orphans``), and removing them
+safely (``ckpt cleanup``).
+
+What is retained follows Spark's own rules, taking the more conservative one where the store
+providers differ:
+
+* the latest committed batch ``C`` and the ``N = minBatchesToRetain`` batches before it must
+  stay restartable: state versions ``C+1-N .. C+1`` are planned exactly as Spark loads them
+  (``state.plan_version``), and every file of those plans is needed. As in Spark's cleanup,
+  nothing at or after the oldest needed version ``E`` of a partition is deleted, except, in
+  checkpoint format v2, files of task attempts the commit log did not choose;
+* RocksDB ``SSTs/``/``logs/`` files named by any zip at or after ``E`` are needed; files no zip
+  names are orphans, deleted only when older than every file a retained zip names (Spark's rule
+  in ``RocksDBFileManager.deleteOldVersions``);
+* ``offsets/`` and ``commits/`` entries before ``C - N`` (Spark's purge threshold), and never one
+  a retained version needs for its format-v2 uniqueId;
+* file-source logs (``sources/<id>/``) superseded by a newer compact file;
+* temp files of interrupted writes, and the ``.crc`` sidecars of every file removed;
+* state files of versions after ``C+1`` (a batch in flight) are never touched.
+
+Files modified less than ``min_age`` seconds ago are never deleted. Deletions are ordered so
+that an interrupted cleanup leaves every retained version loadable: temp files, then files of
+unchosen attempts and of old versions (oldest first), then old log entries, and the shared
+files (SSTs, logs) they reference last.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.formats import logs, rocksdb
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.state import StateUnavailable, plan_version, version_unique_id
+
+SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN = 100
+DEFAULT_MIN_AGE_SECONDS = 3600.0
+
+# Deletion classes, in the order they are deleted.
+TEMP = "temp"
+LOST_ATTEMPT = "lost_attempt"
+OLD_VERSION = "old_version"
+OLD_LOG = "old_log"
+OLD_SOURCE_LOG = "old_source_log"
+OLD_SHARED = "old_shared_file"
+ORPHAN_SHARED = "orphan_shared_file"
+CHECKSUM = "checksum"
+CLASSES = (
+    TEMP,
+    LOST_ATTEMPT,
+    OLD_VERSION,
+    OLD_LOG,
+    OLD_SOURCE_LOG,
+    OLD_SHARED,
+    ORPHAN_SHARED,
+    CHECKSUM,
+)
+_PHASE = {
+    TEMP: 0,
+    LOST_ATTEMPT: 1,
+    OLD_VERSION: 2,
+    OLD_LOG: 3,
+    OLD_SOURCE_LOG: 3,
+    OLD_SHARED: 4,
+    ORPHAN_SHARED: 4,
+    CHECKSUM: 5,
+}
+DESCRIPTIONS = {
+    TEMP: "temp files of interrupted atomic writes",
+    LOST_ATTEMPT: "format-v2 state files of task attempts the commit log did not choose",
+    OLD_VERSION: "state files of versions older than the retention window",
+    OLD_LOG: "offsets/ and commits/ entries older than the retention window",
+    OLD_SOURCE_LOG: "file-source log entries superseded by a newer compact file",
+    OLD_SHARED: "RocksDB SST/log files only old versions name",
+    ORPHAN_SHARED: "RocksDB SST/log files no zip names",
+    CHECKSUM: "checksum sidecars whose file is removed or gone",
+}
+
+
+@dataclass
+class Deletion:
+    path: str
+    size: int
+    mtime: float | None
+    klass: str
+    reason: str
+    # Ordering within a phase: version (state files) or batch (logs).
+    order: int = 0
+    # For a checksum sidecar: the file it covers (deleted right after it).
+    covers: str | None = None
+    phase: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "class": self.klass,
+            "reason": self.reason,
+            "mtime": self.mtime,
+        }
+
+
+@dataclass
+class CleanupPlan:
+    checkpoint: str
+    retain: int
+    retain_source: str
+    min_age: float
+    now: float
+    latest_committed: int | None
+    deletions: list[Deletion] = field(default_factory=list)
+    kept_young: list[Deletion] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    query_active: bool = False
+    newest_offsets_age: float | None = None
+
+    @property
+    def bytes(self) -> int:
+        return sum(d.size for d in self.deletions)
+
+    def by_class(self) -> dict[str, dict[str, int]]:
+        out = {c: {"files": 0, "bytes": 0} for c in CLASSES}
+        for d in self.deletions:
+            out[d.klass]["files"] += 1
+            out[d.klass]["bytes"] += d.size
+        return {c: v for c, v in out.items() if v["files"]}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "retain": self.retain,
+            "retain_source": self.retain_source,
+            "min_age_seconds": self.min_age,
+            "latest_committed": self.latest_committed,
+            "query_active": self.query_active,
+            "newest_offsets_age_seconds": self.newest_offsets_age,
+            "files": len(self.deletions),
+            "bytes": self.bytes,
+            "by_class": self.by_class(),
+            "deletions": [d.to_json() for d in self.deletions],
+            "kept_too_young": [d.to_json() for d in self.kept_young],
+            "skipped": self.skipped,
+        }
+
+
+def retention_of(ckpt: Checkpoint, retain: int | None) -> tuple[int, str]:
+    if retain is not None:
+        if retain < 1:
+            raise CkptError(f"--retain {retain}: must be at least 1")
+        return retain, "--retain"
+    value = ckpt.conf.get(logs.MIN_BATCHES_TO_RETAIN)
+    if value is not None and value.isdigit() and int(value) >= 1:
+        return int(value), f"{logs.MIN_BATCHES_TO_RETAIN} in the offsets conf"
+    return SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN, "Spark's default minBatchesToRetain"
+
+
+class _Planner:
+    def __init__(self, ckpt: Checkpoint, retain: int, min_age: float, now: float) -> None:
+        self.ckpt = ckpt
+        self.retain = retain
+        self.min_age = min_age
+        self.now = now
+        self.candidates: dict[str, Deletion] = {}
+        self.skipped: list[dict[str, Any]] = []
+        # Per format-v2 checkpoint: commits a retained version needs for its uniqueId.
+        self.min_needed_commit: int | None = None
+
+    def add(
+        self,
+        f: CheckpointFile,
+        klass: str,
+        reason: str,
+        order: int = 0,
+        covers: Deletion | None = None,
+    ) -> None:
+        if f.path in self.candidates:
+            return
+        phase = covers.phase if covers is not None else _PHASE[klass]
+        self.candidates[f.path] = Deletion(
+            f.path,
+            f.entry.size,
+            f.entry.mtime,
+            klass,
+            reason,
+            covers.order if covers is not None else order,
+            covers.path if covers is not None else None,
+            phase,
+        )
+
+    # state ------------------------------------------------------------------------------
+
+    def plan_state(self) -> None:
+        latest = self.ckpt.batches.latest_committed
+        if latest is None:
+            return
+        top = latest + 1  # the newest committed state version
+        for op in self.ckpt.operators.values():
+            for store in op.stores.values():
+                for part in store.partitions.values():
+                    self._plan_partition(op.id, store.name, part, top)
+
+    def _plan_partition(self, op: int, store: str, part: Partition, top: int) -> None:
+        first = max(1, top - self.retain)
+        versions = [v for v in part.version_ids if first <= v <= top]
+        if not versions:
+            self.skipped.append(
+                {"path": part.path, "reason": f"no state version between {first} and {top}"}
+            )
+            return
+        needed: set[str] = set()
+        for v in range(first, top + 1):
+            try:
+                plan = plan_version(self.ckpt, op, part.id, v, store=store)
+            except StateUnavailable as exc:
+                if v < versions[0]:
+                    continue  # retention already moved past it (Spark's own cleanup)
+                if exc.reason == "UNKNOWN_UNIQUE_ID":
+                    # Its commit is purged, so which attempt won is unknown: keep them all.
+                    sv = part.versions.get(v)
+                    needed.update(f.path for f in (sv.files if sv else []))
+                    continue
+                self.skipped.append(
+                    {"path": part.path, "reason": f"version {v} is not loadable: {exc.message}"}
+                )
+                return
+            except FormatError as exc:
+                self.skipped.append({"path": part.path, "reason": str(exc)})
+                return
+            needed.update(f.path for f in plan.files)
+            if plan.unique_id is not None:
+                self._need_commit(v - 1)
+        planned = [f for f in part.files if f.path in needed and f.version is not None]
+        if not planned:
+            return
+        oldest_needed = min(f.version for f in planned if f.version is not None)
+        state_kinds = (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.ZIP, FileKind.CHANGELOG)
+        kept_zips: list[CheckpointFile] = []
+        for f in part.files:
+            if f.kind not in state_kinds or f.version is None or f.path in needed:
+                if f.kind is FileKind.ZIP and f.path in needed:
+                    kept_zips.append(f)
+                continue
+            if f.version > top:
+                continue  # a batch in flight: Spark overwrites or ignores these
+            if f.version < oldest_needed:
+                self.add(
+                    f,
+                    OLD_VERSION,
+                    f"version {f.version} is older than {oldest_needed}, the oldest version "
+                    f"the last {self.retain} batches need",
+                    f.version,
+                )
+            elif f.unique_id is not None and self._is_lost_attempt(op, store, part, f):
+                self.add(
+                    f,
+                    LOST_ATTEMPT,
+                    f"uniqueId {f.unique_id} is not the one commits/{f.version - 1} recorded",
+                    f.version,
+                )
+            elif f.kind is FileKind.ZIP:
+                kept_zips.append(f)
+        if any(f.kind in (FileKind.SST, FileKind.ROCKSDB_LOG) for f in part.files):
+            self._plan_shared(part, kept_zips)
+
+    def _need_commit(self, batch: int) -> None:
+        if self.min_needed_commit is None or batch < self.min_needed_commit:
+            self.min_needed_commit = batch
+
+    def _is_lost_attempt(self, op: int, store: str, part: Partition, f: CheckpointFile) -> bool:
+        assert f.version is not None
+        chosen = version_unique_id(self.ckpt, op, store, part.id, f.version)
+        return chosen is not None and chosen != f.unique_id
+
+    def _plan_shared(self, part: Partition, kept_zips: list[CheckpointFile]) -> None:
+        """SSTs/logs: needed when a kept zip names them."""
+        named: set[str] = set()
+        for z in kept_zips:
+            try:
+                meta = rocksdb.read_zip(z.path, self.ckpt.storage.read_bytes(z.path)).metadata
+            except FormatError as exc:
+                self.skipped.append(
+                    {"path": part.path, "reason": f"cannot read {z.path}: {exc.problem}"}
+                )
+                # Unknown references: keep every shared file of this partition.
+                return
+            for subdir, files in (("SSTs", meta.sst_files), ("logs", meta.log_files)):
+                named.update(f"{part.path}/{subdir}/{sf.dfs_file_name}" for sf in files)
+        old_zips = {d.path for d in self.candidates.values() if d.path.startswith(part.path + "/")}
+        named_by_old: set[str] = set()
+        for path in old_zips:
+            if not path.endswith(".zip"):
+                continue
+            try:
+                meta = rocksdb.read_zip(path, self.ckpt.storage.read_bytes(path)).metadata
+            except FormatError:
+                continue
+            for subdir, files in (("SSTs", meta.sst_files), ("logs", meta.log_files)):
+                named_by_old.update(f"{part.path}/{subdir}/{sf.dfs_file_name}" for sf in files)
+        shared = part.shared_files
+        tracked_mtimes = [f.entry.mtime for f in shared if f.path in named]
+        oldest_tracked = min((m for m in tracked_mtimes if m is not None), default=None)
+        for f in shared:
+            if f.path in named:
+                continue
+            if f.path in named_by_old:
+                self.add(f, OLD_SHARED, "named only by zips of versions being removed", 10**9)
+                continue
+            # Spark's rule: an unnamed file newer than the oldest file a retained zip names
+            # may belong to a version whose zip is not written yet.
+            if oldest_tracked is None or f.entry.mtime is None or f.entry.mtime >= oldest_tracked:
+                continue
+            self.add(
+                f,
+                ORPHAN_SHARED,
+                "no zip names it, and it is older than every file the retained zips name",
+                10**9,
+            )
+
+    # logs and other files -------------------------------------------------------------
+
+    def plan_logs(self) -> None:
+        b = self.ckpt.batches
+        latest = b.latest_committed
+        if latest is None:
+            return
+        threshold = latest - self.retain  # Spark purges batch ids below this
+        if self.min_needed_commit is not None:
+            threshold = min(threshold, self.min_needed_commit)
+        for f in self.ckpt.of_kind(FileKind.OFFSETS, FileKind.COMMIT):
+            if f.batch is not None and f.batch < threshold:
+                self.add(
+                    f,
+                    OLD_LOG,
+                    f"batch {f.batch} is older than {threshold} (latest committed {latest} - "
+                    f"retain {self.retain})",
+                    f.batch,
+                )
+        by_source: dict[str, list[CheckpointFile]] = {}
+        for f in self.ckpt.of_kind(FileKind.SOURCE_LOG):
+            by_source.setdefault(f.entry.parent, []).append(f)
+        for files in by_source.values():
+            compacts = [
+                f.batch for f in files if f.path.endswith(".compact") and f.batch is not None
+            ]
+            if not compacts:
+                continue
+            newest = max(compacts)
+            for f in files:
+                if f.batch is not None and f.batch < newest:
+                    self.add(
+                        f,
+                        OLD_SOURCE_LOG,
+                        f"superseded by {f.entry.parent}/{newest}.compact",
+                        f.batch,
+                    )
+
+    def plan_temp(self) -> None:
+        for f in self.ckpt.temp_files:
+            self.add(f, TEMP, f"temp file of an interrupted write of {f.target or 'a file'}")
+
+    def plan_checksums(self) -> None:
+        present = {f.path for f in self.ckpt.files}
+        for f in self.ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
+            if f.target is None:
+                continue
+            main = self.candidates.get(f.target)
+            if main is not None and main.klass != CHECKSUM:
+                self.add(f, CHECKSUM, f"checksum of {f.target}, which is removed", covers=main)
+            elif f.target not in present:
+                self.add(f, CHECKSUM, f"checksum of {f.target}, which is not there")
+
+    def finish(self, plan: CleanupPlan) -> None:
+        cutoff = self.now - self.min_age
+        for d in self.candidates.values():
+            if d.mtime is not None and d.mtime > cutoff:
+                plan.kept_young.append(d)
+            else:
+                plan.deletions.append(d)
+        # A sidecar stays when its file stays.
+        young = {d.path for d in plan.kept_young}
+        moved = [d for d in plan.deletions if d.covers is not None and d.covers in young]
+        for d in moved:
+            plan.deletions.remove(d)
+            plan.kept_young.append(d)
+        plan.deletions.sort(key=_delete_order)
+        plan.kept_young.sort(key=lambda d: d.path)
+
+
+def _delete_order(d: Deletion) -> tuple[int, int, str, int]:
+    # A sidecar sorts right after the file it covers.
+    return d.phase, d.order, d.covers or d.path, 1 if d.covers else 0
+
+
+def plan_cleanup(
+    ckpt: Checkpoint,
+    *,
+    retain: int | None = None,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    now: float | None = None,
+) -> CleanupPlan:
+    """Decide what ``cleanup`` would delete; reads only the log entries and zips it needs."""
+    # Cleaning a damaged checkpoint could make it worse: the logs must read (the error names
+    # the file; `ckpt validate` and `ckpt repair` deal with damage).
+    _ = ckpt.query_id, ckpt.latest_offsets, ckpt.latest_commit
+    n, source = retention_of(ckpt, retain)
+    now = time.time() if now is None else now
+    plan = CleanupPlan(ckpt.storage.url, n, source, min_age, now, ckpt.batches.latest_committed)
+    offsets = ckpt.of_kind(FileKind.OFFSETS)
+    mtimes = [f.entry.mtime for f in offsets if f.entry.mtime is not None]
+    if mtimes:
+        plan.newest_offsets_age = round(now - max(mtimes), 3)
+        plan.query_active = plan.newest_offsets_age < min_age
+    planner = _Planner(ckpt, n, min_age, now)
+    planner.plan_temp()
+    planner.plan_state()
+    planner.plan_logs()
+    planner.plan_checksums()
+    planner.finish(plan)
+    plan.skipped = planner.skipped
+    return plan
+
+
+# -- applying ------------------------------------------------------------------------------
+
+
+@dataclass
+class CleanupResult:
+    deleted: int
+    bytes: int
+    delete_requests: int
+    manifest: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deleted": self.deleted,
+            "bytes": self.bytes,
+            "delete_requests": self.delete_requests,
+            "manifest": self.manifest,
+        }
+
+
+def default_manifest_location(ckpt: Checkpoint, now: float) -> str:
+    """Beside the checkpoint (not inside it: Spark would see an unknown file)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    root = ckpt.storage.root.rstrip("/")
+    return f"{root}.ckpt-cleanup-{stamp}.json"
+
+
+def apply_cleanup(
+    ckpt: Checkpoint,
+    plan: CleanupPlan,
+    *,
+    manifest: str | None = None,
+    batch_size: int = 1000,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> CleanupResult:
+    """Write the manifest, then delete the plan's files in its order, in batches."""
+    if not plan.deletions:
+        return CleanupResult(0, 0, 0, None)
+    location = manifest or default_manifest_location(ckpt, plan.now)
+    body = json.dumps({"plan": plan.to_json(), "written_at": time.time()}, indent=1)
+    ckpt.storage.write_text_absolute(location, body)
+    deleted = nbytes = requests = 0
+    progress.start("Deleting", total=len(plan.deletions))
+    try:
+        for chunk in _chunks(plan.deletions, batch_size):
+            requests += ckpt.storage.delete_many([d.path for d in chunk])
+            deleted += len(chunk)
+            nbytes += sum(d.size for d in chunk)
+            progress.advance(len(chunk))
+    finally:
+        progress.close()
+    return CleanupResult(deleted, nbytes, requests, location)
+
+
+def _chunks(items: list[Deletion], size: int) -> Iterable[list[Deletion]]:
+    # Phases never share a chunk, so the crash-safe order holds between requests too.
+    chunk: list[Deletion] = []
+    phase: int | None = None
+    for d in items:
+        p = _delete_order(d)[0]
+        if chunk and (len(chunk) >= size or p != phase):
+            yield chunk
+            chunk = []
+        chunk.append(d)
+        phase = p
+    if chunk:
+        yield chunk

@@ -1,0 +1,167 @@
+"""``ckpt orphans`` / ``ckpt cleanup`` on copies of the real fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.retention import plan_cleanup
+from tests.conftest import CASES, CASES_DIR, Case, case_params, run_cli
+
+pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
+
+HDFS = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
+ROCKS = CASES_DIR / "spark4-rocksdb-agg" / "checkpoint"
+
+
+def copy(root: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "ckpt"
+    shutil.copytree(root, dest)
+    return dest
+
+
+def age_everything(root: Path, seconds: float = 7200) -> None:
+    """Fixture files carry their checkout time; make them look like an idle query's."""
+    when = time.time() - seconds
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            os.utime(Path(dirpath) / name, (when, when))
+
+
+def replay_rows(root: Path, batch: int, args: list[str]) -> list[str] | None:
+    result = run_cli("replay", str(root), "--batch", str(batch), "--format", "jsonl", *args)
+    if result.exit_code != 0:
+        return None
+    return sorted(result.stdout.splitlines())
+
+
+def stores(case: Case) -> list[list[str]]:
+    out = []
+    for op in case.expected["operators"]:
+        for store in op["stores"]:
+            out.append(["--operator", str(op["id"]), "--store", store])
+    return out
+
+
+@pytest.mark.parametrize("retain", [1, 2])
+@pytest.mark.parametrize("case", case_params())
+def test_apply_keeps_every_retained_batch(case: Case, retain: int, tmp_path: Path) -> None:
+    root = copy(case.checkpoint, tmp_path)
+    age_everything(root)
+    ckpt = Checkpoint.open(str(root))
+    latest = ckpt.batches.latest_committed
+    assert latest is not None
+    retained = range(latest - retain, latest + 1)
+    before = {(b, i): replay_rows(root, b, a) for b in retained for i, a in enumerate(stores(case))}
+    manifest = tmp_path / "manifest.json"
+    result = run_cli(
+        "cleanup",
+        str(root),
+        "--retain",
+        str(retain),
+        "--apply",
+        "--yes",
+        "--manifest",
+        str(manifest),
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    assert report["applied"] and report["result"]["deleted"] == report["files"]
+    written = json.loads(manifest.read_text())
+    assert [d["path"] for d in written["plan"]["deletions"]] == [
+        d["path"] for d in report["deletions"]
+    ]
+    for path in written["plan"]["deletions"]:
+        assert not (root / path["path"]).exists()
+    # The cleaned checkpoint validates and replays every retained batch the same.
+    validate = run_cli("validate", str(root), "--all-versions", "--fail-on", "warning", "--json")
+    assert validate.exit_code == 0, validate.stdout
+    for (batch, i), rows in before.items():
+        if rows is not None:
+            assert replay_rows(root, batch, stores(case)[i]) == rows, (batch, stores(case)[i])
+    # A second run finds nothing more.
+    again = run_cli("orphans", str(root), "--retain", str(retain), "--min-age", "0", "--json")
+    assert again.exit_code == 0 and again.json()["files"] == 0
+
+
+def test_dry_run_changes_nothing(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    before = sorted(p for p in root.rglob("*"))
+    result = run_cli("cleanup", str(root), "--retain", "1")
+    assert result.exit_code == 0
+    assert "Dry run" in result.stdout and "old_version" in result.stdout
+    assert sorted(p for p in root.rglob("*")) == before
+
+
+def test_orphans_exit_code_and_classes(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    age_everything(root)
+    tmp = root / "state/0/0/.11.zip.8d0e8a86-98c5-4f0e-9a6b-0b1f3a3c5d11.tmp"
+    tmp.write_bytes(b"PK")
+    os.utime(tmp, (time.time() - 7200,) * 2)
+    result = run_cli("orphans", str(root), "--retain", "1", "--json")
+    assert result.exit_code == 1
+    report: dict[str, Any] = result.json()
+    assert {"temp", "old_version", "old_shared_file", "old_log"} <= set(report["by_class"])
+    assert report["bytes"] == sum(d["size"] for d in report["deletions"])
+
+
+def test_young_files_are_never_planned(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root, 0)  # everything written just now
+    plan = plan_cleanup(Checkpoint.open(str(root)), retain=1, min_age=3600)
+    assert plan.deletions == [] and plan.kept_young
+
+
+def test_active_query_is_refused(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    newest = max(
+        (root / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1
+    )
+    os.utime(newest)  # written just now: the query looks active
+    result = run_cli("cleanup", str(root), "--retain", "1", "--apply", "--yes")
+    assert result.exit_code == 2 and "looks active" in result.stderr
+    forced = run_cli("cleanup", str(root), "--retain", "1", "--apply", "--yes", "--force")
+    assert forced.exit_code == 0
+
+
+def test_apply_without_yes_needs_a_terminal(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    result = run_cli("cleanup", str(root), "--retain", "1", "--apply")
+    assert result.exit_code == 2 and "--yes" in result.stderr
+
+
+def test_retain_default(tmp_path: Path) -> None:
+    # Spark does not pin minBatchesToRetain in the offsets conf: its default applies...
+    plan = plan_cleanup(Checkpoint.open(str(HDFS)), min_age=0)
+    assert plan.retain == 100 and "default" in plan.retain_source
+    # ...unless the conf carries it (a query that set it on its session).
+    root = copy(HDFS, tmp_path)
+    latest = max(int(p.name) for p in (root / "offsets").iterdir() if p.name.isdigit())
+    entry = root / f"offsets/{latest}"
+    header, meta, *rest = entry.read_text().split("\n")
+    body = json.loads(meta)
+    body["conf"]["spark.sql.streaming.minBatchesToRetain"] = "2"
+    entry.write_text("\n".join([header, json.dumps(body), *rest]))
+    (entry.parent / f".{entry.name}.crc").unlink(missing_ok=True)
+    plan = plan_cleanup(Checkpoint.open(str(root)), min_age=0)
+    assert plan.retain == 2 and "offsets conf" in plan.retain_source
+
+
+def test_deletion_order_is_crash_safe() -> None:
+    plan = plan_cleanup(Checkpoint.open(str(ROCKS)), retain=1, min_age=0)
+    classes = [d.klass for d in plan.deletions if d.klass != "checksum"]
+    last_own = max(i for i, c in enumerate(classes) if c in ("old_version", "old_log"))
+    first_shared = min(i for i, c in enumerate(classes) if c.endswith("shared_file"))
+    assert last_own < first_shared
