@@ -365,14 +365,17 @@ class _Planner:
 
     def plan_checksums(self) -> None:
         present = {f.path for f in self.ckpt.files}
-        for f in self.ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
-            if f.target is None:
-                continue
-            main = self.candidates.get(f.target)
-            if main is not None and main.klass != CHECKSUM:
-                self.add(f, CHECKSUM, f"checksum of {f.target}, which is removed", covers=main)
-            elif f.target not in present:
-                self.add(f, CHECKSUM, f"checksum of {f.target}, which is not there")
+        sidecars = self.ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
+        # Twice: Hadoop writes a .crc of Spark's <name>.crc too (a sidecar of a sidecar).
+        for _ in range(2):
+            for f in sidecars:
+                if f.target is None or f.path in self.candidates:
+                    continue
+                main = self.candidates.get(f.target)
+                if main is not None:
+                    self.add(f, CHECKSUM, f"checksum of {f.target}, which is removed", covers=main)
+                elif f.target not in present:
+                    self.add(f, CHECKSUM, f"checksum of {f.target}, which is not there")
 
     def finish(self, plan: CleanupPlan) -> None:
         cutoff = self.now - self.min_age

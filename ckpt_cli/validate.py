@@ -330,6 +330,7 @@ class _Validator:
         self.needed_logs: set[str] = set()
         self.tasks: dict[str, FileTask] = {}
         self.versions_checked = 0
+        self._by_path = {f.path: f for f in ckpt.files}
         self._sidecars: dict[str, list[CheckpointFile]] = {}
         for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
             if f.target:
@@ -359,6 +360,9 @@ class _Validator:
             _ = self.ckpt.query_id
         except FormatError as exc:
             self.add("CORRUPT_METADATA", str(exc), ["metadata"])
+            return
+        if "metadata" in self._sidecars:
+            self._queue(self.ckpt.metadata_file)
 
     def _read_log(self, kind: str, batch: int) -> bool:
         path = f"{kind}/{batch}"
@@ -378,6 +382,10 @@ class _Validator:
         except FormatError as exc:
             self.add(code, str(exc), [path])
             return False
+        # Hadoop refuses a log entry whose .crc does not match (a hand-edited file).
+        f = self._by_path.get(path)
+        if f is not None and path in self._sidecars:
+            self._queue(f)
         return True
 
     def check_logs(self) -> None:

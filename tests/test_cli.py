@@ -93,6 +93,12 @@ def test_bad_input_is_one_line_and_exit_2(command: str, json_flag: bool, tmp_pat
     for label, path, message in bad_inputs(tmp_path):
         if command == "replay" and label == "broken metadata":
             continue  # replay does not read the query id
+        if command == "repair" and label in ("broken offsets", "future version"):
+            # repair plans a fix for a damaged log entry (a rollback): exit 1 with the plan.
+            result = run_cli(command, str(path), "--json")
+            assert result.exit_code == 1, (label, result.stdout, result.stderr)
+            assert "offsets/2" in json.dumps(result.json()["actions"]), label
+            continue
         if command in ("inspect", "validate") and label in FILE_LEVEL:
             # validate reports damaged files as findings: exit 1, the file named.
             if command == "validate":

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import cleanup, inspect, replay, validate, versions
+from ckpt_cli.cli import cleanup, inspect, repair, replay, validate, versions
 from ckpt_cli.cli.common import STATE
 
 app = typer.Typer(
@@ -54,6 +54,7 @@ app.command(name="validate")(validate.validate_command)
 app.command(name="replay")(replay.replay)
 app.command(name="orphans")(cleanup.orphans)
 app.command(name="cleanup")(cleanup.cleanup)
+app.command(name="repair")(repair.repair)
 
 
 def main() -> None:

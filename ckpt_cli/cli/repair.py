@@ -1,0 +1,174 @@
+"""``ckpt repair``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ckpt_cli import exit_codes
+from ckpt_cli.cli.common import (
+    JsonOpt,
+    QuietOpt,
+    StorageOpt,
+    begin,
+    error_boundary,
+    parse_storage_options,
+    progress_sink,
+    stdout_console,
+    write_json,
+)
+from ckpt_cli.errors import CkptError
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.repair import RepairPlan, apply_repair, plan_repair, undo_repair
+
+
+@error_boundary
+def repair(
+    path: Annotated[
+        str | None,
+        typer.Argument(
+            help="The checkpoint location (not needed with --undo).", show_default=False
+        ),
+    ] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (scripts).")] = False,
+    rollback_to: Annotated[
+        int | None,
+        typer.Option(
+            "--rollback-to",
+            help="Make this committed batch the last one (Spark re-runs the batches after it).",
+            show_default=False,
+        ),
+    ] = None,
+    snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--snapshot",
+            help="Write a .snapshot of the restart version of every HDFS-backed partition.",
+        ),
+    ] = False,
+    quarantine: Annotated[
+        str | None,
+        typer.Option(
+            "--quarantine",
+            help="Where removed files go (default: <checkpoint>.ckpt-quarantine/<time>/).",
+            show_default=False,
+        ),
+    ] = None,
+    undo: Annotated[
+        str | None,
+        typer.Option(
+            "--undo",
+            help="Put back everything the repair with this manifest changed.",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Bring a broken checkpoint back to one Spark restarts from, losing nothing.
+
+    Reads validate's findings and plans the known repairs: quarantine temp files and damaged
+    files of unfinished batches; roll back to the last batch Spark can restart from
+    (--rollback-to N to choose it); rewrite checksum sidecars that no longer match files that
+    read correctly; with --snapshot, write snapshots of the restart version. A dry run unless
+    --apply. Nothing is deleted: removed files move to a quarantine folder with a manifest,
+    and `ckpt repair --undo MANIFEST` restores the checkpoint byte for byte. Every apply ends
+    with a validation.
+
+    Exit code 0 when the checkpoint is (now) healthy or there is nothing to do, 1 when the
+    plan has repairs to apply or the checkpoint still has errors, 2 when repair refuses or
+    cannot run.
+    """
+    begin(json_output=json_output, quiet=quiet)
+    options = parse_storage_options(storage_option)
+    if undo is not None:
+        undone = undo_repair(undo, options)
+        if json_output:
+            write_json({"status": "ok", **undone})
+        else:
+            stdout_console().print(
+                f"[green]Undone[/]: {undone['restored']} files put back, {undone['removed']} "
+                f"created files removed in {undone['checkpoint']}"
+            )
+        raise typer.Exit(exit_codes.OK)
+    if path is None:
+        raise CkptError("give the checkpoint location (or --undo MANIFEST)")
+    ckpt = Checkpoint.open(path, options, progress=progress_sink())
+    plan = plan_repair(ckpt, rollback_to=rollback_to, snapshot=snapshot, progress=progress_sink())
+    if plan.refused:
+        raise CkptError(
+            f"{ckpt.storage.url}: cannot repair: {plan.refused[0]}",
+            hint="ckpt validate shows every finding",
+        )
+    console = stdout_console()
+    if not json_output:
+        render_plan(plan, console)
+    if not apply or not plan.actions:
+        if json_output:
+            write_json(
+                {"status": "problems" if plan.actions else "ok", "applied": False, **plan.to_json()}
+            )
+        elif plan.actions:
+            console.print("[dim]Dry run: nothing was changed. Add --apply to repair.[/]")
+        raise typer.Exit(exit_codes.PROBLEMS if plan.actions else exit_codes.OK)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise CkptError(
+                "refusing to change the checkpoint without confirmation: stdin is not a terminal",
+                hint="add --yes to repair unattended",
+            )
+        if not typer.confirm(f"Apply {len(plan.actions)} repair actions?", err=True):
+            raise typer.Exit(exit_codes.OK)
+    result = apply_repair(ckpt, plan, quarantine=quarantine, progress=progress_sink())
+    verdict = result.validation.to_json()
+    if json_output:
+        write_json(
+            {
+                "status": "ok" if verdict["ok"] else "problems",
+                "applied": True,
+                **plan.to_json(),
+                "result": result.to_json(),
+            }
+        )
+    else:
+        console.print(
+            f"[green]Repaired[/]: {result.moved} files quarantined, {result.rewritten} "
+            f"rewritten, {result.written} written. Manifest (for --undo): {result.manifest}"
+        )
+        counts = verdict["counts"]
+        state = "[bold green]OK[/]" if verdict["ok"] else "[bold red]NOT OK[/]"
+        console.print(
+            f"Validation after repair: {state} ({counts['error']} errors, "
+            f"{counts['warning']} warnings, {counts['info']} info)"
+        )
+    raise typer.Exit(exit_codes.OK if verdict["ok"] else exit_codes.PROBLEMS)
+
+
+def render_plan(plan: RepairPlan, console: Console) -> None:
+    console.print(f"[bold]Checkpoint[/] {plan.checkpoint}")
+    errors = [f for f in plan.findings if f.severity == "error"]
+    console.print(
+        f"[bold]Findings[/]   {len(errors)} errors, {len(plan.findings) - len(errors)} other"
+    )
+    if plan.rollback_to is not None:
+        console.print(f"[bold]Rollback[/]   to batch {plan.rollback_to}")
+    if plan.actions:
+        table = Table(title="Repair plan", title_justify="left")
+        table.add_column("action")
+        table.add_column("file", overflow="fold")
+        table.add_column("why", overflow="fold")
+        for a in plan.actions:
+            table.add_row(a.kind, a.path, a.reason)
+        console.print(table)
+    elif not plan.refused:
+        console.print("[green]Nothing to repair.[/]")
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    for reason in plan.refused:
+        console.print(f"[red]refused:[/] {reason}")

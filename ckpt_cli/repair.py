@@ -1,0 +1,465 @@
+"""``ckpt repair``: the known repairs of a broken checkpoint, as planned, reversible actions.
+
+The plan starts from ``validate``'s findings:
+
+* **quarantine** temp files of interrupted writes, checksum sidecars of files that are gone,
+  and empty/truncated/corrupt state files of versions after the last committed one;
+* **roll back** to batch N (``--rollback-to N``, or proposed when the state of the latest
+  committed batch cannot be loaded or its log entries cannot be read): the ``commits/`` and
+  ``offsets/`` entries after N and the state files of versions after N+1 are quarantined, so
+  Spark re-runs from batch N+1;
+* **fix checksums**: rewrite Hadoop ``.crc`` (and Spark ``<name>.crc``) sidecars that no longer
+  match a file that itself reads correctly;
+* **re-snapshot** (``--snapshot``, HDFS-backed stores): write ``V.snapshot`` for the restart
+  version of every partition from replayed state, in Spark's record format and codec.
+
+Nothing is deleted: files leave the checkpoint by moving into a quarantine folder beside it,
+rewritten files' originals go there too, and a manifest lists every change so ``undo``
+restores the checkpoint byte for byte. Every apply ends with ``validate``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckpt_cli import storage_write as sw
+from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.formats import checksums, compression
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.state import codec_of, iter_state, plan_version
+from ckpt_cli.storage import Storage
+from ckpt_cli.validate import ERROR, Finding, ValidationReport, validate
+
+QUARANTINE = "quarantine"
+REWRITE_CRC = "rewrite_checksum"
+WRITE_SNAPSHOT = "write_snapshot"
+
+# Findings a rollback can cure (they are about the latest batches' logs or state).
+_ROLLBACK_CODES = {
+    "CORRUPT_OFFSETS",
+    "CORRUPT_COMMIT",
+    "UNKNOWN_LOG_VERSION",
+    "COMMIT_WITHOUT_OFFSETS",
+    "BATCH_GAP",
+    "UNCOMMITTED_BATCH",
+    "MISSING_STATE_FILE",
+    "MISSING_SST",
+    "SST_SIZE_MISMATCH",
+    "LINEAGE_MISMATCH",
+    "MISSING_UNIQUE_ID_FILE",
+    "EMPTY_FILE",
+    "TRUNCATED_FILE",
+    "CORRUPT_FILE",
+}
+# Findings no repair here can cure.
+_REFUSE_CODES = {
+    "MISSING_METADATA": "the root metadata file (the query id) is missing",
+    "CORRUPT_METADATA": "the root metadata file (the query id) is unreadable",
+    "PARTITION_COUNT_MISMATCH": "state partitions are missing or extra",
+    "CORRUPT_SCHEMA": "a state schema file is unreadable",
+}
+
+
+@dataclass
+class Action:
+    kind: str
+    path: str
+    reason: str
+    order: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.kind, "path": self.path, "reason": self.reason, **self.details}
+
+
+@dataclass
+class RepairPlan:
+    checkpoint: str
+    findings: list[Finding]
+    actions: list[Action] = field(default_factory=list)
+    rollback_to: int | None = None
+    refused: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "rollback_to": self.rollback_to,
+            "actions": [a.to_json() for a in self.actions],
+            "refused": self.refused,
+            "notes": self.notes,
+            "findings_before": [f.to_json() for f in self.findings],
+        }
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+
+def _sidecars(ckpt: Checkpoint) -> dict[str, list[CheckpointFile]]:
+    out: dict[str, list[CheckpointFile]] = {}
+    for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
+        if f.target:
+            out.setdefault(f.target, []).append(f)
+    return out
+
+
+def _batch_restartable(ckpt: Checkpoint, batch: int) -> str | None:
+    """None when Spark can restart after ``batch``, else why not: its log entries read, and
+    every store partition's version batch+1 can be planned and its files decode."""
+    if batch not in ckpt.batches.commits or batch not in ckpt.batches.offsets:
+        return f"batch {batch} has no commit or offsets entry"
+    report = validate(ckpt, batch=batch)
+    bad = [
+        f
+        for f in report.findings
+        if f.severity == ERROR
+        # Log findings after the batch go with the rollback; a checksum sidecar of a file that
+        # reads correctly is rewritten by the same repair.
+        and f.code not in ("UNCOMMITTED_BATCH", "COMMIT_WITHOUT_OFFSETS", "BATCH_GAP")
+        and not _crc_only(f, report.findings)
+        and not _beyond(f, batch)
+    ]
+    return bad[0].message if bad else None
+
+
+def _crc_only(f: Finding, findings: list[Finding]) -> bool:
+    """A CRC_MISMATCH whose covered file has no problem of its own."""
+    if f.code != "CRC_MISMATCH" or len(f.paths) != 2:
+        return False
+    main = f.paths[1]
+    return not any(x is not f and main in x.paths for x in findings)
+
+
+def _beyond(f: Finding, batch: int) -> bool:
+    """A finding only about log entries after ``batch`` (a rollback to it removes them)."""
+    batches = []
+    for path in f.paths:
+        head, _, name = path.partition("/")
+        if head in ("offsets", "commits") and name.isdigit():
+            batches.append(int(name))
+        elif not path.startswith(("offsets/.", "commits/.")):
+            return False
+    return bool(batches) and min(batches) > batch
+
+
+def plan_repair(
+    ckpt: Checkpoint,
+    *,
+    rollback_to: int | None = None,
+    snapshot: bool = False,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> RepairPlan:
+    report = validate(ckpt, progress=progress)
+    plan = RepairPlan(ckpt.storage.url, report.findings)
+    for finding in report.findings:
+        if finding.code in _REFUSE_CODES:
+            plan.refused.append(f"{_REFUSE_CODES[finding.code]}: {finding.message}")
+    if plan.refused:
+        return plan
+    planned: set[str] = set()
+    sidecars = _sidecars(ckpt)
+
+    def add(kind: str, path: str, reason: str, order: int = 0, **details: Any) -> None:
+        if path in planned:
+            return
+        planned.add(path)
+        plan.actions.append(Action(kind, path, reason, order, details))
+        if kind == QUARANTINE:
+            for side in sidecars.get(path, ()):
+                add(QUARANTINE, side.path, f"checksum of {path}, which is quarantined", order)
+
+    # Roll back when the latest committed batch cannot restart.
+    latest = ckpt.batches.latest_committed
+    needs_rollback = any(f.severity == ERROR and f.code in _ROLLBACK_CODES for f in report.findings)
+    target = rollback_to
+    if target is None and needs_rollback and latest is not None:
+        for candidate in sorted(ckpt.batches.commits, reverse=True):
+            if _batch_restartable(ckpt, candidate) is None:
+                target = candidate
+                break
+        if target is None:
+            plan.refused.append(
+                "no retained committed batch can be restarted from (every one has missing "
+                "or broken state); nothing to roll back to"
+            )
+            return plan
+    if target is not None:
+        if latest is not None and target > latest:
+            raise CkptError(f"--rollback-to {target}: the latest committed batch is {latest}")
+        why = _batch_restartable(ckpt, target)
+        if why is not None:
+            raise CkptError(
+                f"--rollback-to {target}: Spark could not restart from it either: {why}"
+            )
+        later_logs = [x for x in ckpt.batches.offsets + ckpt.batches.commits if x > target]
+        if later_logs:
+            plan.rollback_to = target
+            _plan_rollback(ckpt, plan, target, add)
+    # Partial files and orphan sidecars.
+    present = {f.path for f in ckpt.files}
+    for f in ckpt.temp_files:
+        add(QUARANTINE, f.path, "temp file of an interrupted write", 0)
+    for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
+        if f.target and f.target not in present:
+            add(QUARANTINE, f.path, f"checksum of {f.target}, which is not there", 0)
+    restart_version = plan.rollback_to if plan.rollback_to is not None else latest
+    for finding in report.findings:
+        if finding.code in ("EMPTY_FILE", "TRUNCATED_FILE", "CORRUPT_FILE"):
+            for path in finding.paths:
+                damaged = next((x for x in ckpt.files if x.path == path), None)
+                if damaged is None or damaged.version is None or restart_version is None:
+                    continue
+                if damaged.version > restart_version + 1:
+                    add(QUARANTINE, path, f"{finding.code.lower()}: {finding.message}", 0)
+        if finding.code == "CRC_MISMATCH" and len(finding.paths) == 2:
+            crc, main = finding.paths
+            if crc in planned or main in planned:
+                continue
+            others = [x for x in report.findings if x is not finding and main in x.paths]
+            if others:
+                plan.notes.append(
+                    f"{crc}: not rewritten, because {main} itself has problems ({others[0].code})"
+                )
+                continue
+            add(REWRITE_CRC, crc, f"does not match {main}, which reads correctly", 0, covers=main)
+    if snapshot:
+        _plan_snapshots(ckpt, plan, add)
+    if plan.rollback_to is not None:
+        plan.notes.append(
+            f"Rolling back makes batch {plan.rollback_to} the last committed one: Spark re-runs "
+            f"the batches after it from their source offsets. This needs a replayable source "
+            "(files, Kafka within retention) and may write their output again to sinks that "
+            "are not idempotent."
+        )
+    plan.actions.sort(key=lambda a: a.order)
+    return plan
+
+
+def _plan_rollback(ckpt: Checkpoint, plan: RepairPlan, target: int, add: Any) -> None:
+    b = ckpt.batches
+    later = sorted({x for x in b.offsets + b.commits if x > target}, reverse=True)
+    # Newest first, each commit before its offsets entry: after every step the logs still
+    # describe a consistent query (a crash mid-way leaves at most one batch in flight).
+    order = 1
+    for batch in later:
+        for kind in ("commits", "offsets"):
+            path = f"{kind}/{batch}"
+            if ckpt.listing.get(path) is not None:
+                add(QUARANTINE, path, f"{kind} entry after batch {target}", order)
+                order += 1
+    top = target + 1
+    state_files = [
+        f
+        for f in ckpt.files
+        if f.kind in (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.ZIP, FileKind.CHANGELOG)
+        and f.version is not None
+        and f.version > top
+    ]
+    for f in sorted(state_files, key=lambda f: -(f.version or 0)):
+        add(QUARANTINE, f.path, f"state version {f.version} is after version {top}", 10_000)
+
+
+def _plan_snapshots(ckpt: Checkpoint, plan: RepairPlan, add: Any) -> None:
+    latest = plan.rollback_to if plan.rollback_to is not None else ckpt.batches.latest_committed
+    if latest is None:
+        return
+    version = latest + 1
+    for op in ckpt.operators.values():
+        for store in op.stores.values():
+            if store.provider != "hdfs":
+                plan.notes.append(
+                    f"{op.path} store {store.name}: --snapshot applies to HDFS-backed stores; "
+                    "RocksDB writes its own zips"
+                )
+                continue
+            for part in store.partitions.values():
+                path = f"{part.path}/{version}.snapshot"
+                if ckpt.listing.get(path) is not None:
+                    continue
+                add(
+                    WRITE_SNAPSHOT,
+                    path,
+                    f"a full copy of version {version} so it no longer depends on older deltas",
+                    20_000,
+                    operator=op.id,
+                    store=store.name,
+                    partition=part.id,
+                    version=version,
+                )
+
+
+# -- applying ------------------------------------------------------------------------------------
+
+
+@dataclass
+class RepairResult:
+    manifest: str
+    moved: int
+    rewritten: int
+    written: int
+    validation: ValidationReport
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "manifest": self.manifest,
+            "moved": self.moved,
+            "rewritten": self.rewritten,
+            "written": self.written,
+            "validation": self.validation.to_json(),
+        }
+
+
+def default_quarantine(ckpt: Checkpoint, now: float) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    return f"{ckpt.storage.root.rstrip('/')}.ckpt-quarantine/{stamp}"
+
+
+def hadoop_crc_bytes(data: bytes, bytes_per_checksum: int = 512) -> bytes:
+    """Hadoop's ``ChecksumFileSystem`` sidecar for ``data`` (CRC-32 per chunk)."""
+    sums = [
+        zlib.crc32(data[i : i + bytes_per_checksum])
+        for i in range(0, len(data), bytes_per_checksum)
+    ]
+    return (
+        checksums.HADOOP_CRC_MAGIC
+        + struct.pack(">i", bytes_per_checksum)
+        + struct.pack(f">{len(sums)}I", *sums)
+    )
+
+
+def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
+    import google_crc32c
+
+    obj = json.loads(old)
+    value = google_crc32c.value(data)
+    obj["value"] = value - (1 << 32) if value >= 1 << 31 else value
+    obj["mainFileSize"] = len(data)
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _snapshot_bytes(ckpt: Checkpoint, action: Action) -> bytes:
+    d = action.details
+    plan = plan_version(ckpt, d["operator"], d["partition"], d["version"], store=d["store"])
+    out = bytearray()
+    pack = struct.Struct(">i").pack
+    for key, value in iter_state(ckpt, plan):
+        out += pack(len(key)) + key + pack(len(value)) + value
+    out += pack(-1)
+    return compression.compress(bytes(out), codec_of(ckpt))
+
+
+def apply_repair(
+    ckpt: Checkpoint,
+    plan: RepairPlan,
+    *,
+    quarantine: str | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> RepairResult:
+    if plan.refused:
+        raise CkptError(f"{ckpt.storage.url}: not repairing: {plan.refused[0]}")
+    storage = ckpt.storage
+    now = time.time()
+    where = (quarantine or default_quarantine(ckpt, now)).rstrip("/")
+    entries: list[dict[str, Any]] = []
+    manifest_path = f"{where}/manifest.json"
+
+    def save_manifest(done: bool) -> None:
+        body = {
+            "checkpoint": storage.root,
+            "checkpoint_url": storage.url,
+            "quarantine": where,
+            "created": now,
+            "complete": done,
+            "plan": plan.to_json(),
+            "changes": entries,
+        }
+        sw.write_bytes_absolute(storage, manifest_path, json.dumps(body, indent=1).encode())
+
+    # The manifest is written before the first change and after each one, so an interrupted
+    # repair can still be undone.
+    save_manifest(False)
+    moved = rewritten = written = 0
+    sidecars = _sidecars(ckpt)
+    progress.start("Repairing", total=len(plan.actions))
+    try:
+        for action in plan.actions:
+            if action.kind == QUARANTINE:
+                dest = f"{where}/files/{action.path}"
+                sw.move_out(storage, action.path, dest)
+                entries.append({"change": "moved", "path": action.path, "to": dest})
+                moved += 1
+            elif action.kind == REWRITE_CRC:
+                main = action.details["covers"]
+                data = storage.read_bytes(main)
+                old = storage.read_bytes(action.path)
+                kind = next(
+                    (s.kind for s in sidecars.get(main, ()) if s.path == action.path),
+                    FileKind.HADOOP_CRC,
+                )
+                new = (
+                    hadoop_crc_bytes(data)
+                    if kind is FileKind.HADOOP_CRC
+                    else _spark_checksum_bytes(old, data)
+                )
+                dest = f"{where}/files/{action.path}"
+                sw.write_bytes_absolute(storage, dest, old)
+                sw.write_bytes(storage, action.path, new)
+                entries.append({"change": "rewritten", "path": action.path, "original": dest})
+                rewritten += 1
+            elif action.kind == WRITE_SNAPSHOT:
+                data = _snapshot_bytes(ckpt, action)
+                sw.write_bytes(storage, action.path, data, atomic=True)
+                entries.append({"change": "created", "path": action.path})
+                if storage.is_local:
+                    parent, _, name = action.path.rpartition("/")
+                    crc = f"{parent}/.{name}.crc"
+                    sw.write_bytes(storage, crc, hadoop_crc_bytes(data))
+                    entries.append({"change": "created", "path": crc})
+                written += 1
+            save_manifest(False)
+            progress.advance()
+    finally:
+        progress.close()
+        save_manifest(True)
+    after = validate(Checkpoint.open(storage))
+    return RepairResult(manifest_path, moved, rewritten, written, after)
+
+
+def undo_repair(manifest: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Put every file a repair moved or rewrote back, and remove what it created."""
+    import fsspec.core
+
+    try:
+        with fsspec.core.open(manifest, "r", encoding="utf-8", **(storage_options or {})) as fh:
+            body = json.load(fh)
+    except FileNotFoundError as exc:
+        raise CkptError(f"{manifest}: no such manifest") from exc
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CkptError(f"{manifest}: not a readable repair manifest: {exc}") from exc
+    if not isinstance(body, dict) or "changes" not in body or "checkpoint" not in body:
+        raise CkptError(f"{manifest}: not a ckpt repair manifest")
+    root = body["checkpoint"]
+    url = str(body.get("checkpoint_url") or root)
+    location = root if "://" not in url else f"{url.split('://', 1)[0]}://{root.lstrip('/')}"
+    storage = Storage.from_url(location, storage_options)
+    restored = removed = 0
+    for change in reversed(body["changes"]):
+        path = change["path"]
+        if change["change"] == "moved":
+            sw.move_in(storage, change["to"], path)
+            restored += 1
+        elif change["change"] == "rewritten":
+            sw.write_bytes(storage, path, sw.read_bytes_absolute(storage, change["original"]))
+            restored += 1
+        elif change["change"] == "created":
+            storage.delete_many([path])
+            removed += 1
+        else:
+            raise FormatError(manifest, f"unknown change {change['change']!r}")
+    return {"checkpoint": url, "restored": restored, "removed": removed}

@@ -1,0 +1,86 @@
+"""Writes and moves for ``ckpt repair``, over the same filesystem as the checkpoint.
+
+Kept beside :mod:`ckpt_cli.storage` (which reads, lists and deletes) because only repair
+changes files in place; paths outside the checkpoint (the quarantine) are absolute paths or
+URLs on the checkpoint's filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from ckpt_cli.errors import StorageAccessError
+from ckpt_cli.storage import Storage
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def _strip_protocol(storage: Storage, location: str) -> str:
+    if "://" in location:
+        return str(storage.fs._strip_protocol(location))
+    return location
+
+
+def write_bytes(storage: Storage, rel: str, data: bytes, *, atomic: bool = False) -> None:
+    """Write a checkpoint file. ``atomic``: on local disk, through a temp file and a rename
+    (Spark's own protocol); object stores put whole objects anyway."""
+    path = storage.full_path(rel)
+    try:
+        if storage.is_local:
+            os.makedirs(_parent(path), exist_ok=True)
+            if atomic:
+                tmp = f"{_parent(path)}/.{path.rsplit('/', 1)[-1]}.{uuid.uuid4()}.tmp"
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, path)
+                return
+            with open(path, "wb") as fh:
+                fh.write(data)
+            return
+        storage.fs.pipe_file(path, data)
+    except OSError as exc:
+        raise StorageAccessError(f"{rel}: cannot write: {exc}") from exc
+
+
+def write_bytes_absolute(storage: Storage, location: str, data: bytes) -> None:
+    path = _strip_protocol(storage, location)
+    try:
+        if storage.is_local:
+            os.makedirs(_parent(path), exist_ok=True)
+        storage.fs.pipe_file(path, data)
+    except OSError as exc:
+        raise StorageAccessError(f"{location}: cannot write: {exc}") from exc
+
+
+def read_bytes_absolute(storage: Storage, location: str) -> bytes:
+    try:
+        data: bytes = storage.fs.cat_file(_strip_protocol(storage, location))
+    except OSError as exc:
+        raise StorageAccessError(f"{location}: cannot read: {exc}") from exc
+    return data
+
+
+def move_out(storage: Storage, rel: str, location: str) -> None:
+    """Move a checkpoint file to ``location`` (outside the checkpoint)."""
+    _move(storage, storage.full_path(rel), _strip_protocol(storage, location), rel)
+
+
+def move_in(storage: Storage, location: str, rel: str) -> None:
+    """Move ``location`` back into the checkpoint as ``rel``."""
+    _move(storage, _strip_protocol(storage, location), storage.full_path(rel), location)
+
+
+def _move(storage: Storage, src: str, dest: str, name: str) -> None:
+    try:
+        if storage.is_local:
+            os.makedirs(_parent(dest), exist_ok=True)
+            os.replace(src, dest)
+        else:
+            storage.fs.mv(src, dest)
+    except FileNotFoundError as exc:
+        raise StorageAccessError(f"{name}: no longer exists, cannot move it") from exc
+    except OSError as exc:
+        raise StorageAccessError(f"{name}: cannot move to {dest}: {exc}") from exc

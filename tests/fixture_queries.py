@@ -1,0 +1,105 @@
+"""Restarting a fixture's own streaming query (from fixtures/generate.py) on a checkpoint copy,
+for the PySpark-tier tests of cleanup and repair."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO, Case
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("fixture_generate", REPO / "fixtures/generate.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fixture_generate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _generator()
+
+
+def recorded_input_dir(case: Case) -> Path:
+    """Where the fixture's file source read its input (from the source log)."""
+    for log in sorted((case.checkpoint / "sources" / "0").glob("[0-9]*")):
+        for line in log.read_text().splitlines()[1:]:
+            path = json.loads(line)["path"].removeprefix("file://")
+            parent = Path(path).parent
+            # Joins read input/left and input/right.
+            return parent.parent if parent.name in ("left", "right") else parent
+    raise AssertionError(f"no source log in {case.name}")
+
+
+@contextmanager
+def recorded_input(case: Case, extra_steps: int = 1) -> Iterator[Path]:
+    """The fixture's input files at the path its source log recorded (so the file source sees
+    the files it saw), plus ``extra_steps`` more input files; removed afterwards."""
+    spec = GEN.CASES_BY_NAME[case.name]
+    input_dir = recorded_input_dir(case)
+    if input_dir.exists():
+        shutil.rmtree(input_dir)
+    shutil.copytree(case.root / "input", input_dir)
+    try:
+        done = len(list((case.root / "input").rglob("*.json")))
+        per_step = max(1, len(GEN.input_files(spec, 0)))
+        first = done // per_step
+        for step in range(first, first + extra_steps):
+            for sub, rows in GEN.input_files(spec, step).items():
+                GEN.write_input(input_dir / sub if sub else input_dir, step, rows)
+        yield input_dir
+    finally:
+        shutil.rmtree(input_dir.parent, ignore_errors=True)
+
+
+def age(root: Path, seconds: float = 7200) -> None:
+    when = time.time() - seconds
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            os.utime(Path(dirpath) / name, (when, when))
+
+
+def restart(session: Any, case: Case, input_dir: Path, ckpt: Path) -> dict[int, list[str]]:
+    """Run the fixture's query on ``ckpt`` until its input is processed; the rows it emitted,
+    by batch id (a foreachBatch sink: unlike the memory sink, it restarts from a checkpoint)."""
+    spec = GEN.CASES_BY_NAME[case.name]
+    previous = {k: session.conf.get(k, None) for k in spec.confs}
+    for key, value in spec.confs.items():
+        if not key.startswith(("spark.master", "spark.driver")):
+            session.conf.set(key, value)
+    emitted: dict[int, list[str]] = {}
+    try:
+        df = GEN.build_stream(session, spec, input_dir)
+
+        def collect(batch: Any, batch_id: int) -> None:
+            emitted[batch_id] = sorted(
+                json.dumps(r.asDict(recursive=True), default=str, sort_keys=True)
+                for r in batch.collect()
+            )
+
+        query = (
+            df.writeStream.foreachBatch(collect)
+            .outputMode(GEN.output_mode(spec))
+            .option("checkpointLocation", str(ckpt))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        return emitted
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                session.conf.unset(key)
+            else:
+                session.conf.set(key, value)

@@ -1,0 +1,198 @@
+"""``ckpt repair`` on damaged copies of real fixtures: plans, apply, validate, undo."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_cli.formats.checksums import parse_hadoop_crc, verify_hadoop_crc
+from ckpt_cli.model import Checkpoint, FileKind
+from tests.conftest import CASES, CASES_DIR, run_cli
+
+pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
+
+HDFS = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
+ROCKS = CASES_DIR / "spark4-rocksdb-agg" / "checkpoint"
+V2 = CASES_DIR / "spark4-rocksdb-v2" / "checkpoint"
+
+
+def copy(root: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "ckpt"
+    shutil.copytree(root, dest)
+    return dest
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def latest(root: Path) -> int:
+    return max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
+
+
+def repair(root: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    result = run_cli("repair", str(root), "--json", *args)
+    assert result.exit_code in (0, 1), result.stderr
+    data: dict[str, Any] = result.json()
+    return result.exit_code, data
+
+
+def validate_ok(root: Path) -> bool:
+    result = run_cli("validate", str(root), "--json")
+    return bool(result.json()["ok"])
+
+
+def test_healthy_checkpoint_needs_nothing(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    code, plan = repair(root)
+    assert code == 0 and plan["actions"] == [] and plan["rollback_to"] is None
+
+
+def test_dry_run_changes_nothing(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    (root / f"state/0/1/{latest(root) + 1}.delta").unlink()
+    before = tree(root)
+    code, plan = repair(root)
+    assert code == 1 and plan["actions"] and plan["applied"] is False
+    assert tree(root) == before
+
+
+def test_truncated_latest_delta_rolls_back_and_undo_restores(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    n = latest(root)
+    delta = root / f"state/0/1/{n + 1}.delta"
+    delta.write_bytes(delta.read_bytes()[:-8])
+    temp = root / "state/0/0/.12.delta.0b3b0a9e-2f5e-4a43-9c7e-3d3b3c1f0a11.tmp"
+    temp.write_bytes(b"LZ4Block")
+    before = tree(root)
+    assert not validate_ok(root)
+    code, plan = repair(root, "--apply", "--yes")
+    assert code == 0, plan
+    assert plan["rollback_to"] == n - 1
+    moved = {a["path"] for a in plan["actions"] if a["action"] == "quarantine"}
+    assert {f"commits/{n}", f"offsets/{n}", f"state/0/1/{n + 1}.delta"} <= moved
+    assert str(temp.relative_to(root)) in moved
+    assert plan["result"]["validation"]["ok"] and validate_ok(root)
+    assert not (root / f"commits/{n}").exists()
+    # Everything moved is in the quarantine beside the checkpoint, with the manifest.
+    manifest = Path(plan["result"]["manifest"])
+    assert manifest.parent.parent.name == "ckpt.ckpt-quarantine"
+    body = json.loads(manifest.read_text())
+    assert body["complete"] and len(body["changes"]) == len(plan["actions"])
+    undo = run_cli("repair", "--undo", str(manifest))
+    assert undo.exit_code == 0, undo.stderr
+    assert tree(root) == before
+
+
+def test_hand_edited_offsets_gets_its_crc_rewritten(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    n = latest(root)
+    entry = root / f"offsets/{n}"
+    entry.write_text(entry.read_text().replace('"batchWatermarkMs":0', '"batchWatermarkMs": 0'))
+    before = tree(root)
+    code, plan = repair(root, "--apply", "--yes")
+    assert code == 0
+    assert [(a["action"], a["path"]) for a in plan["actions"]] == [
+        ("rewrite_checksum", f"offsets/.{n}.crc")
+    ]
+    crc = parse_hadoop_crc("crc", (root / f"offsets/.{n}.crc").read_bytes())
+    assert verify_hadoop_crc(crc, entry.read_bytes()) is None
+    undo = run_cli("repair", "--undo", plan["result"]["manifest"])
+    assert undo.exit_code == 0 and tree(root) == before
+
+
+def test_missing_sst_of_latest_zip_rolls_back(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    n = latest(root)
+    with zipfile.ZipFile(root / f"state/0/0/{n + 1}.zip") as zf:
+        meta = json.loads(zf.read("metadata").decode().split("\n", 1)[1])
+    newest = max(meta["sstFiles"], key=lambda s: s["localFileName"])
+    (root / "state/0/0/SSTs" / newest["dfsSstFileName"]).unlink()
+    code, plan = repair(root, "--apply", "--yes")
+    assert code == 0, plan
+    assert plan["rollback_to"] is not None and plan["rollback_to"] < n
+    assert validate_ok(root)
+
+
+def test_v2_missing_changelog_rolls_back(tmp_path: Path) -> None:
+    root = copy(V2, tmp_path)
+    ckpt = Checkpoint.open(str(root))
+    n = latest(root)
+    commit = ckpt.commit(n)
+    assert commit.state_unique_ids
+    uid = commit.state_unique_ids[0][0][0]
+    for p in (root / "state/0/0").glob(f"{n + 1}_{uid}.*"):
+        p.unlink()
+    code, plan = repair(root, "--apply", "--yes")
+    assert code == 0, plan
+    assert plan["rollback_to"] == n - 1
+    assert validate_ok(root)
+
+
+def test_explicit_rollback_to(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    n = latest(root)
+    code, plan = repair(root, "--rollback-to", str(n - 1), "--apply", "--yes")
+    assert code == 0 and plan["rollback_to"] == n - 1
+    ckpt = Checkpoint.open(str(root))
+    assert ckpt.batches.latest_committed == n - 1
+    assert not any(f.version and f.version > n for f in ckpt.of_kind(FileKind.DELTA))
+    result = run_cli("repair", str(root), "--rollback-to", "999")
+    assert result.exit_code == 2 and "latest committed batch" in result.stderr
+
+
+def test_snapshot_writes_the_restart_version(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    version = latest(root) + 1
+    for part in (0, 1):
+        snap = root / f"state/0/{part}/{version}.snapshot"
+        snap.unlink(missing_ok=True)
+        (snap.parent / f".{snap.name}.crc").unlink(missing_ok=True)
+    rows = run_cli("replay", str(root), "--format", "jsonl").stdout
+    code, plan = repair(root, "--snapshot", "--apply", "--yes")
+    assert code == 0
+    written = [a["path"] for a in plan["actions"] if a["action"] == "write_snapshot"]
+    assert written == [f"state/0/0/{version}.snapshot", f"state/0/1/{version}.snapshot"]
+    for path in written:
+        inspect = run_cli("inspect", str(root / path), "--json").json()
+        assert inspect["status"] == "ok" and inspect["records"]["complete"]
+        assert all(c["ok"] for c in inspect["checksums"])
+    # The version now loads from the snapshot alone, with the same rows.
+    from ckpt_cli.state import plan_version
+
+    ckpt = Checkpoint.open(str(root))
+    assert plan_version(ckpt, 0, 0, version).steps == []
+    assert sorted(run_cli("replay", str(root), "--format", "jsonl").stdout.splitlines()) == sorted(
+        rows.splitlines()
+    )
+
+
+def test_refuses_without_metadata(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    (root / "metadata").unlink()
+    result = run_cli("repair", str(root), "--apply", "--yes")
+    assert result.exit_code == 2 and "cannot repair" in result.stderr
+
+
+def test_apply_without_yes_needs_a_terminal(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    (root / f"state/0/1/{latest(root) + 1}.delta").unlink()
+    result = run_cli("repair", str(root), "--apply")
+    assert result.exit_code == 2 and "--yes" in result.stderr
+
+
+def test_undo_of_a_bad_manifest(tmp_path: Path) -> None:
+    bad = tmp_path / "m.json"
+    bad.write_text("{}")
+    result = run_cli("repair", "--undo", str(bad))
+    assert result.exit_code == 2 and "not a ckpt repair manifest" in result.stderr
