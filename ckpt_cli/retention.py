@@ -37,6 +37,7 @@ from ckpt_cli.formats import logs, rocksdb
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.state import StateUnavailable, plan_version, version_unique_id
+from ckpt_cli.storage import FileEntry, Listing, Storage
 
 SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 DEFAULT_MIN_AGE_SECONDS = 3600.0
@@ -494,3 +495,91 @@ def _chunks(items: list[Deletion], size: int) -> Iterable[list[Deletion]]:
         phase = p
     if chunk:
         yield chunk
+
+
+# -- many checkpoints under one prefix -----------------------------------------------------------
+
+
+def find_checkpoints(listing: Iterable[FileEntry]) -> dict[str, list[FileEntry]]:
+    """Checkpoint roots under a prefix (from one listing of it), each with its own entries
+    (paths relative to that root). A root is a directory holding a ``metadata`` file or
+    ``offsets/``/``commits/`` entries; ``_metadata`` directories inside state are not roots."""
+    entries = list(listing)
+    roots: set[str] = set()
+    for e in entries:
+        parts = e.path.split("/")
+        if parts[-1] == "metadata" and (len(parts) < 2 or parts[-2] != "_metadata"):
+            if "state" not in parts[:-1]:
+                roots.add("/".join(parts[:-1]))
+        elif len(parts) >= 2 and parts[-2] in ("offsets", "commits") and parts[-1].isdigit():
+            roots.add("/".join(parts[:-2]))
+    # The innermost root owns a file; a checkpoint never nests inside another's state/.
+    ordered = sorted(roots, key=lambda r: -r.count("/") if r else 0)
+    found: dict[str, list[FileEntry]] = {r: [] for r in roots}
+    for e in entries:
+        for root in ordered:
+            prefix = f"{root}/" if root else ""
+            if e.path.startswith(prefix):
+                found[root].append(e._replace(path=e.path[len(prefix) :]))
+                break
+    return found
+
+
+@dataclass(frozen=True)
+class _ScanSettings:
+    base: Storage
+    retain: int | None
+    min_age: float
+    now: float
+
+
+_SCAN: _ScanSettings | None = None
+
+
+def _init_scan(settings: _ScanSettings) -> None:
+    global _SCAN
+    _SCAN = settings
+
+
+def _scan_one(unit: tuple[str, list[FileEntry]]) -> dict[str, Any]:
+    settings = _SCAN
+    assert settings is not None
+    root, entries = unit
+    base = settings.base
+    url = f"{base.url.rstrip('/')}/{root}" if root else base.url
+    storage = Storage(base.fs, base.full_path(root) if root else base.root, url)
+    try:
+        ckpt = Checkpoint(storage, Listing(entries))
+        plan = plan_cleanup(
+            ckpt, retain=settings.retain, min_age=settings.min_age, now=settings.now
+        )
+    except CkptError as exc:
+        return {"checkpoint": storage.url, "error": exc.message}
+    return plan.to_json()
+
+
+def scan_orphans(
+    storage: Storage,
+    engine: Any,
+    *,
+    retain: int | None = None,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    now: float | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> list[dict[str, Any]]:
+    """``orphans --recursive``: one listing of the prefix, then every checkpoint under it planned
+    on ``engine`` (this machine or Spark); plans (or errors) in path order."""
+    found = find_checkpoints(storage.list_all(progress))
+    if not found:
+        from ckpt_cli.errors import NotACheckpoint
+
+        raise NotACheckpoint(
+            f"{storage.url}: no checkpoint under this prefix",
+            hint="a checkpoint is a directory with a metadata file and offsets/ or commits/",
+        )
+    units = sorted(found.items())
+    settings = _ScanSettings(storage, retain, min_age, time.time() if now is None else now)
+    results: list[dict[str, Any]] = engine.map(
+        _scan_one, units, initializer=_init_scan, initargs=(settings,)
+    )
+    return results

@@ -16,15 +16,16 @@ files runs in a pool: threads for I/O, processes for ``--deep`` decoding of many
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import tempfile
 import time
 from collections.abc import Iterable
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.errors import (
     CkptError,
     FormatError,
@@ -319,8 +320,10 @@ class _Validator:
         deep: bool,
         workers: int | None,
         progress: ProgressSink,
+        engine: Engine | None = None,
     ) -> None:
         self.ckpt = ckpt
+        self.engine: Engine = engine or LocalEngine(workers)
         self.batch = batch
         self.all_versions = all_versions
         self.deep = deep
@@ -647,24 +650,20 @@ class _Validator:
         return reads, nbytes
 
     def _map(self, tasks: list[FileTask]) -> Iterable[FileResult]:
-        workers = self.workers or min(32, (os.cpu_count() or 2) * 4)
-        if workers <= 1 or len(tasks) < 8:
-            return [check_file(self.ckpt.storage, t) for t in tasks]
-        pool: Executor
-        local = self.ckpt.storage.is_local
-        if local and len(tasks) >= 64 and (os.cpu_count() or 1) > 1:
-            # Decoding local files is CPU work under the GIL: processes keep every core busy.
-            # Object stores are latency-bound, where threads overlap the requests.
-            pool = ProcessPoolExecutor(
-                max_workers=min(workers, os.cpu_count() or 2),
-                initializer=_init_worker,
-                initargs=(self.ckpt.storage,),
-            )
-            with pool:
-                return list(pool.map(_check_in_worker, tasks, chunksize=16))
         storage = self.ckpt.storage
-        with ThreadPoolExecutor(max_workers=workers) as threads:
-            return list(threads.map(lambda t: check_file(storage, t), tasks))
+        cores = os.cpu_count() or 1
+        # Decoding local files is CPU work under the GIL: processes keep every core busy.
+        # Object stores are latency-bound, where threads overlap the requests.
+        cpu_bound = storage.is_local and len(tasks) >= 64 and cores > 1
+        if isinstance(self.engine, LocalEngine) and not cpu_bound:
+            return self.engine.map(functools.partial(check_file, storage), tasks)
+        return self.engine.map(
+            _check_in_worker,
+            tasks,
+            cpu_bound=True,
+            initializer=_init_worker,
+            initargs=(storage,),
+        )
 
     def _check_zip_files(self, zip_path: str, meta: rocksdb.RocksDBCheckpointMetadata) -> None:
         store_dir = zip_path.rsplit("/", 1)[0]
@@ -694,8 +693,10 @@ def validate(
     deep: bool = False,
     workers: int | None = None,
     progress: ProgressSink = NULL_PROGRESS,
+    engine: Engine | None = None,
 ) -> ValidationReport:
-    """Check ``ckpt`` against every rule; see the module doc for what is read."""
+    """Check ``ckpt`` against every rule; see the module doc for what is read. ``engine``
+    runs the file checks (default: this machine's threads or processes)."""
     started = time.perf_counter()
     before = (ckpt.storage.stats.read_calls, ckpt.storage.stats.bytes_read)
     if batch is not None and batch not in ckpt.batches.commits:
@@ -714,6 +715,7 @@ def validate(
         deep=deep,
         workers=workers,
         progress=progress,
+        engine=engine,
     )
     v.check_metadata()
     v.check_logs()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,8 @@ import pytest
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     pyspark_sql = pytest.importorskip("pyspark.sql")
+    # Python workers run this interpreter (the venv with ckpt_cli), not the system one.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         pyspark_sql.SparkSession.builder.master("local[2]")
         .appName("ckpt-tests")

@@ -1,0 +1,155 @@
+"""Where per-partition and per-checkpoint work runs: this machine, or a Spark cluster.
+
+The driver (this process) lists the checkpoint once and plans units of work; an engine maps a
+top-level function over them and returns the results in order:
+
+* ``LocalEngine``: a thread pool for I/O-bound units (object stores), a process pool for
+  CPU-bound ones on local files, or inline for a few units;
+* ``SparkEngine``: ``sparkContext.parallelize(units).map(fn).collect()`` on an existing or new
+  SparkSession. Executors import ckpt_cli (it must be installed where they run, e.g. with
+  ``--py-files`` or the cluster's Python environment) and read files through fsspec with the
+  storage options the driver used; only small results travel back.
+
+Functions and units must be picklable (module-level functions, plain data).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from ckpt_cli.errors import CkptError, MissingExtraError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+ENGINES = ("local", "spark")
+
+
+class Engine(Protocol):
+    name: str
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        units: Sequence[T],
+        *,
+        cpu_bound: bool = False,
+        initializer: Callable[..., None] | None = None,
+        initargs: tuple[Any, ...] = (),
+    ) -> list[R]: ...
+
+
+class LocalEngine:
+    """Threads or processes on this machine."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        units: Sequence[T],
+        *,
+        cpu_bound: bool = False,
+        initializer: Callable[..., None] | None = None,
+        initargs: tuple[Any, ...] = (),
+    ) -> list[R]:
+        cores = os.cpu_count() or 1
+        workers = self.workers or (cores if cpu_bound else min(32, cores * 4))
+        if workers <= 1 or len(units) < 2:
+            if initializer is not None:
+                initializer(*initargs)
+            return [fn(u) for u in units]
+        pool: Executor
+        if cpu_bound:
+            pool = ProcessPoolExecutor(
+                max_workers=min(workers, len(units)), initializer=initializer, initargs=initargs
+            )
+            chunk = max(1, len(units) // (workers * 8))
+            with pool:
+                return list(pool.map(fn, units, chunksize=chunk))
+        if initializer is not None:
+            initializer(*initargs)
+        with ThreadPoolExecutor(max_workers=min(workers, len(units))) as threads:
+            return list(threads.map(fn, units))
+
+
+def _run_partition(
+    args: tuple[Callable[..., Any], Callable[..., None] | None, tuple[Any, ...], list[Any]],
+) -> list[Any]:
+    fn, initializer, initargs, units = args
+    if initializer is not None:
+        initializer(*initargs)
+    return [fn(u) for u in units]
+
+
+class SparkEngine:
+    """Units as Spark tasks; results collected to the driver in order."""
+
+    name = "spark"
+
+    def __init__(self, session: Any, slices: int | None = None) -> None:
+        self.session = session
+        self.slices = slices
+
+    @classmethod
+    def start(cls, master: str | None = None) -> SparkEngine:
+        """The active SparkSession, else one for ``master`` (or ``SPARK_REMOTE``)."""
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError as exc:
+            raise MissingExtraError(
+                "--engine spark needs PySpark", hint="pip install 'ckpt-cli[spark]'"
+            ) from exc
+        session = SparkSession.getActiveSession()
+        if session is None:
+            # Local executors run this interpreter, where ckpt_cli is installed.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            builder = SparkSession.builder.appName("ckpt")
+            if master:
+                builder = builder.master(master)
+            elif not os.environ.get("SPARK_REMOTE") and not os.environ.get("MASTER"):
+                builder = builder.master("local[*]")
+            try:
+                session = builder.getOrCreate()
+            except Exception as exc:  # py4j/JVM start-up errors are plain exceptions
+                raise CkptError(f"cannot start Spark: {str(exc).splitlines()[0]}") from exc
+        return cls(session)
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        units: Sequence[T],
+        *,
+        cpu_bound: bool = False,
+        initializer: Callable[..., None] | None = None,
+        initargs: tuple[Any, ...] = (),
+    ) -> list[R]:
+        if not units:
+            return []
+        sc = self.session.sparkContext
+        slices = self.slices or max(1, min(len(units), sc.defaultParallelism * 4))
+        # One task per slice; each runs the initializer once, then its units in order.
+        batches = [list(units[i::slices]) for i in range(slices)]
+        rdd = sc.parallelize([(fn, initializer, initargs, b) for b in batches], numSlices=slices)
+        results = rdd.map(_run_partition).collect()
+        # Undo the round-robin split: unit j went to slice j % slices, position j // slices.
+        out: list[Any] = [None] * len(units)
+        for slice_index, chunk in enumerate(results):
+            for pos, value in enumerate(chunk):
+                out[pos * slices + slice_index] = value
+        return out
+
+
+def make_engine(name: str, *, workers: int | None = None, master: str | None = None) -> Engine:
+    if name == "local":
+        return LocalEngine(workers)
+    if name == "spark":
+        return SparkEngine.start(master)
+    raise CkptError(f"--engine {name!r}: expected one of {', '.join(ENGINES)}")

@@ -1,0 +1,61 @@
+"""PySpark tier: the Spark engine gives the same results as this machine's pools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_cli.engine import LocalEngine, SparkEngine
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay import plan_partition, resolve_target, write_dataset
+from ckpt_cli.retention import scan_orphans
+from ckpt_cli.storage import Storage
+from ckpt_cli.validate import validate
+from tests.conftest import CASES, CASES_DIR, Case
+from tests.spark_support import spark  # noqa: F401 - the session fixture
+
+pytestmark = pytest.mark.slow
+
+
+def _report(ckpt_dir: Path, engine: Any) -> dict[str, Any]:
+    data = validate(Checkpoint.open(str(ckpt_dir)), all_versions=True, deep=True, engine=engine)
+    out = data.to_json()
+    out["stats"].pop("seconds")
+    return out
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES])
+def test_validate_deep_same_on_spark(spark: Any, case: Case) -> None:  # noqa: F811
+    local = _report(case.checkpoint, LocalEngine(2))
+    remote = _report(case.checkpoint, SparkEngine(spark))
+    assert json.dumps(remote, sort_keys=True) == json.dumps(local, sort_keys=True)
+
+
+def _dataset(root: Path) -> dict[str, list[str]]:
+    return {
+        str(p.relative_to(root)): sorted(p.read_text().splitlines())
+        for p in sorted(root.rglob("*.jsonl"))
+    }
+
+
+@pytest.mark.parametrize("name", ["spark4-join", "spark4-rocksdb-v2", "spark4-hdfs-agg"])
+def test_replay_dataset_same_on_spark(spark: Any, name: str, tmp_path: Path) -> None:  # noqa: F811
+    ckpt = Checkpoint.open(str(CASES_DIR / name / "checkpoint"))
+    op = next(iter(ckpt.operators.values()))
+    target = resolve_target(ckpt, operator=op.id, store=next(iter(op.stores)))
+    plans = [plan_partition(ckpt, target, p) for p in target.partitions]
+    a = write_dataset(ckpt, plans, str(tmp_path / "local"), "jsonl", engine=LocalEngine(2))
+    b = write_dataset(ckpt, plans, str(tmp_path / "spark"), "jsonl", engine=SparkEngine(spark))
+    assert a == b and sum(a.values()) > 0
+    assert _dataset(tmp_path / "local") == _dataset(tmp_path / "spark")
+
+
+def test_orphans_recursive_same_on_spark(spark: Any) -> None:  # noqa: F811
+    storage = Storage.from_url(str(CASES_DIR))
+    local = scan_orphans(storage, LocalEngine(2), retain=1, min_age=0, now=2e9)
+    remote = scan_orphans(storage, SparkEngine(spark), retain=1, min_age=0, now=2e9)
+    assert json.dumps(remote, sort_keys=True) == json.dumps(local, sort_keys=True)
+    assert len(local) == len(CASES)
