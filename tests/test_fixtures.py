@@ -8,6 +8,7 @@ its statestore source could read). Nothing here is typed in by hand.
 from __future__ import annotations
 
 import json
+import zipfile
 from typing import Any
 
 import pytest
@@ -32,12 +33,28 @@ def test_query_and_batches(case: Case) -> None:
     b = ckpt.batches
     assert b.latest_committed == max(batches_run)
     assert set(b.commits) <= set(batches_run)
-    assert set(b.offsets) <= set(batches_run)
-    # A query stopped cleanly leaves nothing in flight and no holes.
-    assert b.in_flight == ()
     assert b.commits_gaps == () and b.offsets_gaps == ()
-    assert ckpt.temp_files == []
     assert ckpt.unknown_files == []
+    crash = expected.get("crash")
+    if crash is None:
+        # A query stopped cleanly leaves nothing in flight and no temp files.
+        assert set(b.offsets) <= set(batches_run)
+        assert b.in_flight == ()
+        assert ckpt.temp_files == []
+        return
+    # A driver killed mid-batch: the planned batch has offsets but no commit, and the stores
+    # keep the temp files their tasks had open (what Spark left, recorded by the generator).
+    assert b.in_flight == (crash["in_flight_batch"],)
+    assert set(b.offsets) <= set(batches_run) | {crash["in_flight_batch"]}
+    assert list(b.commits) == crash["commits_on_disk"]
+    assert list(b.offsets) == crash["offsets_on_disk"]
+    assert sorted(f.path for f in ckpt.temp_files) == crash["temp_files"]
+    # Each is an atomic write of a state file of the in-flight batch's version.
+    version = crash["in_flight_batch"] + 1
+    for f in ckpt.temp_files:
+        assert f.target is not None
+        target = f.target.rsplit("/", 1)[-1]
+        assert target.split(".")[0].split("_")[0] == str(version), f.path
 
 
 @pytest.mark.parametrize("case", case_params())
@@ -155,3 +172,57 @@ def test_hadoop_crc_sidecars_cover_listed_files() -> None:
         paths = {f.path for f in ckpt.files}
         for f in ckpt.of_kind(FileKind.HADOOP_CRC):
             assert f.target in paths, f.path
+
+
+CRASH_CASES = [pytest.param(c, id=c.name) for c in CASES if "crash" in c.expected]
+
+
+@pytest.mark.parametrize("case", CRASH_CASES)
+def test_crashed_runs(case: Case) -> None:
+    """A driver killed mid-batch (fixtures/README.md, crash cases). Spark restarted a copy of
+    the checkpoint and re-ran exactly the in-flight batch; ckpt validate agrees that nothing
+    is broken: the batch is reported as uncommitted (info), the leftovers as temp files."""
+    crash, restart = case.expected["crash"], case.expected["restart"]
+    assert restart["ok"], restart
+    assert restart["query_id"] == case.expected["query_id"]
+    assert restart["batches_run"] == [crash["in_flight_batch"]]
+    # Spark never deletes the temp files of the killed tasks, not even on restart.
+    assert restart["temp_files"] == crash["temp_files"]
+    for read in restart["state_reads"]:
+        if "error" not in read:
+            assert (case.root / read["rows_file"]).is_file()
+    for mode in ([], ["--all-versions", "--deep"]):
+        result = run_cli("validate", str(case.checkpoint), "--json", *mode)
+        assert result.exit_code == 0, result.stdout
+        found = result.json()["findings"]
+        assert not [f for f in found if f["severity"] == "error"], found
+        uncommitted = [f for f in found if f["code"] == "UNCOMMITTED_BATCH"]
+        assert [f["batches"] for f in uncommitted] == [[crash["in_flight_batch"]]]
+        temps = sorted(p for f in found if f["code"] == "TEMP_FILE" for p in f["paths"])
+        assert temps == crash["temp_files"]
+
+
+@pytest.mark.parametrize("case", CRASH_CASES)
+def test_crashed_runs_leave_partial_files_only_as_temp_files_or_unnamed_ssts(case: Case) -> None:
+    """What the killed batch wrote: atomic writes (deltas, changelogs, Spark's checksum files)
+    are still hidden temp files; RocksDB's SST upload (Hadoop copyFromLocalFile, not atomic)
+    leaves an empty SST under its final name, which no zip names."""
+    crash = case.expected["crash"]
+    ckpt = open_case(case)
+    kinds = {f.path: f.kind for f in ckpt.files}
+    written = {
+        path: size
+        for path, size in crash["in_flight_files"].items()
+        if path.startswith("state/") and kinds[path] not in (FileKind.TEMP, FileKind.HADOOP_CRC)
+    }
+    for path, size in written.items():
+        assert kinds[path] == FileKind.SST and size == 0, (path, size)
+        partition = case.checkpoint / path.split("/SSTs/")[0]
+        name = path.rsplit("/", 1)[-1]
+        for archive in partition.glob("*.zip"):
+            with zipfile.ZipFile(archive) as zf:
+                assert name not in zf.read("metadata").decode(), (archive, name)
+    # Held in the SST upload: one empty SST per partition; held at commit(): none.
+    uploading = crash["held_at"].startswith("org.apache.hadoop.io.IOUtils.copyBytes")
+    partitions = sum(op["partitions"] for op in case.expected["operators"])
+    assert len(written) == (partitions if uploading else 0)
