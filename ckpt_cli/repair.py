@@ -210,6 +210,12 @@ def plan_repair(
             add(QUARANTINE, f.path, f"checksum of {f.target}, which is not there", 0)
     restart_version = plan.rollback_to if plan.rollback_to is not None else latest
     for finding in report.findings:
+        if finding.code == "EMPTY_FILE" and any(
+            "/SSTs/" in p or "/logs/" in p for p in finding.paths
+        ):
+            for path in finding.paths:
+                add(QUARANTINE, path, "empty RocksDB file left by an interrupted upload", 0)
+            continue
         if finding.code in ("EMPTY_FILE", "TRUNCATED_FILE", "CORRUPT_FILE"):
             for path in finding.paths:
                 damaged = next((x for x in ckpt.files if x.path == path), None)

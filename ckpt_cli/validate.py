@@ -608,6 +608,17 @@ class _Validator:
                 + (f" of {f.target}" if f.target else ""),
                 [f.path],
             )
+        for f in self.ckpt.of_kind(FileKind.SST, FileKind.ROCKSDB_LOG):
+            if f.entry.size == 0:
+                # RocksDB uploads with copyFromLocalFile under the final name: a killed upload
+                # leaves an empty file (seen in the spark4-crash-rocksdb-sst fixture).
+                self.add(
+                    "EMPTY_FILE",
+                    f"{f.path}: empty RocksDB file, left by an interrupted upload; no version "
+                    "can use it",
+                    [f.path],
+                    severity=WARNING,
+                )
         for f in self.ckpt.unknown_files:
             self.add("UNKNOWN_FILE", f"{f.path}: not a file Spark writes", [f.path])
         paths = {f.path for f in self.ckpt.files}

@@ -196,3 +196,19 @@ def test_undo_of_a_bad_manifest(tmp_path: Path) -> None:
     bad.write_text("{}")
     result = run_cli("repair", "--undo", str(bad))
     assert result.exit_code == 2 and "not a ckpt repair manifest" in result.stderr
+
+
+def test_killed_upload_leaves_an_empty_sst_that_repair_quarantines(tmp_path: Path) -> None:
+    crashed = CASES_DIR / "spark4-crash-rocksdb-sst" / "checkpoint"
+    if not crashed.is_dir():
+        pytest.skip("no crash fixture")
+    root = copy(crashed, tmp_path)
+    found = run_cli("validate", str(root), "--json").json()["findings"]
+    empty = sorted(p for f in found if f["code"] == "EMPTY_FILE" for p in f["paths"])
+    assert empty and all("/SSTs/" in p and (root / p).stat().st_size == 0 for p in empty)
+    code, plan = repair(root, "--apply", "--yes")
+    assert code == 0
+    moved = {a["path"] for a in plan["actions"] if a["action"] == "quarantine"}
+    assert set(empty) <= moved
+    after = run_cli("validate", str(root), "--json", "--fail-on", "warning").json()
+    assert after["ok"], after["findings"]
