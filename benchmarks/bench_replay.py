@@ -41,8 +41,13 @@ from ckpt_cli.state import plan_version  # noqa: E402
 BUILD = """
 import os, sys, shutil
 from pyspark.sql import SparkSession, functions as F
-root, keys, parts = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+root, keys, parts, snapshot = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+builder = SparkSession.builder
+if snapshot:
+    # Maintenance writes a snapshot as soon as a version has more than one delta.
+    builder = (builder.config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1")
+               .config("spark.sql.streaming.stateStore.maintenanceInterval", "200ms"))
+spark = (builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", parts)
          .config("spark.driver.memory", "3g")
          .config("spark.sql.session.timeZone", "UTC").getOrCreate())
@@ -65,6 +70,14 @@ for step in range(2):
         if name.endswith(".parquet"):
             shutil.copy(os.path.join(staged, name), os.path.join(src, f"{step}-{name}"))
     q.processAllAvailable()
+if snapshot:
+    import glob, time
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        snaps = glob.glob(os.path.join(root, "checkpoint/state/0/*/2.snapshot"))
+        if len(snaps) == int(parts):
+            break
+        time.sleep(0.5)
 q.stop()
 spark.stop()
 """
@@ -81,7 +94,7 @@ spark.stop()
 """
 
 
-def build(root: Path, keys: int, partitions: int) -> Path:
+def build(root: Path, keys: int, partitions: int, snapshot: bool) -> Path:
     ckpt = root / "checkpoint"
     if (root / ".complete").exists():
         return ckpt
@@ -89,7 +102,7 @@ def build(root: Path, keys: int, partitions: int) -> Path:
     root.mkdir(parents=True)
     print(f"building a {keys:,}-key checkpoint with PySpark (once)...", flush=True)
     subprocess.run(
-        [sys.executable, "-c", BUILD, str(root), str(keys), str(partitions)],
+        [sys.executable, "-c", BUILD, str(root), str(keys), str(partitions), str(int(snapshot))],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -174,14 +187,16 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     args = parser.parse_args()
-    root = HERE / ".data" / f"replay-{args.keys}-{args.partitions}"
-    ckpt = build(root, args.keys, args.partitions)
+    for snapshot in (False, True):
+        root = HERE / ".data" / f"replay-{args.keys}-{args.partitions}{'-snap' if snapshot else ''}"
+        measure(build(root, args.keys, args.partitions, snapshot), args.keys, snapshot)
+
+
+def measure(ckpt: Path, keys: int, snapshot: bool) -> None:
     plain, files, _ = state_bytes(ckpt)
     ckpt_bin = str(Path(sys.executable).with_name("ckpt"))
-    print(
-        f"state: {args.keys:,} keys in {args.partitions} partitions, {files} state files, "
-        f"{plain / 1e6:.1f} MB uncompressed"
-    )
+    shape = "snapshot of version 2" if snapshot else "deltas 1 and 2, no snapshot"
+    print(f"state: {keys:,} keys, {files} state files ({shape}), {plain / 1e6:.1f} MB uncompressed")
     wall_ckpt, rss_ckpt = run_measured([ckpt_bin, "replay", str(ckpt), "--format", "jsonl"])
     with tempfile.TemporaryDirectory() as tmp:
         read = textwrap.dedent(SPARK_READ)
@@ -189,14 +204,14 @@ def main() -> None:
             [sys.executable, "-c", read, str(ckpt), os.path.join(tmp, "out")]
         )
     print(
-        f"ckpt replay --format jsonl > /dev/null: {wall_ckpt:6.2f} s, peak PSS "
+        f"  ckpt replay --format jsonl > /dev/null: {wall_ckpt:6.2f} s, peak PSS "
         f"{rss_ckpt / 1024:7.1f} MB ({rss_ckpt * 1024 / plain:.1f}x the state)"
     )
     print(
-        f"Spark statestore -> json:               {wall_spark:6.2f} s, peak PSS "
+        f"  Spark statestore -> json:               {wall_spark:6.2f} s, peak PSS "
         f"{rss_spark / 1024:7.1f} MB"
     )
-    print(f"ckpt is {wall_spark / wall_ckpt:.1f}x faster end to end")
+    print(f"  ckpt is {wall_spark / wall_ckpt:.1f}x faster end to end")
 
 
 if __name__ == "__main__":

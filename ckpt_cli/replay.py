@@ -22,6 +22,7 @@ import orjson
 
 from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError, MissingExtraError
+from ckpt_cli.jsonrows import LineEncoder
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.state import (
@@ -199,6 +200,16 @@ def iter_rows(
         yield {"partition_id": pid, "key": key, "value": value}
 
 
+def iter_lines(ckpt: Checkpoint, plan: ReplayPlan, decoder: RowDecoder) -> Iterator[str]:
+    """The rows of ``iter_rows`` as JSON lines, through the schema-compiled encoder when the
+    schema allows (same JSON, several times faster)."""
+    encoder = LineEncoder(decoder)
+    line = encoder.line
+    pid = plan.partition
+    for k, v in iter_state(ckpt, plan):
+        yield line(pid, k, v)
+
+
 def iter_change_rows(
     ckpt: Checkpoint,
     target: ReplayTarget,
@@ -306,6 +317,12 @@ def _write_partition(job: _PartitionJob) -> tuple[str, int]:
     decoder = decoder_for(ckpt, job.plan.operator, job.plan.store, raw=job.raw)
     matches = key_filter(list(job.where), decoder)
     with open(job.out_path, "w", encoding="utf-8", newline="") as fh:
+        if job.fmt == "jsonl" and matches is None:
+            count = 0
+            for line in iter_lines(ckpt, job.plan, decoder):
+                fh.write(line)
+                count += 1
+            return job.out_path, count
         writer = RowWriter(fh, job.fmt, header=False)
         for row in iter_rows(ckpt, job.plan, decoder, matches):
             if job.limit is not None and writer.count >= job.limit:
@@ -340,6 +357,16 @@ def write_partitions(
         parallel = len(plans) > 1 and workers > 1 and ckpt.storage.is_local
         if parallel and limit is None and fmt == "jsonl":
             return _write_parallel(ckpt, plans, out, fmt, raw, where, workers, progress)
+        if fmt == "jsonl" and matches is None:
+            count = 0
+            for plan in plans:
+                for line in iter_lines(ckpt, plan, decoder):
+                    if limit is not None and count >= limit:
+                        return count
+                    out.write(line)
+                    count += 1
+                progress.advance()
+            return count
         writer = RowWriter(out, fmt)
         for plan in plans:
             for row in iter_rows(ckpt, plan, decoder, matches):
@@ -461,6 +488,11 @@ def _replay_unit(unit: _DatasetUnit) -> int:
     with fsspec.core.open(
         target, "w", encoding="utf-8", auto_mkdir=True, **settings.storage_options
     ) as fh:
+        if matches is None:
+            for line in iter_lines(ckpt, plan, decoder):
+                fh.write(line)
+                count += 1
+            return count
         for row in rows:
             fh.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE).decode())
             count += 1

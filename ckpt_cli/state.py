@@ -293,6 +293,13 @@ def iter_file_records(
             yield (records.PUT, key, value) if value is not None else (records.DELETE, key, None)
 
 
+def _snapshot_rows(ckpt: Checkpoint, f: CheckpointFile) -> Iterator[tuple[bytes, bytes]]:
+    """A snapshot's (key, value) pairs, with no per-record repacking (the replay hot path)."""
+    with ckpt.storage.open_stream(f.path) as fh:
+        chunks = compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
+        yield from records.iter_kv_records(f.path, chunks, snapshot=True)  # type: ignore[misc]
+
+
 def _zip_rows(
     ckpt: Checkpoint, f: CheckpointFile, part: Partition
 ) -> Iterator[tuple[bytes, bytes]]:
@@ -377,7 +384,7 @@ def iter_state(
             if plan.base.kind is FileKind.ZIP:
                 base = _zip_rows(ckpt, plan.base, part)
             else:
-                base = ((k, v) for _t, k, v in iter_file_records(ckpt, plan.base) if v is not None)
+                base = _snapshot_rows(ckpt, plan.base)
             for key, value in base:
                 change = changes.pop(key, None) if changes else None
                 if change is not None:
@@ -438,6 +445,7 @@ class RowDecoder:
         self.schema = schema
         self.path = path
         self._rocks = provider == "rocksdb"
+        self.rocks = self._rocks
         self._key = make_decoder(schema.key, path=path) if schema else None
         self._value = make_decoder(schema.value, path=path) if schema else None
         self._json: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
