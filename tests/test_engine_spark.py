@@ -59,3 +59,34 @@ def test_orphans_recursive_same_on_spark(spark: Any) -> None:  # noqa: F811
     remote = scan_orphans(storage, SparkEngine(spark), retain=1, min_age=0, now=2e9)
     assert json.dumps(remote, sort_keys=True) == json.dumps(local, sort_keys=True)
     assert len(local) == len(CASES)
+
+
+def _cli_json(*args: str) -> dict[str, Any]:
+    from tests.conftest import run_cli
+
+    result = run_cli(*args, "--json")
+    assert result.exit_code in (0, 1), result.stderr
+    data: dict[str, Any] = result.json()
+    return data
+
+
+def test_cli_engine_spark_equals_local(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    root = str(CASES_DIR / "spark4-rocksdb-v2" / "checkpoint")
+    local = _cli_json("validate", root, "--deep", "--all-versions")
+    remote = _cli_json("validate", root, "--deep", "--all-versions", "--engine", "spark")
+    for report in (local, remote):
+        report["stats"].pop("seconds")
+    assert remote == local
+    a = _cli_json("replay", root, "-O", f"{tmp_path}/a/")
+    b = _cli_json("replay", root, "-O", f"{tmp_path}/b/", "--engine", "spark")
+    assert a["rows_per_partition"] == b["rows_per_partition"]
+    assert _dataset(tmp_path / "a") == _dataset(tmp_path / "b")
+    local_scan = _cli_json("orphans", str(CASES_DIR), "--recursive", "--min-age", "0")
+    remote_scan = _cli_json(
+        "orphans", str(CASES_DIR), "--recursive", "--min-age", "0", "--engine", "spark"
+    )
+    for scan in (local_scan, remote_scan):
+        for plan in scan["checkpoints"]:
+            plan.pop("newest_offsets_age_seconds", None)
+            plan.pop("query_active", None)
+    assert remote_scan == local_scan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -13,7 +13,9 @@ from rich.table import Table
 from ckpt_cli import exit_codes
 from ckpt_cli.cli.common import (
     STATE,
+    EngineOpt,
     JsonOpt,
+    MasterOpt,
     PathArg,
     QuietOpt,
     StorageOpt,
@@ -26,9 +28,17 @@ from ckpt_cli.cli.common import (
     write_json,
 )
 from ckpt_cli.cli.versions import human_bytes
+from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint
-from ckpt_cli.retention import DESCRIPTIONS, CleanupPlan, apply_cleanup, plan_cleanup
+from ckpt_cli.retention import (
+    DESCRIPTIONS,
+    CleanupPlan,
+    apply_cleanup,
+    plan_cleanup,
+    scan_orphans,
+)
+from ckpt_cli.storage import Storage
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -67,6 +77,16 @@ def orphans(
     show_files: Annotated[
         bool, typer.Option("--files", help="List every file, not only the totals per class.")
     ] = False,
+    recursive: Annotated[
+        bool,
+        typer.Option(
+            "--recursive",
+            "-r",
+            help="CHECKPOINT is a prefix: find every checkpoint under it and scan them all.",
+        ),
+    ] = False,
+    engine: EngineOpt = "local",
+    master: MasterOpt = None,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
@@ -80,7 +100,24 @@ def orphans(
     can alert), 0 when there are none. Changes nothing: `ckpt cleanup` removes them.
     """
     begin(json_output=json_output, quiet=quiet)
-    ckpt = Checkpoint.open(path, parse_storage_options(storage_option), progress=progress_sink())
+    options = parse_storage_options(storage_option)
+    if recursive:
+        plans = scan_orphans(
+            Storage.from_url(path, options),
+            make_engine(engine, master=master),
+            retain=retain,
+            min_age=parse_duration(min_age),
+            progress=progress_sink(),
+        )
+        any_found = any(p.get("files") for p in plans)
+        failed = [p for p in plans if "error" in p]
+        if json_output:
+            status = "problems" if any_found or failed else "ok"
+            write_json({"status": status, "checkpoints": plans})
+        else:
+            render_scan(plans, stdout_console())
+        raise typer.Exit(exit_codes.PROBLEMS if any_found or failed else exit_codes.OK)
+    ckpt = Checkpoint.open(path, options, progress=progress_sink())
     plan = plan_cleanup(ckpt, retain=retain, min_age=parse_duration(min_age))
     found = bool(plan.deletions)
     if json_output:
@@ -173,6 +210,24 @@ def cleanup(
                 "--min-age.[/]"
             )
     raise typer.Exit(exit_codes.OK)
+
+
+def render_scan(plans: list[dict[str, Any]], console: Console) -> None:
+    table = Table(title="Orphans per checkpoint", title_justify="left")
+    table.add_column("checkpoint", overflow="fold")
+    table.add_column("files", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("classes", overflow="fold")
+    for p in plans:
+        if "error" in p:
+            table.add_row(p["checkpoint"], "-", "-", f"[red]{p['error']}[/]")
+            continue
+        table.add_row(
+            p["checkpoint"], str(p["files"]), human_bytes(p["bytes"]), ", ".join(p["by_class"])
+        )
+    console.print(table)
+    total = sum(p.get("files", 0) for p in plans)
+    console.print(f"{len(plans)} checkpoints, {total} files no retained version needs")
 
 
 def render_plan(plan: CleanupPlan, console: Console, *, show_files: bool, title: str) -> None:

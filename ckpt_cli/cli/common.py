@@ -37,6 +37,23 @@ StorageOpt = Annotated[
         help="Option for the filesystem (e.g. endpoint_url=..., anon=true). Repeatable.",
     ),
 ]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Where the per-partition work runs: local (this machine's cores) or spark (tasks "
+        "on the active SparkSession, or one started for --master / SPARK_REMOTE).",
+        show_default=True,
+    ),
+]
+MasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master",
+        help="Spark master for --engine spark when no session is active (default: local[*]).",
+        show_default=False,
+    ),
+]
 PathArg = Annotated[
     str,
     typer.Argument(

@@ -17,7 +17,9 @@ from rich.table import Table
 from ckpt_cli import exit_codes
 from ckpt_cli.cli.common import (
     STATE,
+    EngineOpt,
     JsonOpt,
+    MasterOpt,
     PathArg,
     QuietOpt,
     StorageOpt,
@@ -29,6 +31,7 @@ from ckpt_cli.cli.common import (
     stdout_console,
     write_json,
 )
+from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import CkptError, MissingExtraError
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import (
@@ -40,6 +43,7 @@ from ckpt_cli.replay import (
     key_filter,
     plan_partition,
     resolve_target,
+    write_dataset,
     write_partitions,
 )
 
@@ -120,9 +124,14 @@ def replay(
         typer.Option("--format", "-f", help="Output format (parquet needs pyarrow and --output)."),
     ] = OutputFormat.table,
     output: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--output", "-O", help="Write rows to this file instead of stdout.", show_default=False
+            "--output",
+            "-O",
+            help="Write rows to this file instead of stdout; a directory (ending in / or "
+            "existing, or with --engine spark) gets a dataset with one partition_id=<p>/ "
+            "folder per state partition (jsonl or parquet).",
+            show_default=False,
         ),
     ] = None,
     raw: Annotated[
@@ -157,6 +166,8 @@ def replay(
             "--workers", min=1, help="Worker processes (default: cores).", show_default=False
         ),
     ] = None,
+    engine: EngineOpt = "local",
+    master: MasterOpt = None,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
@@ -179,7 +190,8 @@ def replay(
         raise CkptError("--changes needs --from BATCH")
     if fmt is OutputFormat.parquet and output is None:
         raise CkptError("--format parquet needs --output FILE")
-    ckpt = Checkpoint.open(path, parse_storage_options(storage_option), progress=progress_sink())
+    options = parse_storage_options(storage_option)
+    ckpt = Checkpoint.open(path, options, progress=progress_sink())
     target = resolve_target(
         ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
     )
@@ -197,6 +209,37 @@ def replay(
     for note in target.notes:
         if not STATE.quiet:
             stderr_console().print(f"[yellow]note:[/] {note}")
+    if output is not None and _is_dataset(output, engine):
+        fmt_name = fmt.value if fmt in (OutputFormat.jsonl, OutputFormat.parquet) else "jsonl"
+        counts = write_dataset(
+            ckpt,
+            plans,
+            output,
+            fmt_name,
+            engine=make_engine(engine, workers=workers, master=master),
+            raw=raw,
+            where=where,
+            storage_options=options,
+        )
+        summary = {
+            "status": "ok",
+            "target": _target_json(target),
+            "notes": target.notes,
+            "output": output,
+            "format": fmt_name,
+            "rows": sum(counts.values()),
+            "rows_per_partition": {str(k): v for k, v in counts.items()},
+        }
+        if json_output:
+            write_json(summary)
+        else:
+            stdout_console().print(
+                f"Wrote {summary['rows']:,} rows of {len(counts)} partitions to {output} "
+                f"({fmt_name}, one partition_id=<p>/ folder each)"
+            )
+        raise typer.Exit(exit_codes.OK)
+    if engine != "local":
+        raise CkptError("--engine spark writes a dataset: give --output DIR/")
     if fmt in (OutputFormat.jsonl, OutputFormat.csv) and not json_output:
         with _open_output(output) as out:
             write_partitions(
@@ -220,14 +263,18 @@ def replay(
     raise typer.Exit(exit_codes.OK)
 
 
+def _is_dataset(output: str, engine: str) -> bool:
+    return engine != "local" or output.endswith("/") or Path(output).is_dir()
+
+
 @contextmanager
-def _open_output(output: Path | None) -> Iterator[IO[str]]:
+def _open_output(output: str | None) -> Iterator[IO[str]]:
     if output is None:
         yield sys.stdout
         sys.stdout.flush()
         return
     try:
-        fh = output.open("w", encoding="utf-8", newline="")  # noqa: SIM115 - closed below
+        fh = Path(output).open("w", encoding="utf-8", newline="")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise CkptError(f"{output}: cannot write: {exc.strerror}") from exc
     with fh:
@@ -248,7 +295,7 @@ def _emit(
     rows: Iterator[dict[str, Any]],
     target: ReplayTarget,
     fmt: OutputFormat,
-    output: Path | None,
+    output: str | None,
     limit: int | None,
     json_output: bool,
     *,
@@ -285,7 +332,7 @@ def _emit(
     render_table(got[:shown], stdout_console(), target, more=len(got) > shown, changes=changes)
 
 
-def _write_parquet(rows: Iterator[dict[str, Any]], output: Path, limit: int | None) -> None:
+def _write_parquet(rows: Iterator[dict[str, Any]], output: str, limit: int | None) -> None:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq

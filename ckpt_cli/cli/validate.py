@@ -12,7 +12,9 @@ from rich.table import Table
 
 from ckpt_cli import exit_codes
 from ckpt_cli.cli.common import (
+    EngineOpt,
     JsonOpt,
+    MasterOpt,
     PathArg,
     QuietOpt,
     StorageOpt,
@@ -23,6 +25,7 @@ from ckpt_cli.cli.common import (
     stdout_console,
     write_json,
 )
+from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.validate import ERROR, INFO, WARNING, junit_xml, validate
@@ -70,6 +73,8 @@ def validate_command(
             "--workers", min=1, help="Parallel reads (default: 4 per core).", show_default=False
         ),
     ] = None,
+    engine: EngineOpt = "local",
+    master: MasterOpt = None,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
@@ -95,6 +100,7 @@ def validate_command(
         deep=deep,
         workers=workers,
         progress=progress_sink(),
+        engine=make_engine(engine, workers=workers, master=master),
     )
     level = fail_on.value
     if junit is not None:
