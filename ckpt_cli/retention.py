@@ -311,6 +311,11 @@ class _Planner:
             if f.path in named_by_old:
                 self.add(f, OLD_SHARED, "named only by zips of versions being removed", 10**9)
                 continue
+            if f.entry.size == 0:
+                # Spark uploads under the final name, so an upload killed before its first
+                # write leaves an empty file; once older than --min-age it is no upload.
+                self.add(f, ORPHAN_SHARED, "empty file of an interrupted upload", 10**9)
+                continue
             # Spark's rule: an unnamed file newer than the oldest file a retained zip names
             # may belong to a version whose zip is not written yet.
             if oldest_tracked is None or f.entry.mtime is None or f.entry.mtime >= oldest_tracked:
