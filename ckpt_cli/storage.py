@@ -23,6 +23,7 @@ from ckpt_cli.errors import (
     StorageAccessError,
 )
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.requests_count import attach_request_counter
 
 # Spark users write s3a:// (Hadoop's connector); fsspec's s3fs serves it as s3.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "az": "abfs", "adl": "abfs"}
@@ -51,20 +52,86 @@ class FileEntry(NamedTuple):
 
 @dataclass
 class StorageStats:
-    """Requests made through this storage, counted at the storage layer."""
+    """Requests made through one storage, counted where they are made.
 
-    list_calls: int = 0
-    read_calls: int = 0
+    On object stores the request counters are fed by a hook on the filesystem's HTTP client
+    (:mod:`ckpt_cli.requests_count`): one count per API request, pages of a listing included.
+    On local disk a "list" is one directory scanned, a "get" one file opened, a "delete" one
+    unlink. ``files_read`` counts ckpt's own reads of checkpoint files, on any store.
+    """
+
+    list: int = 0
+    head: int = 0
+    get: int = 0
+    put: int = 0  # puts and copies
+    delete: int = 0
+    other: int = 0
     bytes_read: int = 0
-    delete_requests: int = 0
+    files_read: int = 0
+
+    # Names used before the request counters existed.
+    @property
+    def list_calls(self) -> int:
+        return self.list
+
+    @property
+    def read_calls(self) -> int:
+        return self.files_read
+
+    @property
+    def delete_requests(self) -> int:
+        return self.delete
+
+    def add(self, other: StorageStats) -> None:
+        for name in _STAT_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def to_json(self) -> dict[str, int]:
-        return {
-            "list_calls": self.list_calls,
-            "read_calls": self.read_calls,
-            "bytes_read": self.bytes_read,
-            "delete_requests": self.delete_requests,
-        }
+        return {name: getattr(self, name) for name in _STAT_FIELDS}
+
+    def summary(self) -> str:
+        """One line for humans: ``requests: 2 list, 0 head, 14 get, ...; 31.2 kB read``."""
+        counts = ", ".join(
+            f"{getattr(self, n)} {label}"
+            for n, label in (
+                ("list", "list"),
+                ("head", "head"),
+                ("get", "get"),
+                ("put", "put/copy"),
+                ("delete", "delete"),
+            )
+        )
+        extra = f", {self.other} other" if self.other else ""
+        return f"requests: {counts}{extra}; {_human_bytes(self.bytes_read)} read"
+
+
+_STAT_FIELDS = ("list", "head", "get", "put", "delete", "other", "bytes_read", "files_read")
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
+
+# Every Storage of this process, for `--stats` (a command may open more than one).
+_ALL_STATS: list[StorageStats] = []
+
+
+def reset_process_stats() -> None:
+    """Forget the storages opened so far (a command starts counting from zero)."""
+    _ALL_STATS.clear()
+
+
+def process_stats() -> StorageStats:
+    """The requests of every storage opened in this process so far."""
+    total = StorageStats()
+    for stats in _ALL_STATS:
+        total.add(stats)
+    return total
 
 
 class Listing:
@@ -141,7 +208,13 @@ class Storage:
         self.root = root.rstrip("/") or "/"
         self.url = url
         self.stats = StorageStats()
+        _ALL_STATS.append(self.stats)
         self._is_local = type(fs).__name__ == "LocalFileSystem"
+        self._sizes: dict[str, int] = {}  # from the listing: reads need no HEAD
+        self._prefetched: dict[str, bytes] = {}
+        # Local and memory:// stores are counted by the methods below; object stores by
+        # their HTTP client, which also sees what fsspec does on its own.
+        self._counted_by_client = not self._is_local and attach_request_counter(fs, self.stats)
 
     @classmethod
     def from_url(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
@@ -152,8 +225,13 @@ class Storage:
         import fsspec.core
 
         scheme, fs_url = _normalise_url(url)
+        options = dict(storage_options or {})
+        if scheme not in ("file", "memory"):
+            # A filesystem of our own: fsspec shares instances between equal URLs, and the
+            # request counter hooks into this instance's client.
+            options.setdefault("skip_instance_cache", True)
         try:
-            fs, path = fsspec.core.url_to_fs(fs_url, **dict(storage_options or {}))
+            fs, path = fsspec.core.url_to_fs(fs_url, **options)
         except ImportError as exc:
             extra = _SCHEME_EXTRAS.get(scheme)
             install = f"pip install 'ckpt-cli[{extra}]'" if extra and " " not in extra else extra
@@ -194,6 +272,7 @@ class Storage:
             entries = self._list_local() if self._is_local else self._list_fsspec()
         finally:
             progress.close()
+        self._sizes = {e.path: e.size for e in entries}
         return Listing.of(entries)
 
     def _list_local(self) -> list[FileEntry]:
@@ -205,7 +284,7 @@ class Storage:
         stack = [root]
         while stack:
             directory = stack.pop()
-            self.stats.list_calls += 1
+            self.stats.list += 1
             try:
                 with os.scandir(directory) as it:
                     for item in it:
@@ -237,7 +316,8 @@ class Storage:
         return entries
 
     def _list_fsspec(self) -> list[FileEntry]:
-        self.stats.list_calls += 1
+        if not self._counted_by_client:
+            self.stats.list += 1
         try:
             found: Mapping[str, Mapping[str, Any]] = self.fs.find(
                 self.root, detail=True, withdirs=False
@@ -279,43 +359,64 @@ class Storage:
     # -- reading -------------------------------------------------------------------------
 
     def read_bytes(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
-        """Read a checkpoint file (or a byte range of it)."""
-        self.stats.read_calls += 1
+        """Read a checkpoint file (or a byte range of it): one GET, never a HEAD."""
+        self.stats.files_read += 1
+        if start is None and end is None and rel in self._prefetched:
+            data = self._prefetched.pop(rel)
+            self.stats.bytes_read += len(data)
+            return data
+        if not self._counted_by_client:
+            self.stats.get += 1
         try:
-            data: bytes = self.fs.cat_file(self.full_path(rel), start=start, end=end)
-        except FileNotFoundError as exc:
-            raise StorageAccessError(
-                f"{rel}: listed but no longer exists",
-                hint="is a query or another tool changing the checkpoint right now?",
-            ) from exc
-        except IsADirectoryError as exc:
-            raise StorageAccessError(f"{rel}: is a directory, expected a file") from exc
-        except PermissionError as exc:
-            raise StorageAccessError(f"{rel}: permission denied") from exc
+            data = self.fs.cat_file(self.full_path(rel), start=start, end=end)
         except OSError as exc:
-            raise StorageAccessError(f"{rel}: cannot read: {exc}") from exc
+            raise _read_error(rel, exc) from exc
         self.stats.bytes_read += len(data)
-        return data
+        return bytes(data)
+
+    def prefetch(self, rels: list[str], workers: int = 16) -> None:
+        """Read many small files concurrently ahead of ``read_bytes`` (object stores only:
+        local reads are cheap). A file that fails here is left out, and fails again, with
+        its message, when ``read_bytes`` asks for it."""
+        wanted = [r for r in dict.fromkeys(rels) if r not in self._prefetched]
+        if self._is_local or len(wanted) < 2:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        def fetch(rel: str) -> tuple[str, bytes | None]:
+            if not self._counted_by_client:
+                self.stats.get += 1
+            try:
+                return rel, bytes(self.fs.cat_file(self.full_path(rel)))
+            except OSError:
+                return rel, None
+
+        # Threads only wait: async stores run the requests together on their event loop.
+        with ThreadPoolExecutor(max_workers=min(workers, len(wanted))) as pool:
+            for rel, data in pool.map(fetch, wanted):
+                if data is not None:
+                    self._prefetched[rel] = data
 
     @contextmanager
     def open_stream(self, rel: str) -> Iterator[_CountingReader]:
         """A binary stream over a checkpoint file, for readers that work in bounded memory.
 
-        Opening and reading errors become StorageAccessError naming ``rel``.
+        On object stores it reads ranges of ``STREAM_BLOCK`` bytes with the size from the
+        listing, so opening costs no HEAD. Errors become StorageAccessError naming ``rel``.
         """
-        self.stats.read_calls += 1
-        try:
-            fh = self.fs.open(self.full_path(rel), "rb")
-        except FileNotFoundError as exc:
-            raise StorageAccessError(
-                f"{rel}: listed but no longer exists",
-                hint="is a query or another tool changing the checkpoint right now?",
-            ) from exc
-        except PermissionError as exc:
-            raise StorageAccessError(f"{rel}: permission denied") from exc
-        except OSError as exc:
-            raise StorageAccessError(f"{rel}: cannot read: {exc}") from exc
-        counted = _CountingReader(fh, self.stats)
+        self.stats.files_read += 1
+        size = self._sizes.get(rel)
+        fh: Any
+        if size is not None and not self._is_local:
+            fh = _RangedFile(self, rel, size)
+        else:
+            if not self._counted_by_client:
+                self.stats.get += 1
+            try:
+                fh = self.fs.open(self.full_path(rel), "rb")
+            except OSError as exc:
+                raise _read_error(rel, exc) from exc
+        counted = _CountingReader(fh, self.stats, rel)
         try:
             yield counted
         finally:
@@ -327,18 +428,19 @@ class Storage:
         """Delete checkpoint files; returns the requests made.
 
         Object stores get one ``rm`` of the whole list (s3fs sends multi-object deletes of up
-        to 1000 keys per request); local files are unlinked one by one. A file already gone is
-        not an error (an earlier, interrupted cleanup may have removed it).
+        to 1000 keys per request, adlfs batches); local files are unlinked one by one. A file
+        already gone is not an error (an earlier, interrupted cleanup may have removed it).
         """
         if not rels:
             return 0
         paths = [self.full_path(r) for r in rels]
+        before = self.stats.delete
         try:
             if self._is_local:
                 for path in paths:
                     with suppress(FileNotFoundError):
                         os.unlink(path)
-                self.stats.delete_requests += len(paths)
+                self.stats.delete += len(paths)
                 return len(paths)
             self.fs.rm(paths)
         except FileNotFoundError:
@@ -347,9 +449,9 @@ class Storage:
             raise StorageAccessError(f"{rels[0]}: permission denied while deleting") from exc
         except OSError as exc:
             raise StorageAccessError(f"{rels[0]}: cannot delete: {exc}") from exc
-        requests = -(-len(paths) // 1000)
-        self.stats.delete_requests += requests
-        return requests
+        if not self._counted_by_client:
+            self.stats.delete += -(-len(paths) // 1000)
+        return self.stats.delete - before
 
     def write_text_absolute(self, location: str, text: str) -> None:
         """Write a file outside the checkpoint (a manifest), on the same filesystem unless
@@ -367,19 +469,68 @@ class Storage:
             raise StorageAccessError(f"{location}: cannot write: {exc}") from exc
 
 
+def _read_error(rel: str, exc: OSError) -> StorageAccessError:
+    if isinstance(exc, FileNotFoundError):
+        return StorageAccessError(
+            f"{rel}: listed but no longer exists",
+            hint="is a query or another tool changing the checkpoint right now?",
+        )
+    if isinstance(exc, IsADirectoryError):
+        return StorageAccessError(f"{rel}: is a directory, expected a file")
+    if isinstance(exc, PermissionError):
+        return StorageAccessError(f"{rel}: permission denied")
+    return StorageAccessError(f"{rel}: cannot read: {exc}")
+
+
+STREAM_BLOCK = 8 << 20
+
+
+class _RangedFile:
+    """Sequential reads of an object in ranged GETs of STREAM_BLOCK bytes, size known."""
+
+    def __init__(self, storage: Storage, rel: str, size: int) -> None:
+        self._storage = storage
+        self._rel = rel
+        self._size = size
+        self._pos = 0
+        self._buf = b""
+        self.path = rel
+
+    def read(self, n: int = -1, /) -> bytes:
+        if n is None or n < 0:
+            n = self._size - self._pos + len(self._buf)
+        while len(self._buf) < n and self._pos < self._size:
+            end = min(self._size, self._pos + max(STREAM_BLOCK, n - len(self._buf)))
+            storage = self._storage
+            if not storage._counted_by_client:
+                storage.stats.get += 1
+            try:
+                block = storage.fs.cat_file(storage.full_path(self._rel), start=self._pos, end=end)
+            except OSError as exc:
+                raise _read_error(self._rel, exc) from exc
+            if not block:
+                break  # the object shrank since the listing: the reader reports truncation
+            self._pos += len(block)
+            self._buf += block
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return bytes(out)
+
+    def close(self) -> None:
+        self._buf = b""
+
+
 class _CountingReader:
     """Counts the bytes read into StorageStats and turns read errors into StorageAccessError."""
 
-    def __init__(self, fh: Any, stats: StorageStats) -> None:
+    def __init__(self, fh: Any, stats: StorageStats, rel: str) -> None:
         self._fh = fh
         self._stats = stats
+        self._rel = rel
 
     def read(self, n: int = -1, /) -> bytes:
         try:
             data: bytes = self._fh.read(n)
         except OSError as exc:
-            raise StorageAccessError(
-                f"{getattr(self._fh, 'path', '?')}: cannot read: {exc}"
-            ) from exc
+            raise StorageAccessError(f"{self._rel}: cannot read: {exc}") from exc
         self._stats.bytes_read += len(data)
         return data

@@ -14,6 +14,12 @@ from ckpt_cli.errors import StorageAccessError
 from ckpt_cli.storage import Storage
 
 
+def _count(storage: Storage, kind: str) -> None:
+    # Object stores with a hooked client count their own requests.
+    if not storage._counted_by_client:
+        setattr(storage.stats, kind, getattr(storage.stats, kind) + 1)
+
+
 def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
@@ -28,6 +34,7 @@ def write_bytes(storage: Storage, rel: str, data: bytes, *, atomic: bool = False
     """Write a checkpoint file. ``atomic``: on local disk, through a temp file and a rename
     (Spark's own protocol); object stores put whole objects anyway."""
     path = storage.full_path(rel)
+    _count(storage, "put")
     try:
         if storage.is_local:
             os.makedirs(_parent(path), exist_ok=True)
@@ -47,6 +54,7 @@ def write_bytes(storage: Storage, rel: str, data: bytes, *, atomic: bool = False
 
 def write_bytes_absolute(storage: Storage, location: str, data: bytes) -> None:
     path = _strip_protocol(storage, location)
+    _count(storage, "put")
     try:
         if storage.is_local:
             os.makedirs(_parent(path), exist_ok=True)
@@ -56,6 +64,7 @@ def write_bytes_absolute(storage: Storage, location: str, data: bytes) -> None:
 
 
 def read_bytes_absolute(storage: Storage, location: str) -> bytes:
+    _count(storage, "get")
     try:
         data: bytes = storage.fs.cat_file(_strip_protocol(storage, location))
     except OSError as exc:
@@ -74,6 +83,9 @@ def move_in(storage: Storage, location: str, rel: str) -> None:
 
 
 def _move(storage: Storage, src: str, dest: str, name: str) -> None:
+    _count(storage, "put")  # a rename locally; a copy and a delete on object stores
+    if not storage.is_local:
+        _count(storage, "delete")
     try:
         if storage.is_local:
             os.makedirs(_parent(dest), exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -71,6 +72,8 @@ class RunState:
     debug: bool = False
     json: bool = False
     quiet: bool = False
+    stats: bool = False  # --stats: report the storage requests made
+    stats_reported: bool = False
 
 
 STATE = RunState()
@@ -91,6 +94,11 @@ def begin(*, json_output: bool = False, quiet: bool = False) -> None:
 
 
 def write_json(obj: Any) -> None:
+    if STATE.stats and isinstance(obj, dict):
+        from ckpt_cli.storage import process_stats
+
+        obj = {**obj, "requests": process_stats().to_json()}
+        STATE.stats_reported = True
     # Never through Rich: it wraps lines and interprets markup.
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
     sys.stdout.flush()
@@ -171,34 +179,73 @@ def report_error(exc: CkptError) -> None:
         write_json({"status": "error", "errors": [exc.to_json()]})
 
 
+StatsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--stats",
+        help="Report the storage requests made (list, head, get, put/copy, delete) and bytes "
+        "read: a 'requests' object in --json output, else one line on stderr.",
+    ),
+]
+
+
+def _report_stats() -> None:
+    if STATE.stats and not STATE.stats_reported:
+        from ckpt_cli.storage import process_stats
+
+        STATE.stats_reported = True
+        stderr_console().print(process_stats().summary(), soft_wrap=True, markup=False)
+
+
 def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn library errors into one line and exit code 2; no traceback unless --debug."""
+    """Turn library errors into one line and exit code 2; no traceback unless --debug.
+
+    Also gives the command a ``--stats`` option, reported when it ends however it ends.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
-            raise
-        except BrokenPipeError:
-            # The reader went away (`ckpt replay -f jsonl | head`): stop quietly, like cat.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            raise typer.Exit(exit_codes.OK) from None
-        except CkptError as exc:
-            if STATE.debug:
-                raise
-            report_error(exc)
-            raise typer.Exit(exit_codes.ERROR) from exc
-        except Exception as exc:  # the boundary: anything else is a bug, reported in one line
-            if STATE.debug:
-                raise
-            report_error(
-                CkptError(
-                    f"internal error: {type(exc).__name__}: {exc}",
-                    hint="re-run with --debug for the traceback, and report it",
-                )
-            )
-            raise typer.Exit(exit_codes.ERROR) from exc
+        from ckpt_cli.storage import reset_process_stats
 
+        STATE.stats = bool(kwargs.pop("stats", False))
+        STATE.stats_reported = False
+        reset_process_stats()
+        try:
+            return _guarded(func, *args, **kwargs)
+        finally:
+            _report_stats()
+
+    signature = inspect.signature(func, eval_str=True)  # typer reads __signature__ as is
+    stats = inspect.Parameter("stats", inspect.Parameter.KEYWORD_ONLY, default=False)
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), stats.replace(annotation=StatsOpt)]
+    )
+    wrapper.__annotations__ = {**func.__annotations__, "stats": StatsOpt}
     return wrapper
+
+
+def _guarded(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    try:
+        return func(*args, **kwargs)
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except BrokenPipeError:
+        # The reader went away (`ckpt replay -f jsonl | head`): stop quietly, like cat.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(exit_codes.OK) from None
+    except CkptError as exc:
+        if STATE.debug:
+            raise
+        report_error(exc)
+        raise typer.Exit(exit_codes.ERROR) from exc
+    except Exception as exc:  # the boundary: anything else is a bug, reported in one line
+        if STATE.debug:
+            raise
+        report_error(
+            CkptError(
+                f"internal error: {type(exc).__name__}: {exc}",
+                hint="re-run with --debug for the traceback, and report it",
+            )
+        )
+        raise typer.Exit(exit_codes.ERROR) from exc

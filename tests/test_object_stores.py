@@ -1,0 +1,269 @@
+"""Every command on S3 (moto server) and ADLS (Azurite) gives what it gives on local disk,
+with the requests counted on both sides: ckpt's own ``--stats`` and the server's log."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_cli.storage import Storage
+from tests.conftest import CASES, CASES_DIR, run_cli
+from tests.servers import AzureServer, S3Server, azure_server, s3_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from synthetic import build  # noqa: E402
+
+__all__ = ["azure_server", "s3_server"]  # pytest fixtures, imported for this module
+
+pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
+
+# Representative cases: HDFS store with .crc sidecars, RocksDB with changelogs (v1), RocksDB
+# checkpoint format v2 (lineage, uniqueIds), a join (four stores), a crashed run.
+CASE_NAMES = [
+    "spark4-hdfs-agg",
+    "spark4-rocksdb-changelog",
+    "spark4-rocksdb-v2",
+    "spark4-join",
+    "spark4-crash-rocksdb-v2",
+]
+
+
+@pytest.fixture(params=["s3", "azure"])
+def store(request: pytest.FixtureRequest) -> S3Server | AzureServer:
+    server: S3Server | AzureServer = request.getfixturevalue(
+        "s3_server" if request.param == "s3" else "azure_server"
+    )
+    return server
+
+
+_UNIQUE = iter(range(1_000_000))
+
+
+def copy_case(name: str, tmp_path: Path) -> Path:
+    """A local copy whose files are as new as the uploaded objects will be."""
+    local = tmp_path / "ckpt"
+    shutil.copytree(CASES_DIR / name / "checkpoint", local)
+    for p in local.rglob("*"):
+        if p.is_file():
+            os.utime(p)
+    return local
+
+
+def upload(store: S3Server | AzureServer, local: Path) -> str:
+    bucket = "ckpt-tests"
+    return store.upload(local, bucket, f"{local.name}-{next(_UNIQUE)}-{time.time_ns()}")
+
+
+def normalise(obj: Any, url: str, local: Path) -> Any:
+    """The JSON of a command with the location, timings and request counts taken out."""
+    text = json.dumps(obj, sort_keys=True).replace(url, "<ckpt>").replace(str(local), "<ckpt>")
+    data = json.loads(text)
+
+    def scrub(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {
+                k: scrub(v)
+                for k, v in x.items()
+                if k
+                not in (
+                    "stats",
+                    "seconds",
+                    "requests",
+                    "delete_requests",
+                    "manifest",
+                    "mtime",
+                    "modified",
+                )
+                and not k.endswith("age_seconds")
+            }
+        if isinstance(x, list):
+            return [scrub(v) for v in x]
+        return x
+
+    return scrub(data)
+
+
+def run_both(
+    store: S3Server | AzureServer, local: Path, url: str, *args: str, at: str = ""
+) -> tuple[Any, Any]:
+    """Run a command on the local copy and on the uploaded one; both normalised."""
+    here = run_cli(*args[:1], str(local) + at, *args[1:], "--json")
+    there = run_cli(*args[:1], url + at, *args[1:], *store.cli_options(), "--json")
+    assert there.exit_code == here.exit_code, (there.stderr, here.stderr)
+    return normalise(here.json(), url, local), normalise(there.json(), url, local)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_read_commands_match_local(
+    store: S3Server | AzureServer, name: str, tmp_path: Path
+) -> None:
+    local = copy_case(name, tmp_path)
+    url = upload(store, local)
+    for args in (
+        ("versions",),
+        ("validate",),
+        ("validate", "--all-versions"),
+        ("orphans", "--retain", "1", "--min-age", "0"),
+    ):
+        here, there = run_both(store, local, url, *args)
+        assert there == here, args
+    # inspect: one file of each kind the checkpoint has
+    kinds: dict[str, str] = {}
+    for p in sorted(local.rglob("*")):
+        if p.is_file() and "_metadata" not in p.parts:
+            kinds.setdefault(p.suffix or p.parent.name, p.relative_to(local).as_posix())
+    for rel in kinds.values():
+        here, there = run_both(store, local, url, "inspect", at="/" + rel)
+        assert there == here, rel
+    # replay: every store of every operator at the latest batch, rows identical
+    expected = json.loads((CASES_DIR / name / "expected.json").read_text())
+    for op in expected["operators"]:
+        for store_name in op["stores"]:
+            opts = ["--operator", str(op["id"]), "--store", store_name, "--format", "jsonl"]
+            here_rows = run_cli("replay", str(local), *opts)
+            there_rows = run_cli("replay", url, *opts, *store.cli_options())
+            assert there_rows.exit_code == here_rows.exit_code, there_rows.stderr
+            assert sorted(there_rows.stdout.splitlines()) == sorted(here_rows.stdout.splitlines())
+
+
+def remote_paths(store: S3Server | AzureServer, url: str) -> set[str]:
+    storage = Storage.from_url(url, store.options)
+    return {e.path for e in storage.list_all()}
+
+
+def local_paths(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("name", ["spark4-hdfs-agg", "spark4-rocksdb-v2"])
+def test_cleanup_apply_matches_local(
+    store: S3Server | AzureServer, name: str, tmp_path: Path
+) -> None:
+    local = copy_case(name, tmp_path)
+    url = upload(store, local)
+    args = ("cleanup", "--retain", "1", "--min-age", "0", "--force", "--apply", "--yes")
+    here, there = run_both(store, local, url, *args)
+    assert there == here
+    assert here["files"] > 0 and there["result"]["deleted"] == here["files"]
+    assert remote_paths(store, url) == local_paths(local)
+    # The cleaned checkpoint still validates there.
+    result = run_cli("validate", url, *store.cli_options(), "--json")
+    assert result.exit_code == 0, result.stdout
+
+
+def test_repair_apply_and_undo_match_local(store: S3Server | AzureServer, tmp_path: Path) -> None:
+    local = copy_case("spark4-hdfs-agg", tmp_path)
+    n = max(int(p.name) for p in (local / "commits").iterdir() if p.name.isdigit())
+    delta = local / f"state/0/1/{n + 1}.delta"
+    delta.write_bytes(delta.read_bytes()[:-8])  # a truncated latest delta
+    url = upload(store, local)
+    before = remote_paths(store, url)
+    here, there = run_both(store, local, url, "repair", "--apply", "--yes")
+    assert there == here and here["rollback_to"] == n - 1
+    assert remote_paths(store, url) == local_paths(local)
+    result = run_cli("validate", url, *store.cli_options(), "--json")
+    assert result.exit_code == 0, result.stdout
+    manifest = run_cli("repair", url, *store.cli_options(), "--json", "--apply", "--yes")
+    assert manifest.json()["actions"] == []  # nothing left to repair
+    undo_from = there_manifest(store, url)
+    undo = run_cli("repair", "--undo", undo_from, *store.cli_options())
+    assert undo.exit_code == 0, undo.stderr
+    assert remote_paths(store, url) == before
+
+
+def there_manifest(store: S3Server | AzureServer, url: str) -> str:
+    """The one repair manifest in the quarantine beside ``url``."""
+    fs = store.fs()
+    scheme, path = url.split("://", 1)
+    found = [p for p in fs.find(path + ".ckpt-quarantine") if p.endswith("manifest.json")]
+    assert len(found) == 1, found
+    return f"{scheme}://{found[0]}"
+
+
+# -- request counts -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """A synthetic HDFS checkpoint of more than 1,000 objects (8 partitions x 110 versions)."""
+    root = tmp_path_factory.mktemp("big") / "ckpt"
+    totals = build(root, partitions=8, versions=110, keys=400, crc=False)
+    (root / ".complete").unlink()
+    assert totals["files"] > 1000
+    return root, totals["files"]
+
+
+@pytest.mark.parametrize("command", [("versions",), ("validate",)])
+def test_s3_listing_is_one_paged_listing_without_heads(
+    s3_server: S3Server, big_checkpoint: tuple[Path, int], command: tuple[str, ...]
+) -> None:
+    root, objects = big_checkpoint
+    url = upload(s3_server, root)
+    mark = s3_server.mark()
+    result = run_cli(*command[:1], url, *command[1:], *s3_server.cli_options(), "--json", "--stats")
+    assert result.exit_code == 0, result.stderr
+    counted = result.json()["requests"]
+    served = s3_server.requests_since(mark)
+    assert counted["list"] == math.ceil(objects / 1000) == served["list"]
+    assert counted["head"] == 0 == served["head"]
+    assert counted["get"] == served["get"] and counted["get"] <= 20 + 8 * 12
+    assert counted["put"] == counted["delete"] == 0 == served["put"] + served["delete"]
+
+
+def test_s3_cleanup_deletes_in_batches_of_1000(
+    s3_server: S3Server, big_checkpoint: tuple[Path, int]
+) -> None:
+    root, _ = big_checkpoint
+    url = upload(s3_server, root)
+    plan = run_cli(
+        "orphans", url, "--retain", "2", "--min-age", "0", *s3_server.cli_options(), "--json"
+    )
+    files = plan.json()["files"]
+    assert files > 1000
+    mark = s3_server.mark()
+    result = run_cli(
+        "cleanup",
+        url,
+        "--retain",
+        "2",
+        "--min-age",
+        "0",
+        "--force",
+        "--apply",
+        "--yes",
+        *s3_server.cli_options(),
+        "--json",
+        "--stats",
+    )
+    assert result.exit_code == 0, result.stderr
+    counted = result.json()["requests"]
+    served = s3_server.requests_since(mark)
+    assert served["delete"] == counted["delete"]
+    # One multi-object delete per 1,000 keys of each phase (temp files, versions, logs...).
+    assert math.ceil(files / 1000) <= counted["delete"] <= math.ceil(files / 1000) + 4
+    assert counted["head"] == served["head"] == 0
+
+
+def test_stats_in_human_output(s3_server: S3Server) -> None:
+    url = upload(s3_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint")
+    result = run_cli("versions", url, *s3_server.cli_options(), "--stats")
+    assert result.exit_code == 0, result.stderr
+    assert "requests: 1 list, 0 head, " in result.stderr
+
+
+def test_local_stats_count_directories_and_files(tmp_path: Path) -> None:
+    result = run_cli("versions", str(CASES_DIR / "spark4-hdfs-agg" / "checkpoint"), "--json")
+    assert "requests" not in result.json()
+    result = run_cli(
+        "versions", str(CASES_DIR / "spark4-hdfs-agg" / "checkpoint"), "--json", "--stats"
+    )
+    counted = result.json()["requests"]
+    assert counted["list"] > 1 and counted["get"] >= 1 and counted["head"] == 0
