@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ckpt_cli.errors import (
     CheckpointNotFound,
+    CkptError,
     MissingExtraError,
     NotACheckpoint,
     StorageAccessError,
@@ -181,6 +182,25 @@ def _normalise_url(url: str) -> tuple[str, str]:
     return canonical, url
 
 
+# Bounded waiting on S3: botocore's defaults wait 60 s per attempt on a silent endpoint.
+S3_DEFAULTS = {"connect_timeout": 10, "read_timeout": 60, "max_attempts": 3}
+
+
+def _s3_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``connect_timeout``, ``read_timeout`` and ``max_attempts`` as plain storage options
+    (``-o read_timeout=5``), with bounded defaults, moved into botocore's config."""
+    options = dict(options)
+    config = dict(options.pop("config_kwargs", None) or {})
+    for key, default in S3_DEFAULTS.items():
+        value = options.pop(key, default)
+        if key == "max_attempts":
+            config.setdefault("retries", {"max_attempts": int(value), "mode": "standard"})
+        else:
+            config.setdefault(key, float(value))
+    options["config_kwargs"] = config
+    return options
+
+
 def _mtime_of(info: Mapping[str, Any]) -> float | None:
     for key in ("mtime", "LastModified", "last_modified", "created"):
         value = info.get(key)
@@ -203,8 +223,9 @@ def _mtime_of(info: Mapping[str, Any]) -> float | None:
 class Storage:
     """A checkpoint location on some filesystem, with the operations ckpt needs."""
 
-    def __init__(self, fs: Any, root: str, url: str) -> None:
+    def __init__(self, fs: Any, root: str, url: str, endpoint: str = "") -> None:
         self.fs = fs
+        self.endpoint = endpoint  # shown in connection errors
         self.root = root.rstrip("/") or "/"
         self.url = url
         self.stats = StorageStats()
@@ -226,6 +247,10 @@ class Storage:
 
         scheme, fs_url = _normalise_url(url)
         options = dict(storage_options or {})
+        # s3fs retries timeouts on its own, on top of botocore (a class attribute, 5).
+        s3fs_retries = int(options.pop("retries", 2)) if scheme == "s3" else None
+        if scheme == "s3":
+            options = _s3_options(options)
         if scheme not in ("file", "memory"):
             # A filesystem of our own: fsspec shares instances between equal URLs, and the
             # request counter hooks into this instance's client.
@@ -244,7 +269,15 @@ class Storage:
             raise StorageAccessError(f"{redact_url(url)}: {exc}") from exc
         if type(fs).__name__ == "LocalFileSystem":
             path = os.path.abspath(path)
-        return cls(fs, path, redact_url(url))
+        if s3fs_retries is not None:
+            fs.retries = s3fs_retries
+        endpoint = str(
+            options.get("endpoint_url")
+            or (options.get("client_kwargs") or {}).get("endpoint_url")
+            or options.get("account_url")
+            or ""
+        )
+        return cls(fs, path, redact_url(url), redact_url(endpoint))
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -323,11 +356,11 @@ class Storage:
                 self.root, detail=True, withdirs=False
             )
         except FileNotFoundError as exc:
-            raise CheckpointNotFound(f"{self.url}: no such file or directory") from exc
-        except PermissionError as exc:
-            raise StorageAccessError(f"{self.url}: permission denied while listing") from exc
-        except OSError as exc:
-            raise StorageAccessError(f"{self.url}: cannot list: {exc}") from exc
+            raise CheckpointNotFound(
+                f"{self.url}: no such bucket, container or prefix ({_first_line(exc)})"
+            ) from exc
+        except Exception as exc:  # the clients' own errors too: one line, never a traceback
+            raise store_error(self.url, "list", exc, self.endpoint) from exc
         root = self.fs._strip_protocol(self.root).rstrip("/")
         prefix = root + "/"
         entries: list[FileEntry] = []
@@ -346,7 +379,7 @@ class Storage:
                 FileEntry(name[len(prefix) :], int(info.get("size") or 0), _mtime_of(info))
             )
         if not entries and not self._exists_root():
-            raise CheckpointNotFound(f"{self.url}: no such file or directory")
+            raise CheckpointNotFound(f"{self.url}: no such file or directory (nothing there)")
         return entries
 
     def _exists_root(self) -> bool:
@@ -369,7 +402,7 @@ class Storage:
             self.stats.get += 1
         try:
             data = self.fs.cat_file(self.full_path(rel), start=start, end=end)
-        except OSError as exc:
+        except Exception as exc:
             raise _read_error(rel, exc) from exc
         self.stats.bytes_read += len(data)
         return bytes(data)
@@ -388,7 +421,7 @@ class Storage:
                 self.stats.get += 1
             try:
                 return rel, bytes(self.fs.cat_file(self.full_path(rel)))
-            except OSError:
+            except Exception:  # read_bytes reads it again and reports the error
                 return rel, None
 
         # Threads only wait: async stores run the requests together on their event loop.
@@ -414,7 +447,7 @@ class Storage:
                 self.stats.get += 1
             try:
                 fh = self.fs.open(self.full_path(rel), "rb")
-            except OSError as exc:
+            except Exception as exc:
                 raise _read_error(rel, exc) from exc
         counted = _CountingReader(fh, self.stats, rel)
         try:
@@ -445,10 +478,8 @@ class Storage:
             self.fs.rm(paths)
         except FileNotFoundError:
             pass
-        except PermissionError as exc:
-            raise StorageAccessError(f"{rels[0]}: permission denied while deleting") from exc
-        except OSError as exc:
-            raise StorageAccessError(f"{rels[0]}: cannot delete: {exc}") from exc
+        except Exception as exc:
+            raise store_error(rels[0], "delete", exc, self.endpoint) from exc
         if not self._counted_by_client:
             self.stats.delete += -(-len(paths) // 1000)
         return self.stats.delete - before
@@ -465,11 +496,80 @@ class Storage:
             else:
                 with self.fs.open(location, "w", encoding="utf-8") as fh:
                     fh.write(text)
-        except OSError as exc:
-            raise StorageAccessError(f"{location}: cannot write: {exc}") from exc
+        except Exception as exc:
+            raise store_error(location, "write", exc, self.endpoint) from exc
 
 
-def _read_error(rel: str, exc: OSError) -> StorageAccessError:
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain and len(chain) < 10:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return chain
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def classify_store_error(exc: BaseException) -> tuple[str, str]:
+    """What kind of failure an object-store client raised, and a one-line description.
+
+    Kinds: ``credentials``, ``denied``, ``not_found``, ``connect``, ``other``. Clients are
+    recognised by class name (botocore, aiohttp, azure-core) so none has to be installed.
+    """
+    for e in _exception_chain(exc):
+        names = {c.__name__ for c in type(e).__mro__}
+        status = getattr(e, "status_code", None) or getattr(e, "status", None)
+        if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}:
+            return "credentials", _first_line(e)
+        if names & {"ClientAuthenticationError"} or status in (401, 403):
+            return "denied", _first_line(e)
+        if isinstance(e, PermissionError):
+            return "denied", _first_line(e)
+        if names & {"ResourceNotFoundError"} or status == 404 or isinstance(e, FileNotFoundError):
+            return "not_found", _first_line(e)
+        if names & {
+            "EndpointConnectionError",
+            "ConnectTimeoutError",
+            "ClientConnectorError",
+            "ServiceRequestError",
+            "ConnectionRefusedError",
+            "ServerTimeoutError",
+        } or isinstance(e, (ConnectionError, TimeoutError)):
+            return "connect", _first_line(e)
+    return "other", _first_line(exc)
+
+
+def store_error(where: str, action: str, exc: BaseException, endpoint: str = "") -> CkptError:
+    """A one-line error for a failed ``action`` ('read', 'list', ...) on ``where``."""
+    if isinstance(exc, CkptError):
+        return exc
+    kind, detail = classify_store_error(exc)
+    if kind == "credentials":
+        return StorageAccessError(
+            f"{where}: no credentials to {action} with ({detail})",
+            hint="set AWS_*/AZURE_STORAGE_* variables, a profile, or --storage-option",
+        )
+    if kind == "denied":
+        return StorageAccessError(f"{where}: access denied while trying to {action} ({detail})")
+    if kind == "not_found":
+        return CheckpointNotFound(f"{where}: no such file, bucket or container ({detail})")
+    if kind == "connect":
+        at = f" {endpoint}" if endpoint else ""
+        return StorageAccessError(
+            f"{where}: could not connect to the store{at} to {action} ({detail})",
+            hint="check the endpoint and the network; retries were bounded",
+        )
+    return StorageAccessError(f"{where}: cannot {action}: {detail}")
+
+
+def _read_error(rel: str, exc: BaseException) -> CkptError:
+    if not isinstance(exc, OSError) or classify_store_error(exc)[0] in ("connect", "credentials"):
+        return store_error(rel, "read", exc)
     if isinstance(exc, FileNotFoundError):
         return StorageAccessError(
             f"{rel}: listed but no longer exists",
@@ -506,7 +606,7 @@ class _RangedFile:
                 storage.stats.get += 1
             try:
                 block = storage.fs.cat_file(storage.full_path(self._rel), start=self._pos, end=end)
-            except OSError as exc:
+            except Exception as exc:
                 raise _read_error(self._rel, exc) from exc
             if not block:
                 break  # the object shrank since the listing: the reader reports truncation

@@ -11,7 +11,7 @@ import os
 import uuid
 
 from ckpt_cli.errors import StorageAccessError
-from ckpt_cli.storage import Storage
+from ckpt_cli.storage import Storage, store_error
 
 
 def _count(storage: Storage, kind: str) -> None:
@@ -48,8 +48,8 @@ def write_bytes(storage: Storage, rel: str, data: bytes, *, atomic: bool = False
                 fh.write(data)
             return
         storage.fs.pipe_file(path, data)
-    except OSError as exc:
-        raise StorageAccessError(f"{rel}: cannot write: {exc}") from exc
+    except Exception as exc:
+        raise store_error(rel, "write", exc, storage.endpoint) from exc
 
 
 def write_bytes_absolute(storage: Storage, location: str, data: bytes) -> None:
@@ -59,16 +59,16 @@ def write_bytes_absolute(storage: Storage, location: str, data: bytes) -> None:
         if storage.is_local:
             os.makedirs(_parent(path), exist_ok=True)
         storage.fs.pipe_file(path, data)
-    except OSError as exc:
-        raise StorageAccessError(f"{location}: cannot write: {exc}") from exc
+    except Exception as exc:
+        raise store_error(location, "write", exc, storage.endpoint) from exc
 
 
 def read_bytes_absolute(storage: Storage, location: str) -> bytes:
     _count(storage, "get")
     try:
         data: bytes = storage.fs.cat_file(_strip_protocol(storage, location))
-    except OSError as exc:
-        raise StorageAccessError(f"{location}: cannot read: {exc}") from exc
+    except Exception as exc:
+        raise store_error(location, "read", exc, storage.endpoint) from exc
     return data
 
 
@@ -94,5 +94,5 @@ def _move(storage: Storage, src: str, dest: str, name: str) -> None:
             storage.fs.mv(src, dest)
     except FileNotFoundError as exc:
         raise StorageAccessError(f"{name}: no longer exists, cannot move it") from exc
-    except OSError as exc:
-        raise StorageAccessError(f"{name}: cannot move to {dest}: {exc}") from exc
+    except Exception as exc:
+        raise store_error(name, f"move it to {dest}", exc, storage.endpoint) from exc

@@ -394,19 +394,25 @@ class _Validator:
     def check_logs(self) -> None:
         b = self.ckpt.batches
         offsets, commits = b.offsets, b.commits
+        every = self.all_versions or self.deep
+        wanted_offsets: list[int] = []
         if offsets:
             latest = offsets[-1]
-            wanted = {latest, latest - 1} if not (self.all_versions or self.deep) else set(offsets)
+            wanted = {latest, latest - 1} if not every else set(offsets)
             if self.batch is not None:
                 wanted |= {self.batch, self.batch - 1}
-            for batch in sorted(wanted & set(offsets)):
-                self.needed_logs.add(f"offsets/{batch}")
-                self._read_log("offsets", batch)
-        if commits:
-            wanted = {commits[-1]} if not (self.all_versions or self.deep) else set(commits)
-            for batch in sorted(wanted):
-                self.needed_logs.add(f"commits/{batch}")
-                self._read_log("commits", batch)
+            wanted_offsets = sorted(wanted & set(offsets))
+        wanted_commits = ([commits[-1]] if not every else list(commits)) if commits else []
+        # Many small log files: on object stores, fetched together rather than one by one.
+        self.ckpt.storage.prefetch(
+            [f"offsets/{x}" for x in wanted_offsets] + [f"commits/{x}" for x in wanted_commits]
+        )
+        for batch in wanted_offsets:
+            self.needed_logs.add(f"offsets/{batch}")
+            self._read_log("offsets", batch)
+        for batch in wanted_commits:
+            self.needed_logs.add(f"commits/{batch}")
+            self._read_log("commits", batch)
         # Commits whose batch was never planned (within the offsets' retained range).
         if offsets:
             stray = [c for c in commits if c >= offsets[0] and c not in set(offsets)]

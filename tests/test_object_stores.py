@@ -267,3 +267,110 @@ def test_local_stats_count_directories_and_files(tmp_path: Path) -> None:
     )
     counted = result.json()["requests"]
     assert counted["list"] > 1 and counted["get"] >= 1 and counted["head"] == 0
+
+
+# -- bad input: one line, exit 2, nothing changed -----------------------------------------------
+
+
+def one_line_error(result: Any) -> str:
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert lines and lines[0].startswith("error: "), result.stderr
+    assert len(lines) <= 2 and (len(lines) == 1 or lines[1].startswith("hint: ")), lines
+    assert "Traceback" not in result.stderr + result.stdout
+    line: str = lines[0]
+    return line
+
+
+def test_s3_wrong_bucket(s3_server: S3Server) -> None:
+    result = run_cli("validate", "s3://no-such-bucket-here/ckpt", *s3_server.cli_options())
+    line = one_line_error(result)
+    assert "no-such-bucket-here" in line and "bucket does not exist" in line
+
+
+def test_s3_prefix_without_checkpoint(s3_server: S3Server) -> None:
+    upload(s3_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint" / "offsets")
+    result = run_cli("versions", "s3://ckpt-tests/nothing-under-here", *s3_server.cli_options())
+    line = one_line_error(result)
+    assert "s3://ckpt-tests/nothing-under-here" in line and "no such" in line
+
+
+def test_s3_prefix_with_files_but_no_checkpoint(s3_server: S3Server) -> None:
+    url = upload(s3_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint" / "state" / "0" / "0")
+    result = run_cli("validate", url, *s3_server.cli_options())
+    assert "not a spark checkpoint" in one_line_error(result).lower()
+
+
+def test_s3_endpoint_that_does_not_answer(s3_server: S3Server) -> None:
+    from tests.servers import free_port
+
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    result = run_cli("versions", "s3://bucket/ckpt", "-o", f"endpoint_url={endpoint}")
+    took = time.monotonic() - start
+    line = one_line_error(result)
+    assert endpoint in line and "could not connect" in line.lower()
+    assert took < 30, took  # bounded retries
+
+
+def test_s3_endpoint_that_accepts_but_never_answers(s3_server: S3Server) -> None:
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # the kernel completes handshakes; nobody ever reads or answers
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        start = time.monotonic()
+        result = run_cli(
+            "versions",
+            "s3://bucket/ckpt",
+            "-o",
+            f"endpoint_url={endpoint}",
+            "-o",
+            "read_timeout=1",
+            "-o",
+            "max_attempts=2",
+        )
+        took = time.monotonic() - start
+    line = one_line_error(result)
+    assert endpoint in line, line
+    assert took < 20, took  # two attempts of one second, plus s3fs's own short retries
+
+
+def test_s3_missing_credentials(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    result = run_cli("versions", "s3://ckpt-tests/x", *s3_server.cli_options())
+    assert "credentials" in one_line_error(result).lower()
+
+
+def test_azure_wrong_key_is_access_denied(azure_server: AzureServer) -> None:
+    url = upload(azure_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint")
+    wrong = "A" * 86 + "=="
+    conn = azure_server.connection_string.replace(
+        azure_server.connection_string.split("AccountKey=")[1].split(";")[0], wrong
+    )
+    result = run_cli("cleanup", url, "-o", f"connection_string={conn}", "--apply", "--yes")
+    line = one_line_error(result)
+    assert "denied" in line.lower() or "authori" in line.lower(), line
+    assert wrong not in result.stderr + result.stdout  # secrets never printed
+    assert remote_paths(azure_server, url) == local_paths(
+        CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
+    )
+
+
+def test_azure_wrong_container(azure_server: AzureServer) -> None:
+    result = run_cli("versions", "abfs://no-such-container/ckpt", *azure_server.cli_options())
+    assert "no-such-container" in one_line_error(result)
+
+
+def test_secrets_stay_hidden_with_debug(azure_server: AzureServer) -> None:
+    conn = azure_server.connection_string
+    key = conn.split("AccountKey=")[1].split(";")[0]
+    result = run_cli(
+        "--debug", "versions", "abfs://no-such-container/ckpt", "-o", f"connection_string={conn}"
+    )
+    assert result.exit_code != 0
+    assert key not in result.stdout + result.stderr

@@ -17,6 +17,7 @@ from rich.console import Console
 from ckpt_cli import exit_codes
 from ckpt_cli.errors import CkptError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.secrets import is_secret_option, remember, scrub
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -110,6 +111,8 @@ def parse_storage_options(values: list[str] | None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise CkptError(f"--storage-option {item.split('=')[0]!r}: expected KEY=VALUE")
+        if is_secret_option(key):
+            remember(value)
         lowered = value.lower()
         parsed: Any = value
         if lowered in ("true", "false"):
@@ -171,12 +174,29 @@ def progress_sink() -> ProgressSink:
 
 def report_error(exc: CkptError) -> None:
     """One line on stderr (and a JSON error object on stdout in --json mode)."""
+    from rich.markup import escape
+
     err = stderr_console()
-    err.print(f"[bold red]error:[/] {exc.message}", markup=True, soft_wrap=True)
-    if exc.hint and not STATE.quiet:
-        err.print(f"[dim]hint:[/] {exc.hint}", markup=True, soft_wrap=True)
+    message, hint = scrub(exc.message), scrub(exc.hint) if exc.hint else None
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+    if hint and not STATE.quiet:
+        err.print(f"[dim]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
     if STATE.json:
-        write_json({"status": "error", "errors": [exc.to_json()]})
+        write_json(
+            {"status": "error", "errors": [{**exc.to_json(), "message": message, "hint": hint}]}
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _debug_traceback() -> None:
+    """--debug: the traceback, with every known secret masked."""
+    import traceback
+
+    sys.stderr.write(scrub(traceback.format_exc()))
 
 
 StatsOpt = Annotated[
@@ -236,15 +256,15 @@ def _guarded(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         raise typer.Exit(exit_codes.OK) from None
     except CkptError as exc:
         if STATE.debug:
-            raise
+            _debug_traceback()
         report_error(exc)
         raise typer.Exit(exit_codes.ERROR) from exc
     except Exception as exc:  # the boundary: anything else is a bug, reported in one line
         if STATE.debug:
-            raise
+            _debug_traceback()
         report_error(
             CkptError(
-                f"internal error: {type(exc).__name__}: {exc}",
+                f"internal error: {type(exc).__name__}: {_first_line(exc)}",
                 hint="re-run with --debug for the traceback, and report it",
             )
         )
