@@ -266,7 +266,8 @@ def codec_of(ckpt: Checkpoint) -> str:
 
 
 def read_changelog_header(ckpt: Checkpoint, f: CheckpointFile) -> records.Changelog:
-    with ckpt.storage.open_stream(f.path) as fh:
+    # A ranged read of the head on object stores: the lineage is all that is wanted.
+    with ckpt.storage.open_stream(f.path, header_only=True) as fh:
         changelog = records.open_changelog(
             f.path, compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
         )

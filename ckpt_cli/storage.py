@@ -431,17 +431,18 @@ class Storage:
                     self._prefetched[rel] = data
 
     @contextmanager
-    def open_stream(self, rel: str) -> Iterator[_CountingReader]:
+    def open_stream(self, rel: str, *, header_only: bool = False) -> Iterator[_CountingReader]:
         """A binary stream over a checkpoint file, for readers that work in bounded memory.
 
         On object stores it reads ranges of ``STREAM_BLOCK`` bytes with the size from the
-        listing, so opening costs no HEAD. Errors become StorageAccessError naming ``rel``.
+        listing, so opening costs no HEAD; ``header_only`` (a changelog's lineage line) makes
+        the first range ``HEADER_BLOCK`` bytes. Errors become StorageAccessError naming ``rel``.
         """
         self.stats.files_read += 1
         size = self._sizes.get(rel)
         fh: Any
         if size is not None and not self._is_local:
-            fh = _RangedFile(self, rel, size)
+            fh = _RangedFile(self, rel, size, HEADER_BLOCK if header_only else STREAM_BLOCK)
         else:
             if not self._counted_by_client:
                 self.stats.get += 1
@@ -583,12 +584,14 @@ def _read_error(rel: str, exc: BaseException) -> CkptError:
 
 
 STREAM_BLOCK = 8 << 20
+HEADER_BLOCK = 64 << 10  # a changelog's version and lineage lines, compressed, fit easily
 
 
 class _RangedFile:
     """Sequential reads of an object in ranged GETs of STREAM_BLOCK bytes, size known."""
 
-    def __init__(self, storage: Storage, rel: str, size: int) -> None:
+    def __init__(self, storage: Storage, rel: str, size: int, first_block: int) -> None:
+        self._block = first_block  # grows to STREAM_BLOCK after the first request
         self._storage = storage
         self._rel = rel
         self._size = size
@@ -600,7 +603,8 @@ class _RangedFile:
         if n is None or n < 0:
             n = self._size - self._pos + len(self._buf)
         while len(self._buf) < n and self._pos < self._size:
-            end = min(self._size, self._pos + max(STREAM_BLOCK, n - len(self._buf)))
+            end = min(self._size, self._pos + max(self._block, n - len(self._buf)))
+            self._block = STREAM_BLOCK
             storage = self._storage
             if not storage._counted_by_client:
                 storage.stats.get += 1

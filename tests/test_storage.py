@@ -112,3 +112,28 @@ def test_permission_denied_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[0] == "error: offsets: permission denied while listing"
     assert "Traceback" not in proc.stderr
+
+
+def test_streams_on_object_stores_read_ranges_with_listed_sizes() -> None:
+    import fsspec
+
+    from ckpt_cli.storage import HEADER_BLOCK, STREAM_BLOCK
+
+    mem = fsspec.filesystem("memory")
+    data = bytes(range(256)) * (((2 * STREAM_BLOCK) + 12345) // 256)
+    mem.pipe_file("/rangetest/state/0/0/1.changelog", data)
+    storage = Storage.from_url("memory://rangetest")
+    storage.list_all()
+    with storage.open_stream("state/0/0/1.changelog", header_only=True) as fh:
+        assert fh.read(100) == data[:100]
+    assert storage.stats.get == 1 and storage.stats.bytes_read == 100
+    with storage.open_stream("state/0/0/1.changelog", header_only=True) as fh:
+        head = fh.read(100) + fh.read(HEADER_BLOCK)  # past the first range: a second GET
+    assert head == data[: HEADER_BLOCK + 100] and storage.stats.get == 3
+    with storage.open_stream("state/0/0/1.changelog") as fh:
+        chunks = []
+        while chunk := fh.read(65536):
+            chunks.append(chunk)
+    assert b"".join(chunks) == data
+    assert storage.stats.get == 3 + -(-len(data) // STREAM_BLOCK)
+    mem.rm("/rangetest", recursive=True)
