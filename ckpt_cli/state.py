@@ -367,7 +367,12 @@ def iter_state(
     try:
         changes: dict[bytes, _Change] = {}
         merges: dict[bytes, list[bytes]] = {}
-        for step in plan.steps:
+        # With no base, the first delta (usually the largest: every key's first put) is
+        # streamed like a snapshot instead of held in memory.
+        first = None
+        if plan.base is None and plan.steps and plan.steps[0].kind is FileKind.DELTA:
+            first = plan.steps[0]
+        for step in plan.steps[1:] if first is not None else plan.steps:
             for kind, key, value in iter_file_records(ckpt, step):
                 if kind == records.MERGE:
                     assert value is not None
@@ -379,6 +384,9 @@ def iter_state(
                     continue
                 changes[key] = (kind, value)
                 merges.pop(key, None)
+            progress.advance()
+        if first is not None:
+            yield from _stream_first_delta(ckpt, first, changes)
             progress.advance()
         if plan.base is not None:
             base: Iterator[tuple[bytes, bytes]]
@@ -409,6 +417,51 @@ def iter_state(
             yield key, merged
     finally:
         progress.close()
+
+
+_BITMAP_BITS = 1 << 26  # 8 MB a bitmap; false "repeated" flags only cost a dict entry
+
+
+def _stream_first_delta(
+    ckpt: Checkpoint, delta: CheckpointFile, changes: dict[bytes, _Change]
+) -> Iterator[tuple[bytes, bytes]]:
+    """The rows of a delta applied to the empty state, with ``changes`` (of later deltas)
+    applied on top, in bounded memory.
+
+    A delta may name a key more than once (the last record wins) or remove a key. A first
+    pass flags possibly-repeated keys in a bitmap of key hashes (no false negatives); in the
+    second, keys never repeated are emitted as they stream by, and only the flagged ones are
+    held until the end of the file.
+    """
+    seen = bytearray(_BITMAP_BITS // 8)
+    repeated = bytearray(_BITMAP_BITS // 8)
+    mask = _BITMAP_BITS - 1
+    for _kind, key, _value in iter_file_records(ckpt, delta):
+        h = hash(key) & mask
+        byte, bit = h >> 3, 1 << (h & 7)
+        if seen[byte] & bit:
+            repeated[byte] |= bit
+        else:
+            seen[byte] |= bit
+    del seen
+    held: dict[bytes, bytes | None] = {}
+    for kind, key, value in iter_file_records(ckpt, delta):
+        h = hash(key) & mask
+        if repeated[h >> 3] & (1 << (h & 7)):
+            held[key] = value if kind == records.PUT else None
+            continue
+        if kind != records.PUT or value is None:
+            continue  # removing a key the empty state does not have
+        change = changes.pop(key, None) if changes else None
+        if change is None:
+            yield key, value
+        elif change[1] is not None:
+            yield key, change[1]
+    for key, value in held.items():
+        if key in changes:
+            continue  # a later delta decides; emitted with the changes
+        if value is not None:
+            yield key, value
 
 
 def load_state(
