@@ -382,6 +382,7 @@ class Checkpoint:
     def __init__(self, storage: Storage, listing: Listing) -> None:
         self.storage = storage
         self.listing = listing
+        storage.use_listing(listing)  # sizes for reads without HEADs
         dirs: dict[str, _Dir] = {}
         self.files: list[CheckpointFile] = [classify(e, dirs) for e in listing]
         # Validation reads a damaged checkpoint as far as it can: an unreadable latest log

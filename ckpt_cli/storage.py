@@ -305,8 +305,14 @@ class Storage:
             entries = self._list_local() if self._is_local else self._list_fsspec()
         finally:
             progress.close()
-        self._sizes = {e.path: e.size for e in entries}
-        return Listing.of(entries)
+        listing = Listing.of(entries)
+        self.use_listing(listing)
+        return listing
+
+    def use_listing(self, listing: Listing) -> None:
+        """Take file sizes from ``listing``: streams then know where objects end."""
+        if not self._is_local:
+            self._sizes = {e.path: e.size for e in listing}
 
     def _list_local(self) -> list[FileEntry]:
         # os.scandir is ~3x faster than fsspec's LocalFileSystem.find (which stats through
