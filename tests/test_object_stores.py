@@ -36,7 +36,12 @@ CASE_NAMES = [
 ]
 
 
-@pytest.fixture(params=["s3", "azure"])
+@pytest.fixture(
+    params=[
+        pytest.param("s3", marks=pytest.mark.s3),
+        pytest.param("azure", marks=pytest.mark.azure),
+    ]
+)
 def store(request: pytest.FixtureRequest) -> S3Server | AzureServer:
     server: S3Server | AzureServer = request.getfixturevalue(
         "s3_server" if request.param == "s3" else "azure_server"
@@ -205,6 +210,7 @@ def big_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]
 
 
 @pytest.mark.parametrize("command", [("versions",), ("validate",)])
+@pytest.mark.s3
 def test_s3_listing_is_one_paged_listing_without_heads(
     s3_server: S3Server, big_checkpoint: tuple[Path, int], command: tuple[str, ...]
 ) -> None:
@@ -221,6 +227,7 @@ def test_s3_listing_is_one_paged_listing_without_heads(
     assert counted["put"] == counted["delete"] == 0 == served["put"] + served["delete"]
 
 
+@pytest.mark.s3
 def test_s3_cleanup_deletes_in_batches_of_1000(
     s3_server: S3Server, big_checkpoint: tuple[Path, int]
 ) -> None:
@@ -255,6 +262,7 @@ def test_s3_cleanup_deletes_in_batches_of_1000(
     assert counted["head"] == served["head"] == 0
 
 
+@pytest.mark.s3
 def test_stats_in_human_output(s3_server: S3Server) -> None:
     url = upload(s3_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint")
     result = run_cli("versions", url, *s3_server.cli_options(), "--stats")
@@ -285,12 +293,14 @@ def one_line_error(result: Any) -> str:
     return line
 
 
+@pytest.mark.s3
 def test_s3_wrong_bucket(s3_server: S3Server) -> None:
     result = run_cli("validate", "s3://no-such-bucket-here/ckpt", *s3_server.cli_options())
     line = one_line_error(result)
     assert "no-such-bucket-here" in line and "bucket does not exist" in line
 
 
+@pytest.mark.s3
 def test_s3_prefix_without_checkpoint(s3_server: S3Server) -> None:
     upload(s3_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint" / "offsets")
     result = run_cli("versions", "s3://ckpt-tests/nothing-under-here", *s3_server.cli_options())
@@ -298,12 +308,14 @@ def test_s3_prefix_without_checkpoint(s3_server: S3Server) -> None:
     assert "s3://ckpt-tests/nothing-under-here" in line and "no such" in line
 
 
+@pytest.mark.s3
 def test_s3_prefix_with_files_but_no_checkpoint(s3_server: S3Server) -> None:
     url = upload(s3_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint" / "state" / "0" / "0")
     result = run_cli("validate", url, *s3_server.cli_options())
     assert "not a spark checkpoint" in one_line_error(result).lower()
 
 
+@pytest.mark.s3
 def test_s3_endpoint_that_does_not_answer(s3_server: S3Server) -> None:
     from tests.servers import free_port
 
@@ -316,6 +328,7 @@ def test_s3_endpoint_that_does_not_answer(s3_server: S3Server) -> None:
     assert took < 30, took  # bounded retries
 
 
+@pytest.mark.s3
 def test_s3_endpoint_that_accepts_but_never_answers(s3_server: S3Server) -> None:
     import socket
 
@@ -340,6 +353,7 @@ def test_s3_endpoint_that_accepts_but_never_answers(s3_server: S3Server) -> None
     assert took < 20, took  # two attempts of one second, plus s3fs's own short retries
 
 
+@pytest.mark.s3
 def test_s3_missing_credentials(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)
@@ -349,6 +363,7 @@ def test_s3_missing_credentials(s3_server: S3Server, monkeypatch: pytest.MonkeyP
     assert "credentials" in one_line_error(result).lower()
 
 
+@pytest.mark.azure
 def test_azure_wrong_key_is_access_denied(azure_server: AzureServer) -> None:
     url = upload(azure_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint")
     wrong = "A" * 86 + "=="
@@ -364,11 +379,13 @@ def test_azure_wrong_key_is_access_denied(azure_server: AzureServer) -> None:
     )
 
 
+@pytest.mark.azure
 def test_azure_wrong_container(azure_server: AzureServer) -> None:
     result = run_cli("versions", "abfs://no-such-container/ckpt", *azure_server.cli_options())
     assert "no-such-container" in one_line_error(result)
 
 
+@pytest.mark.azure
 def test_secrets_stay_hidden_with_debug(azure_server: AzureServer) -> None:
     conn = azure_server.connection_string
     key = conn.split("AccountKey=")[1].split(";")[0]
