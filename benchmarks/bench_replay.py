@@ -205,11 +205,11 @@ def measure(ckpt: Path, keys: int, snapshot: bool) -> None:
         )
     print(
         f"  ckpt replay --format jsonl > /dev/null: {wall_ckpt:6.2f} s, peak PSS "
-        f"{rss_ckpt / 1024:7.1f} MB ({rss_ckpt * 1024 / plain:.1f}x the state)"
+        f"{rss_ckpt * 1024 / 1e6:7.1f} MB ({rss_ckpt * 1024 / plain:.1f}x the state)"
     )
     print(
         f"  Spark statestore -> json:               {wall_spark:6.2f} s, peak PSS "
-        f"{rss_spark / 1024:7.1f} MB"
+        f"{rss_spark * 1024 / 1e6:7.1f} MB"
     )
     print(f"  ckpt is {wall_spark / wall_ckpt:.1f}x faster end to end")
 

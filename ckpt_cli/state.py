@@ -341,8 +341,11 @@ def _check_row_checksums(ckpt: Checkpoint, plan: ReplayPlan) -> None:
         )
 
 
-# A pending change to a key, collected from the deltas/changelogs after the base.
-_Change = tuple[str, bytes | None]
+# Pending changes, collected from the deltas/changelogs after the base: key -> new value, or
+# None for a remove. Plain values, not (kind, value) tuples: a tuple costs 56 bytes a key,
+# which is most of the memory of a large change set.
+_Changes = dict[bytes, bytes | None]
+_ABSENT: Any = object()
 
 
 def _merge(old: bytes | None, value: bytes) -> bytes:
@@ -365,7 +368,7 @@ def iter_state(
     part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
     progress.start(f"Rebuilding {plan.path} version {plan.version}", total=len(plan.files))
     try:
-        changes: dict[bytes, _Change] = {}
+        changes: _Changes = {}
         merges: dict[bytes, list[bytes]] = {}
         # With no base, the first delta (usually the largest: every key's first put) is
         # streamed like a snapshot instead of held in memory.
@@ -377,12 +380,11 @@ def iter_state(
                 if kind == records.MERGE:
                     assert value is not None
                     if key in changes:
-                        prev = changes[key][1]
-                        changes[key] = (records.PUT, _merge(prev, value))
+                        changes[key] = _merge(changes[key], value)
                     else:
                         merges.setdefault(key, []).append(value)
                     continue
-                changes[key] = (kind, value)
+                changes[key] = value if kind == records.PUT else None
                 merges.pop(key, None)
             progress.advance()
         if first is not None:
@@ -395,10 +397,10 @@ def iter_state(
             else:
                 base = _snapshot_rows(ckpt, plan.base)
             for key, value in base:
-                change = changes.pop(key, None) if changes else None
-                if change is not None:
-                    if change[1] is not None:
-                        yield key, change[1]
+                change = changes.pop(key, _ABSENT) if changes else _ABSENT
+                if change is not _ABSENT:
+                    if change is not None:
+                        yield key, change
                     continue
                 pending = merges.pop(key, None) if merges else None
                 if pending is not None:
@@ -406,9 +408,9 @@ def iter_state(
                         value = _merge(value, extra)
                 yield key, value
             progress.advance()
-        for key, (_kind, value) in changes.items():
-            if value is not None:
-                yield key, value
+        for key, change in changes.items():
+            if change is not None:
+                yield key, change
         for key, pending in merges.items():
             merged: bytes | None = None
             for extra in pending:
@@ -419,11 +421,21 @@ def iter_state(
         progress.close()
 
 
-_BITMAP_BITS = 1 << 26  # 8 MB a bitmap; false "repeated" flags only cost a dict entry
+# Bits of the key-hash bitmaps per compressed byte of the delta: a record takes >= ~10
+# compressed bytes, so false "repeated" flags (each costing one held entry) stay under ~5%.
+_BITMAP_BITS_PER_BYTE = 2
+_BITMAP_BITS: int | None = None  # a fixed size, for tests
+
+
+def _bitmap_bits(compressed_size: int) -> int:
+    if _BITMAP_BITS is not None:
+        return _BITMAP_BITS
+    wanted = max(1 << 16, compressed_size * _BITMAP_BITS_PER_BYTE)
+    return min(1 << 30, 1 << (wanted - 1).bit_length())
 
 
 def _stream_first_delta(
-    ckpt: Checkpoint, delta: CheckpointFile, changes: dict[bytes, _Change]
+    ckpt: Checkpoint, delta: CheckpointFile, changes: _Changes
 ) -> Iterator[tuple[bytes, bytes]]:
     """The rows of a delta applied to the empty state, with ``changes`` (of later deltas)
     applied on top, in bounded memory.
@@ -433,9 +445,10 @@ def _stream_first_delta(
     second, keys never repeated are emitted as they stream by, and only the flagged ones are
     held until the end of the file.
     """
-    seen = bytearray(_BITMAP_BITS // 8)
-    repeated = bytearray(_BITMAP_BITS // 8)
-    mask = _BITMAP_BITS - 1
+    bits = _bitmap_bits(delta.entry.size)
+    seen = bytearray(bits // 8)
+    repeated = bytearray(bits // 8)
+    mask = bits - 1
     for _kind, key, _value in iter_file_records(ckpt, delta):
         h = hash(key) & mask
         byte, bit = h >> 3, 1 << (h & 7)
@@ -452,11 +465,11 @@ def _stream_first_delta(
             continue
         if kind != records.PUT or value is None:
             continue  # removing a key the empty state does not have
-        change = changes.pop(key, None) if changes else None
-        if change is None:
+        change = changes.pop(key, _ABSENT) if changes else _ABSENT
+        if change is _ABSENT:
             yield key, value
-        elif change[1] is not None:
-            yield key, change[1]
+        elif change is not None:
+            yield key, change
     for key, value in held.items():
         if key in changes:
             continue  # a later delta decides; emitted with the changes
