@@ -233,6 +233,7 @@ class Storage:
         self._is_local = type(fs).__name__ == "LocalFileSystem"
         self._sizes: dict[str, int] = {}  # from the listing: reads need no HEAD
         self._prefetched: dict[str, bytes] = {}
+        self._fs_settings: dict[str, Any] = {}  # attributes set on fs after construction
         # Local and memory:// stores are counted by the methods below; object stores by
         # their HTTP client, which also sees what fsspec does on its own.
         self._counted_by_client = not self._is_local and attach_request_counter(fs, self.stats)
@@ -269,15 +270,29 @@ class Storage:
             raise StorageAccessError(f"{redact_url(url)}: {exc}") from exc
         if type(fs).__name__ == "LocalFileSystem":
             path = os.path.abspath(path)
-        if s3fs_retries is not None:
-            fs.retries = s3fs_retries
         endpoint = str(
             options.get("endpoint_url")
             or (options.get("client_kwargs") or {}).get("endpoint_url")
             or options.get("account_url")
             or ""
         )
-        return cls(fs, path, redact_url(url), redact_url(endpoint))
+        storage = cls(fs, path, redact_url(url), redact_url(endpoint))
+        storage._fs_settings = {"retries": s3fs_retries} if s3fs_retries is not None else {}
+        storage._apply_fs_settings()
+        return storage
+
+    def _apply_fs_settings(self) -> None:
+        for name, value in self._fs_settings.items():
+            setattr(self.fs, name, value)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # In a worker process or Spark task: fsspec rebuilds the filesystem from its
+        # constructor arguments, without the settings and the request hook made after it.
+        self.__dict__.update(state)
+        self._apply_fs_settings()
+        self.stats = StorageStats()
+        _ALL_STATS.append(self.stats)
+        self._counted_by_client = not self._is_local and attach_request_counter(self.fs, self.stats)
 
     # -- paths ---------------------------------------------------------------------------
 

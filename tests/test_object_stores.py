@@ -394,3 +394,17 @@ def test_secrets_stay_hidden_with_debug(azure_server: AzureServer) -> None:
     )
     assert result.exit_code != 0
     assert key not in result.stdout + result.stderr
+
+
+@pytest.mark.s3
+def test_s3_storage_survives_pickling_for_workers(s3_server: S3Server) -> None:
+    """Worker processes and Spark tasks get a pickled Storage: same settings, own counts."""
+    import pickle
+
+    url = upload(s3_server, CASES_DIR / "spark4-hdfs-agg" / "checkpoint")
+    storage = Storage.from_url(url, {**s3_server.options, "retries": 1})
+    storage.list_all()
+    copy = pickle.loads(pickle.dumps(storage))
+    assert copy.fs.retries == 1 == storage.fs.retries
+    assert copy.read_bytes("metadata") == storage.read_bytes("metadata")
+    assert copy.stats.get == 1 and copy.stats.list == 0  # counted by its own client hook
