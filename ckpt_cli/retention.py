@@ -200,6 +200,15 @@ class _Planner:
         if latest is None:
             return
         top = latest + 1  # the newest committed state version
+        # The zips of RocksDB partitions are all read to see which SSTs they name: on object
+        # stores, fetch them together rather than one request after another.
+        self.ckpt.storage.prefetch(
+            [
+                f.path
+                for f in self.ckpt.of_kind(FileKind.ZIP)
+                if f.version is not None and f.version <= top
+            ]
+        )
         for op in self.ckpt.operators.values():
             for store in op.stores.values():
                 for part in store.partitions.values():
