@@ -83,6 +83,10 @@ DESCRIPTIONS = {
 }
 
 
+# Zips up to this size are read in one request; larger ones by ranges (two small requests).
+_WHOLE_ZIP_BYTES = 1 << 20
+
+
 @dataclass
 class Deletion:
     path: str
@@ -206,7 +210,7 @@ class _Planner:
             [
                 f.path
                 for f in self.ckpt.of_kind(FileKind.ZIP)
-                if f.version is not None and f.version <= top
+                if f.version is not None and f.version <= top and f.entry.size <= _WHOLE_ZIP_BYTES
             ]
         )
         for op in self.ckpt.operators.values():
@@ -286,12 +290,22 @@ class _Planner:
         chosen = version_unique_id(self.ckpt, op, store, part.id, f.version)
         return chosen is not None and chosen != f.unique_id
 
+    def _zip_metadata(self, path: str) -> rocksdb.RocksDBCheckpointMetadata:
+        """The metadata of a zip: read whole when small, else only its central directory and
+        ``metadata`` entry (RocksDB's MANIFEST inside a zip can grow to megabytes)."""
+        storage = self.ckpt.storage
+        entry = self.ckpt.listing.get(path)
+        if entry is None or entry.size <= _WHOLE_ZIP_BYTES:
+            return rocksdb.read_zip(path, storage.read_bytes(path)).metadata
+        with storage.open_random(path) as fh:
+            return rocksdb.read_zip(path, fh).metadata
+
     def _plan_shared(self, part: Partition, kept_zips: list[CheckpointFile]) -> None:
         """SSTs/logs: needed when a kept zip names them."""
         named: set[str] = set()
         for z in kept_zips:
             try:
-                meta = rocksdb.read_zip(z.path, self.ckpt.storage.read_bytes(z.path)).metadata
+                meta = self._zip_metadata(z.path)
             except FormatError as exc:
                 self.skipped.append(
                     {"path": part.path, "reason": f"cannot read {z.path}: {exc.problem}"}
@@ -306,7 +320,7 @@ class _Planner:
             if not path.endswith(".zip"):
                 continue
             try:
-                meta = rocksdb.read_zip(path, self.ckpt.storage.read_bytes(path)).metadata
+                meta = self._zip_metadata(path)
             except FormatError:
                 continue
             for subdir, files in (("SSTs", meta.sst_files), ("logs", meta.log_files)):

@@ -408,3 +408,23 @@ def test_s3_storage_survives_pickling_for_workers(s3_server: S3Server) -> None:
     assert copy.fs.retries == 1 == storage.fs.retries
     assert copy.read_bytes("metadata") == storage.read_bytes("metadata")
     assert copy.stats.get == 1 and copy.stats.list == 0  # counted by its own client hook
+
+
+@pytest.mark.s3
+def test_s3_large_zip_metadata_read_by_ranges(s3_server: S3Server, tmp_path: Path) -> None:
+    """A zip grown past a megabyte (a big MANIFEST inside) is not downloaded to find the
+    SSTs it names: its central directory and metadata entry are read by range."""
+    import zipfile
+
+    local = copy_case("spark4-rocksdb-agg", tmp_path)
+    zips = sorted(local.glob("state/0/0/*.zip"), key=lambda p: int(p.stem))
+    big = zips[-1]
+    with zipfile.ZipFile(big, "a", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("MANIFEST-999999", os.urandom(3 << 20))
+    assert big.stat().st_size > 3 << 20
+    url = upload(s3_server, local)
+    args = ("orphans", "--retain", "1", "--min-age", "0")
+    here, there = run_both(s3_server, local, url, *args)
+    assert there == here
+    result = run_cli(*args[:1], url, *args[1:], *s3_server.cli_options(), "--json", "--stats")
+    assert result.json()["requests"]["bytes_read"] < 1 << 20  # not the 3 MB zip

@@ -137,3 +137,28 @@ def test_streams_on_object_stores_read_ranges_with_listed_sizes() -> None:
     assert b"".join(chunks) == data
     assert storage.stats.get == 3 + -(-len(data) // STREAM_BLOCK)
     mem.rm("/rangetest", recursive=True)
+
+
+def test_random_access_reads_a_zip_by_ranges() -> None:
+    import io
+    import os
+    import zipfile
+
+    import fsspec
+
+    from ckpt_cli.formats.rocksdb import read_zip
+
+    case = Path(__file__).resolve().parent.parent / "fixtures/checkpoints/spark4-rocksdb-agg"
+    original = sorted((case / "checkpoint/state/0/0").glob("*.zip"))[0].read_bytes()
+    grown = io.BytesIO(original)
+    with zipfile.ZipFile(grown, "a", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("MANIFEST-big", os.urandom(2 << 20))
+    mem = fsspec.filesystem("memory")
+    mem.pipe_file("/ziptest/state/0/0/1.zip", grown.getvalue())
+    storage = Storage.from_url("memory://ziptest")
+    storage.list_all()
+    with storage.open_random("state/0/0/1.zip") as fh:
+        ranged = read_zip("1.zip", fh)
+    assert ranged == read_zip("1.zip", grown.getvalue())
+    assert storage.stats.get == 2 and storage.stats.bytes_read < 200_000
+    mem.rm("/ziptest", recursive=True)

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from ckpt_cli.errors import FormatError, UnsupportedVersionError
 from ckpt_cli.formats.schema import StructType
@@ -170,9 +170,9 @@ class ZipContents:
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
 
 
-def _open_zip(path: str, data: bytes) -> zipfile.ZipFile:
+def _open_zip(path: str, data: bytes | BinaryIO) -> zipfile.ZipFile:
     try:
-        return zipfile.ZipFile(io.BytesIO(data))
+        return zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data)
     except _ZIP_ERRORS as exc:
         raise FormatError(path, f"not a readable zip file: {exc}") from None
 
@@ -193,8 +193,12 @@ def _read_entry(path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limi
     return data
 
 
-def read_zip(path: str, data: bytes) -> ZipContents:
-    """List a ``<v>.zip``'s entries and parse its ``metadata`` (CRC-checked)."""
+def read_zip(path: str, data: bytes | BinaryIO) -> ZipContents:
+    """List a ``<v>.zip``'s entries and parse its ``metadata`` (CRC-checked).
+
+    ``data`` is the zip's bytes or a seekable binary file: only the central directory and the
+    ``metadata`` entry are read from a file.
+    """
     with _open_zip(path, data) as archive:
         infos = archive.infolist()
         entries = tuple(ZipEntry(i.filename, i.file_size, i.compress_size) for i in infos)
