@@ -198,7 +198,15 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
     result = FileResult(task.path)
     # One request per file where it fits in memory: the same bytes are decoded and checked
     # against the sidecars (object-store requests cost money); large files are streamed.
-    data = storage.read_bytes(task.path) if 0 < task.size <= _READ_WHOLE_BYTES else None
+    # A large zip whose bytes nothing else needs is read by range for its metadata.
+    ranged_zip = (
+        task.kind is FileKind.ZIP
+        and not task.deep
+        and not task.sidecars
+        and task.size > _WHOLE_ZIP_BYTES
+    )
+    whole = 0 < task.size <= _READ_WHOLE_BYTES and not ranged_zip
+    data = storage.read_bytes(task.path) if whole else None
     try:
         if task.size == 0:
             result.findings.append(("EMPTY_FILE", f"{task.path}: empty file", [task.path]))
@@ -240,6 +248,9 @@ def _decode_stream(storage: Storage, task: FileTask, data: bytes | None) -> None
 def _decode_zip(
     storage: Storage, task: FileTask, data: bytes | None
 ) -> rocksdb.RocksDBCheckpointMetadata:
+    if data is None and not task.deep:
+        with storage.open_random(task.path) as fh:
+            return rocksdb.read_zip(task.path, fh).metadata
     if data is None:
         data = storage.read_bytes(task.path)
     meta = rocksdb.read_zip(task.path, data).metadata
@@ -289,6 +300,7 @@ def _verify_sidecars(
 
 _WORKER_STORAGE: Storage | None = None
 _READ_WHOLE_BYTES = 64 << 20
+_WHOLE_ZIP_BYTES = 1 << 20  # larger zips: central directory and metadata by range
 
 
 def _init_worker(storage: Storage) -> None:
