@@ -227,6 +227,18 @@ class _Planner:
             )
             return
         needed: set[str] = set()
+        # v2 plans read changelog lineage lines: fetch this partition's together.
+        self.ckpt.storage.prefetch(
+            [
+                f.path
+                for f in part.files
+                if f.kind is FileKind.CHANGELOG
+                and f.unique_id is not None
+                and f.version is not None
+                and first <= f.version <= top
+            ],
+            heads=True,
+        )
         for v in range(first, top + 1):
             try:
                 plan = plan_version(self.ckpt, op, part.id, v, store=store)

@@ -234,6 +234,7 @@ class Storage:
         self._is_local = type(fs).__name__ == "LocalFileSystem"
         self._sizes: dict[str, int] = {}  # from the listing: reads need no HEAD
         self._prefetched: dict[str, bytes] = {}
+        self._heads: dict[str, bytes] = {}  # first bytes of files, for header-only reads
         self._fs_settings: dict[str, Any] = {}  # attributes set on fs after construction
         # Local and memory:// stores are counted by the methods below; object stores by
         # their HTTP client, which also sees what fsspec does on its own.
@@ -429,11 +430,13 @@ class Storage:
         self.stats.bytes_read += len(data)
         return bytes(data)
 
-    def prefetch(self, rels: list[str], workers: int = 16) -> None:
+    def prefetch(self, rels: list[str], *, heads: bool = False, workers: int = 16) -> None:
         """Read many small files concurrently ahead of ``read_bytes`` (object stores only:
-        local reads are cheap). A file that fails here is left out, and fails again, with
-        its message, when ``read_bytes`` asks for it."""
-        wanted = [r for r in dict.fromkeys(rels) if r not in self._prefetched]
+        local reads are cheap); ``heads``: only their first ``HEADER_BLOCK`` bytes, ahead of
+        ``open_stream(header_only=True)``. A file that fails here is left out, and fails
+        again, with its message, when it is read."""
+        cache = self._heads if heads else self._prefetched
+        wanted = [r for r in dict.fromkeys(rels) if r not in cache]
         if self._is_local or len(wanted) < 2:
             return
         from concurrent.futures import ThreadPoolExecutor
@@ -441,16 +444,17 @@ class Storage:
         def fetch(rel: str) -> tuple[str, bytes | None]:
             if not self._counted_by_client:
                 self.stats.get += 1
+            end = min(self._sizes.get(rel, HEADER_BLOCK), HEADER_BLOCK) if heads else None
             try:
-                return rel, bytes(self.fs.cat_file(self.full_path(rel)))
-            except Exception:  # read_bytes reads it again and reports the error
+                return rel, bytes(self.fs.cat_file(self.full_path(rel), start=0, end=end))
+            except Exception:  # read again when it is wanted, and the error reported then
                 return rel, None
 
         # Threads only wait: async stores run the requests together on their event loop.
         with ThreadPoolExecutor(max_workers=min(workers, len(wanted))) as pool:
             for rel, data in pool.map(fetch, wanted):
                 if data is not None:
-                    self._prefetched[rel] = data
+                    cache[rel] = data
 
     @contextmanager
     def open_stream(self, rel: str, *, header_only: bool = False) -> Iterator[_CountingReader]:
@@ -464,7 +468,9 @@ class Storage:
         size = self._sizes.get(rel)
         fh: Any
         if size is not None and not self._is_local:
-            fh = _RangedFile(self, rel, size, HEADER_BLOCK if header_only else STREAM_BLOCK)
+            head = self._heads.pop(rel, b"") if header_only else b""
+            block = HEADER_BLOCK if header_only else STREAM_BLOCK
+            fh = _RangedFile(self, rel, size, block, head)
         else:
             if not self._counted_by_client:
                 self.stats.get += 1
@@ -625,13 +631,15 @@ HEADER_BLOCK = 64 << 10  # a changelog's version and lineage lines, compressed, 
 class _RangedFile:
     """Sequential reads of an object in ranged GETs of STREAM_BLOCK bytes, size known."""
 
-    def __init__(self, storage: Storage, rel: str, size: int, first_block: int) -> None:
+    def __init__(
+        self, storage: Storage, rel: str, size: int, first_block: int, head: bytes = b""
+    ) -> None:
         self._block = first_block  # grows to STREAM_BLOCK after the first request
         self._storage = storage
         self._rel = rel
         self._size = size
-        self._pos = 0
-        self._buf = b""
+        self._pos = len(head)  # a prefetched head is served first
+        self._buf = head
         self.path = rel
 
     def read(self, n: int = -1, /) -> bytes:

@@ -34,7 +34,7 @@ from ckpt_cli.errors import (
 )
 from ckpt_cli.formats import checksums, compression, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.state import ReplayPlan, StateUnavailable, codec_of, plan_version
 from ckpt_cli.storage import Storage
@@ -512,10 +512,13 @@ class _Validator:
                         operator=op.id,
                         store=store.name,
                     )
+                if target and not self.all_versions:
+                    self._prefetch_lineage(store.partitions.values(), {target})
                 for part in store.partitions.values():
                     versions: list[int] = []
                     if self.all_versions:
                         versions = [v for v in part.version_ids if target is None or v <= target]
+                        self._prefetch_lineage([part], set(versions))
                     elif target:
                         versions = [target]
                     for v in versions:
@@ -534,6 +537,21 @@ class _Validator:
                             partition=pid,
                             version=target,
                         )
+
+    def _prefetch_lineage(self, parts: Iterable[Partition], versions: set[int]) -> None:
+        """Checkpoint format v2 plans read each version's changelog lineage line: on object
+        stores, fetch those heads together rather than one after another."""
+        self.ckpt.storage.prefetch(
+            [
+                f.path
+                for part in parts
+                for f in part.files
+                if f.kind is FileKind.CHANGELOG
+                and f.unique_id is not None
+                and f.version in versions
+            ],
+            heads=True,
+        )
 
     def _check_version(self, op: int, store: str, part: int, version: int) -> None:
         self.versions_checked += 1

@@ -433,3 +433,24 @@ def test_s3_large_zip_metadata_read_by_ranges(s3_server: S3Server, tmp_path: Pat
     assert there == here
     result = run_cli("validate", url, *s3_server.cli_options(), "--json", "--stats")
     assert result.json()["requests"]["bytes_read"] < 1 << 20
+
+
+@pytest.mark.s3
+def test_s3_v2_lineage_heads_are_fetched_by_range(s3_server: S3Server, tmp_path: Path) -> None:
+    """Checkpoint format v2: validate reads each partition's changelog lineage line, and on
+    S3 only its first range, whatever the changelog's size."""
+    local = copy_case("spark4-rocksdb-v2", tmp_path)
+    url = upload(s3_server, local)
+    here, there = run_both(s3_server, local, url, "validate", "--all-versions")
+    assert there == here
+    storage = Storage.from_url(url, s3_server.options)
+    storage.list_all()
+    changelogs = [e.path for e in storage.list_all() if e.path.endswith(".changelog")]
+    assert changelogs
+    storage.prefetch(changelogs, heads=True)
+    assert storage.stats.get == len(changelogs)
+    for rel in changelogs:
+        with storage.open_stream(rel, header_only=True) as fh:
+            head = fh.read(16)
+        assert head == storage.read_bytes(rel, 0, 16)
+    assert storage.stats.get == 2 * len(changelogs)  # heads served from the prefetch
