@@ -454,3 +454,13 @@ def test_s3_v2_lineage_heads_are_fetched_by_range(s3_server: S3Server, tmp_path:
             head = fh.read(16)
         assert head == storage.read_bytes(rel, 0, 16)
     assert storage.stats.get == 2 * len(changelogs)  # heads served from the prefetch
+
+
+@pytest.mark.azure
+def test_azure_versions_is_one_listing_without_heads(azure_server: AzureServer) -> None:
+    url = upload(azure_server, CASES_DIR / "spark4-rocksdb-v2" / "checkpoint")
+    result = run_cli("validate", url, *azure_server.cli_options(), "--json", "--stats")
+    assert result.exit_code == 0, result.stderr
+    counted = result.json()["requests"]
+    assert counted["list"] == 1 and counted["head"] == 0  # < 5,000 blobs: one page
+    assert counted["get"] >= 3 and counted["put"] == counted["delete"] == 0
