@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -55,6 +56,9 @@ def wait_for_port(port: int, seconds: float = 30) -> None:
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 class _RequestLog(logging.Handler):
     """Counts the requests moto's HTTP server logs, by method: the server's own count."""
 
@@ -68,6 +72,7 @@ class _RequestLog(logging.Handler):
         args = record.args if isinstance(record.args, tuple) else ()
         line = next((a for a in args if isinstance(a, str) and " HTTP/" in a), None)
         if line:
+            line = _ANSI.sub("", line)  # werkzeug colours some status lines (206, 404...)
             with self.guard:
                 self.requests.append(line)
 
@@ -104,6 +109,11 @@ class S3Server:
     def requests_since(self, mark: int) -> Counter[str]:
         """Server-side request kinds since ``mark``: 'list', 'head', 'get', 'put', 'delete'."""
         kinds: Counter[str] = Counter()
+        # werkzeug logs a request after answering it: let the last lines land.
+        seen, deadline = -1, time.monotonic() + 5
+        while len(self.log.requests) != seen and time.monotonic() < deadline:
+            seen = len(self.log.requests)
+            time.sleep(0.3)
         with self.log.guard:
             lines = self.log.requests[mark:]
         for line in lines:
