@@ -387,15 +387,14 @@ def iter_state(
                 changes[key] = value if kind == records.PUT else None
                 merges.pop(key, None)
             progress.advance()
+        base: Iterator[tuple[bytes, bytes]] | None = None
         if first is not None:
-            yield from _stream_first_delta(ckpt, first, changes)
-            progress.advance()
-        if plan.base is not None:
-            base: Iterator[tuple[bytes, bytes]]
-            if plan.base.kind is FileKind.ZIP:
-                base = _zip_rows(ckpt, plan.base, part)
-            else:
-                base = _snapshot_rows(ckpt, plan.base)
+            base = _first_delta_rows(ckpt, first)
+        elif plan.base is not None and plan.base.kind is FileKind.ZIP:
+            base = _zip_rows(ckpt, plan.base, part)
+        elif plan.base is not None:
+            base = _snapshot_rows(ckpt, plan.base)
+        if base is not None:
             for key, value in base:
                 change = changes.pop(key, _ABSENT) if changes else _ABSENT
                 if change is not _ABSENT:
@@ -434,11 +433,9 @@ def _bitmap_bits(compressed_size: int) -> int:
     return min(1 << 30, 1 << (wanted - 1).bit_length())
 
 
-def _stream_first_delta(
-    ckpt: Checkpoint, delta: CheckpointFile, changes: _Changes
-) -> Iterator[tuple[bytes, bytes]]:
-    """The rows of a delta applied to the empty state, with ``changes`` (of later deltas)
-    applied on top, in bounded memory.
+def _first_delta_rows(ckpt: Checkpoint, delta: CheckpointFile) -> Iterator[tuple[bytes, bytes]]:
+    """The rows of a delta applied to the empty state, each key once, in bounded memory: a
+    base to stream like a snapshot.
 
     A delta may name a key more than once (the last record wins) or remove a key. A first
     pass flags possibly-repeated keys in a bitmap of key hashes (no false negatives); in the
@@ -462,17 +459,10 @@ def _stream_first_delta(
         h = hash(key) & mask
         if repeated[h >> 3] & (1 << (h & 7)):
             held[key] = value if kind == records.PUT else None
-            continue
-        if kind != records.PUT or value is None:
-            continue  # removing a key the empty state does not have
-        change = changes.pop(key, _ABSENT) if changes else _ABSENT
-        if change is _ABSENT:
+        elif kind == records.PUT and value is not None:
             yield key, value
-        elif change is not None:
-            yield key, change
+        # else: removing a key the empty state does not have
     for key, value in held.items():
-        if key in changes:
-            continue  # a later delta decides; emitted with the changes
         if value is not None:
             yield key, value
 
