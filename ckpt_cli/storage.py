@@ -421,14 +421,18 @@ class Storage:
             data = self._prefetched.pop(rel)
             self.stats.bytes_read += len(data)
             return data
+        data = self._get(rel, start, end)
+        self.stats.bytes_read += len(data)
+        return data
+
+    def _get(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
+        """One GET of a file or a byte range of it, counted here unless the client counts."""
         if not self._counted_by_client:
             self.stats.get += 1
         try:
-            data = self.fs.cat_file(self.full_path(rel), start=start, end=end)
+            return bytes(self.fs.cat_file(self.full_path(rel), start=start, end=end))
         except Exception as exc:
             raise _read_error(rel, exc) from exc
-        self.stats.bytes_read += len(data)
-        return bytes(data)
 
     def prefetch(self, rels: list[str], *, heads: bool = False, workers: int = 16) -> None:
         """Read many small files concurrently ahead of ``read_bytes`` (object stores only:
@@ -442,12 +446,10 @@ class Storage:
         from concurrent.futures import ThreadPoolExecutor
 
         def fetch(rel: str) -> tuple[str, bytes | None]:
-            if not self._counted_by_client:
-                self.stats.get += 1
             end = min(self._sizes.get(rel, HEADER_BLOCK), HEADER_BLOCK) if heads else None
             try:
-                return rel, bytes(self.fs.cat_file(self.full_path(rel), start=0, end=end))
-            except Exception:  # read again when it is wanted, and the error reported then
+                return rel, self._get(rel, 0, end)
+            except CkptError:  # read again when it is wanted, and the error reported then
                 return rel, None
 
         # Threads only wait: async stores run the requests together on their event loop.
@@ -648,13 +650,7 @@ class _RangedFile:
         while len(self._buf) < n and self._pos < self._size:
             end = min(self._size, self._pos + max(self._block, n - len(self._buf)))
             self._block = STREAM_BLOCK
-            storage = self._storage
-            if not storage._counted_by_client:
-                storage.stats.get += 1
-            try:
-                block = storage.fs.cat_file(storage.full_path(self._rel), start=self._pos, end=end)
-            except Exception as exc:
-                raise _read_error(self._rel, exc) from exc
+            block = self._storage._get(self._rel, self._pos, end)
             if not block:
                 break  # the object shrank since the listing: the reader reports truncation
             self._pos += len(block)
@@ -679,14 +675,8 @@ class _SeekableRangedFile(io.RawIOBase):
         self._fetch(max(0, size - HEADER_BLOCK), size)
 
     def _fetch(self, start: int, end: int) -> bytes:
-        storage = self._storage
-        if not storage._counted_by_client:
-            storage.stats.get += 1
-        try:
-            data = bytes(storage.fs.cat_file(storage.full_path(self._rel), start=start, end=end))
-        except Exception as exc:
-            raise _read_error(self._rel, exc) from exc
-        storage.stats.bytes_read += len(data)
+        data = self._storage._get(self._rel, start, end)
+        self._storage.stats.bytes_read += len(data)
         self._spans.append((start, data))
         return data
 
