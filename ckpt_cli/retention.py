@@ -36,7 +36,13 @@ from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs, rocksdb
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.state import StateUnavailable, plan_version, version_unique_id
+from ckpt_cli.state import (
+    WHOLE_ZIP_BYTES,
+    StateUnavailable,
+    plan_version,
+    read_zip_metadata,
+    version_unique_id,
+)
 from ckpt_cli.storage import FileEntry, Listing, Storage
 
 SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN = 100
@@ -81,10 +87,6 @@ DESCRIPTIONS = {
     ORPHAN_SHARED: "RocksDB SST/log files no zip names",
     CHECKSUM: "checksum sidecars whose file is removed or gone",
 }
-
-
-# Zips up to this size are read in one request; larger ones by ranges (two small requests).
-_WHOLE_ZIP_BYTES = 1 << 20
 
 
 @dataclass
@@ -210,7 +212,7 @@ class _Planner:
             [
                 f.path
                 for f in self.ckpt.of_kind(FileKind.ZIP)
-                if f.version is not None and f.version <= top and f.entry.size <= _WHOLE_ZIP_BYTES
+                if f.version is not None and f.version <= top and f.entry.size <= WHOLE_ZIP_BYTES
             ]
         )
         for op in self.ckpt.operators.values():
@@ -303,14 +305,8 @@ class _Planner:
         return chosen is not None and chosen != f.unique_id
 
     def _zip_metadata(self, path: str) -> rocksdb.RocksDBCheckpointMetadata:
-        """The metadata of a zip: read whole when small, else only its central directory and
-        ``metadata`` entry (RocksDB's MANIFEST inside a zip can grow to megabytes)."""
-        storage = self.ckpt.storage
         entry = self.ckpt.listing.get(path)
-        if entry is None or entry.size <= _WHOLE_ZIP_BYTES:
-            return rocksdb.read_zip(path, storage.read_bytes(path)).metadata
-        with storage.open_random(path) as fh:
-            return rocksdb.read_zip(path, fh).metadata
+        return read_zip_metadata(self.ckpt.storage, path, entry.size if entry else None)
 
     def _plan_shared(self, part: Partition, kept_zips: list[CheckpointFile]) -> None:
         """SSTs/logs: needed when a kept zip names them."""

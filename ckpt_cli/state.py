@@ -29,6 +29,7 @@ from ckpt_cli.formats.schema import StateSchema, parse_state_schema
 from ckpt_cli.formats.unsaferow import make_decoder
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Partition, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.storage import Storage
 
 COMPRESSION_CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
 ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
@@ -274,6 +275,21 @@ def read_changelog_header(ckpt: Checkpoint, f: CheckpointFile) -> records.Change
         # The header is in the first chunk; drop the rest unread.
         changelog._window = None
         return changelog
+
+
+# Zips up to this size are read in one request; larger ones by ranges (two small requests:
+# the central directory and the metadata entry, not a MANIFEST of megabytes inside).
+WHOLE_ZIP_BYTES = 1 << 20
+
+
+def read_zip_metadata(
+    storage: Storage, path: str, size: int | None
+) -> rocksdb.RocksDBCheckpointMetadata:
+    """The metadata of a ``<v>.zip``: whole when small (or of unknown size), else by range."""
+    if size is None or size <= WHOLE_ZIP_BYTES:
+        return rocksdb.read_zip(path, storage.read_bytes(path)).metadata
+    with storage.open_random(path) as fh:
+        return rocksdb.read_zip(path, fh).metadata
 
 
 def iter_file_records(

@@ -36,7 +36,14 @@ from ckpt_cli.formats import checksums, compression, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.state import ReplayPlan, StateUnavailable, codec_of, plan_version
+from ckpt_cli.state import (
+    WHOLE_ZIP_BYTES,
+    ReplayPlan,
+    StateUnavailable,
+    codec_of,
+    plan_version,
+    read_zip_metadata,
+)
 from ckpt_cli.storage import Storage
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -203,7 +210,7 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
         task.kind is FileKind.ZIP
         and not task.deep
         and not task.sidecars
-        and task.size > _WHOLE_ZIP_BYTES
+        and task.size > WHOLE_ZIP_BYTES
     )
     whole = 0 < task.size <= _READ_WHOLE_BYTES and not ranged_zip
     data = storage.read_bytes(task.path) if whole else None
@@ -249,8 +256,7 @@ def _decode_zip(
     storage: Storage, task: FileTask, data: bytes | None
 ) -> rocksdb.RocksDBCheckpointMetadata:
     if data is None and not task.deep:
-        with storage.open_random(task.path) as fh:
-            return rocksdb.read_zip(task.path, fh).metadata
+        return read_zip_metadata(storage, task.path, task.size)
     if data is None:
         data = storage.read_bytes(task.path)
     meta = rocksdb.read_zip(task.path, data).metadata
@@ -300,7 +306,6 @@ def _verify_sidecars(
 
 _WORKER_STORAGE: Storage | None = None
 _READ_WHOLE_BYTES = 64 << 20
-_WHOLE_ZIP_BYTES = 1 << 20  # larger zips: central directory and metadata by range
 
 
 def _init_worker(storage: Storage) -> None:
