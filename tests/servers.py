@@ -77,31 +77,47 @@ class _RequestLog(logging.Handler):
                 self.requests.append(line)
 
 
+class _Server:
+    """What the tests do the same way on both servers: options, uploads."""
+
+    scheme = ""
+    created: set[str]
+
+    @property
+    def options(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def fs(self) -> Any:
+        raise NotImplementedError
+
+    def cli_options(self) -> list[str]:
+        return [arg for k, v in self.options.items() for arg in ("-o", f"{k}={v}")]
+
+    def upload(self, local: Path, bucket: str, prefix: str) -> str:
+        """Upload ``local`` under ``bucket``/``prefix`` (bucket or container made once)."""
+        fs = self.fs()
+        if bucket not in self.created:
+            fs.mkdir(bucket)
+            self.created.add(bucket)
+        fs.put(str(local), f"{bucket}/{prefix}", recursive=True)
+        return f"{self.scheme}://{bucket}/{prefix}"
+
+
 @dataclass
-class S3Server:
+class S3Server(_Server):
     endpoint: str
     log: _RequestLog
-    buckets: set[str] = field(default_factory=set)
+    created: set[str] = field(default_factory=set)
+    scheme = "s3"
 
     @property
     def options(self) -> dict[str, Any]:
         return {"endpoint_url": self.endpoint}
 
-    def cli_options(self) -> list[str]:
-        return ["-o", f"endpoint_url={self.endpoint}"]
-
     def fs(self) -> Any:
         import s3fs
 
         return s3fs.S3FileSystem(client_kwargs=self.options, skip_instance_cache=True)
-
-    def upload(self, local: Path, bucket: str, prefix: str) -> str:
-        fs = self.fs()
-        if bucket not in self.buckets:
-            fs.mkdir(bucket)
-            self.buckets.add(bucket)
-        fs.put(str(local), f"{bucket}/{prefix}", recursive=True)
-        return f"s3://{bucket}/{prefix}"
 
     def mark(self) -> int:
         return len(self.log.requests)
@@ -135,9 +151,10 @@ class S3Server:
 
 
 @dataclass
-class AzureServer:
+class AzureServer(_Server):
     endpoint: str
-    containers: set[str] = field(default_factory=set)
+    created: set[str] = field(default_factory=set)
+    scheme = "abfs"
 
     @property
     def connection_string(self) -> str:
@@ -150,23 +167,12 @@ class AzureServer:
     def options(self) -> dict[str, Any]:
         return {"connection_string": self.connection_string}
 
-    def cli_options(self) -> list[str]:
-        return ["-o", f"connection_string={self.connection_string}"]
-
     def fs(self) -> Any:
         import adlfs
 
         return adlfs.AzureBlobFileSystem(
             connection_string=self.connection_string, skip_instance_cache=True
         )
-
-    def upload(self, local: Path, container: str, prefix: str) -> str:
-        fs = self.fs()
-        if container not in self.containers:
-            fs.mkdir(container)
-            self.containers.add(container)
-        fs.put(str(local), f"{container}/{prefix}", recursive=True)
-        return f"abfs://{container}/{prefix}"
 
 
 @pytest.fixture(scope="session")
