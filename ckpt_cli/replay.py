@@ -23,13 +23,14 @@ import orjson
 from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError, MissingExtraError
 from ckpt_cli.jsonrows import LineEncoder
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.state import (
     ReplayPlan,
     RowDecoder,
     StateUnavailable,
     change_file,
+    change_files,
     iter_file_records,
     iter_state,
     json_value,
@@ -217,18 +218,62 @@ def iter_change_rows(
     end_batch: int,
     decoder: RowDecoder,
     where: Filter | None = None,
+    *,
+    best_effort: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The change feed: per batch and partition, each put (``update``), delete and merge the
     batch wrote, read from its delta or changelog file, in the shape of Spark 4's
-    ``readChangeFeed`` rows."""
+    ``readChangeFeed`` rows.
+
+    The files are chosen now (errors and ``target.notes`` come before any row): as Spark does,
+    format v2 follows the changelog lineage back from the end batch; with ``best_effort`` a
+    broken lineage falls back to the changelogs the commit log names, and a note says so.
+    """
     if start_batch > end_batch:
         raise CkptError(f"--from {start_batch} is after --to {end_batch}")
     files = {}
     for pid in target.partitions:
-        for batch in range(start_batch, end_batch + 1):
-            files[(batch, pid)] = change_file(
-                ckpt, target.operator, pid, batch + 1, store=target.store
-            )
+        chosen = _change_files(ckpt, target, pid, start_batch, end_batch, best_effort)
+        for batch, f in zip(range(start_batch, end_batch + 1), chosen, strict=True):
+            files[(batch, pid)] = f
+    return _change_rows(ckpt, files, decoder, where)
+
+
+def _change_files(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    pid: int,
+    start_batch: int,
+    end_batch: int,
+    best_effort: bool,
+) -> list[CheckpointFile]:
+    op, store = target.operator, target.store
+    try:
+        return change_files(ckpt, op, pid, start_batch + 1, end_batch + 1, store=store)
+    except StateUnavailable as exc:
+        if not best_effort:
+            raise
+        first_error = exc
+    try:
+        chosen = [
+            change_file(ckpt, op, pid, batch + 1, store=store)
+            for batch in range(start_batch, end_batch + 1)
+        ]
+    except StateUnavailable:
+        raise first_error from None
+    target.notes.append(
+        f"{first_error.message}; read the changelogs of the commit log's uniqueIds instead: "
+        + ", ".join(f.entry.name for f in chosen)
+    )
+    return chosen
+
+
+def _change_rows(
+    ckpt: Checkpoint,
+    files: dict[tuple[int, int], CheckpointFile],
+    decoder: RowDecoder,
+    where: Filter | None,
+) -> Iterator[dict[str, Any]]:
     for (batch, pid), f in sorted(files.items()):
         for kind, k, v in iter_file_records(ckpt, f):
             key = decoder.key(k)

@@ -236,14 +236,39 @@ def _plan_lineage(ckpt: Checkpoint, plan: ReplayPlan, part: Partition) -> Replay
     for entry in chain[base_index + 1 :]:
         step = files.get((FileKind.CHANGELOG, entry.version, entry.unique_id))
         if step is None:
-            raise StateUnavailable(
-                f"{part.path}: lineage of {changelog.entry.name} needs "
-                f"{entry.version}_{entry.unique_id}.changelog, which is missing",
-                reason="MISSING_UNIQUE_ID_FILE",
-                paths=(f"{part.path}/{entry.version}_{entry.unique_id}.changelog",),
-            )
+            raise _missing_lineage_link(ckpt, plan, part, changelog, entry)
         plan.steps.append(step)
     return plan
+
+
+def _missing_lineage_link(
+    ckpt: Checkpoint,
+    plan: ReplayPlan,
+    part: Partition,
+    changelog: CheckpointFile,
+    entry: records.LineageEntry,
+) -> StateUnavailable:
+    """The error Spark's load fails with (a changelog the lineage names does not exist),
+    saying which id the commit log has for that version when it differs."""
+    path = f"{part.path}/{entry.version}_{entry.unique_id}.changelog"
+    try:
+        recorded = version_unique_id(ckpt, plan.operator, plan.store, plan.partition, entry.version)
+    except CkptError:
+        recorded = None
+    if recorded is not None and recorded != entry.unique_id:
+        return StateUnavailable(
+            f"{changelog.path}: its lineage names version {entry.version} as "
+            f"{entry.unique_id}, which no file has (commits/{entry.version - 1} records "
+            f"{recorded}); Spark fails: {path} does not exist",
+            reason="LINEAGE_MISMATCH",
+            paths=(changelog.path, path),
+        )
+    return StateUnavailable(
+        f"{part.path}: lineage of {changelog.entry.name} needs "
+        f"{entry.version}_{entry.unique_id}.changelog, which is missing",
+        reason="MISSING_UNIQUE_ID_FILE",
+        paths=(path,),
+    )
 
 
 def _ranges(values: list[int]) -> str:
@@ -577,7 +602,8 @@ def decoded_rows(
 def change_file(
     ckpt: Checkpoint, operator: int, partition: int, version: int, *, store: str = DEFAULT_STORE
 ) -> CheckpointFile:
-    """The delta or changelog holding the changes of ``version`` (batch ``version - 1``)."""
+    """The delta or changelog holding the changes of ``version`` (batch ``version - 1``); in
+    format v2 the changelog of the uniqueId the commit log recorded."""
     st, part = _partition(ckpt, operator, store, partition)
     sv = part.versions.get(version)
     files = sv.files if sv else []
@@ -592,6 +618,91 @@ def change_file(
     return found[0]
 
 
+def change_files(
+    ckpt: Checkpoint,
+    operator: int,
+    partition: int,
+    start_version: int,
+    end_version: int,
+    *,
+    store: str = DEFAULT_STORE,
+) -> list[CheckpointFile]:
+    """The delta/changelog of every version start..end, as Spark's change feed picks them.
+
+    In checkpoint format v2 Spark (``RocksDB.getFullLineage``) starts from the uniqueId the
+    commit log recorded for the end version and walks back through the lineage lines of the
+    changelogs, so a broken lineage fails the feed even where the commit log is right.
+    """
+    st, part = _partition(ckpt, operator, store, partition)
+    v2 = st.provider == "rocksdb" and (
+        ckpt.checkpoint_format_version >= 2 or any(f.unique_id for f in part.files)
+    )
+    if not v2:
+        return [
+            change_file(ckpt, operator, partition, v, store=store)
+            for v in range(start_version, end_version + 1)
+        ]
+    end_uid = version_unique_id(ckpt, operator, store, partition, end_version)
+    if end_uid is None:
+        raise StateUnavailable(
+            f"{part.path}: checkpoint format v2 needs the uniqueId of version {end_version}, "
+            f"and commits/{end_version - 1} (which records it) is not in the checkpoint",
+            reason="UNKNOWN_UNIQUE_ID",
+        )
+    files = {
+        (f.version, f.unique_id): f
+        for f in part.files
+        if f.kind is FileKind.CHANGELOG and f.version is not None
+    }
+    plan = ReplayPlan(operator, store, partition, part.path, st.provider, end_version, None)
+    # Newest first, as Spark collects it.
+    chain = [records.LineageEntry(end_version, end_uid)]
+    named_by: dict[int, CheckpointFile] = {}
+    while chain[-1].version > start_version:
+        last = chain[-1]
+        f = files.get((last.version, last.unique_id))
+        if f is None:
+            if last.version in named_by:
+                raise _missing_lineage_link(ckpt, plan, part, named_by[last.version], last)
+            raise StateUnavailable(
+                f"{part.path}: no {last.version}_{last.unique_id}.changelog (the commit log's "
+                f"uniqueId for version {last.version})",
+                reason="MISSING_UNIQUE_ID_FILE",
+                paths=(f"{part.path}/{last.version}_{last.unique_id}.changelog",),
+            )
+        lineage = read_changelog_header(ckpt, f).lineage or ()
+        older = sorted(
+            (e for e in lineage if start_version <= e.version < last.version),
+            key=lambda e: -e.version,
+        )
+        if not older:
+            raise StateUnavailable(
+                f"{f.path}: its lineage names no version from {start_version} to "
+                f"{last.version - 1}, which the change feed needs",
+                reason="LINEAGE_MISMATCH",
+                paths=(f.path,),
+            )
+        for e in older:
+            named_by.setdefault(e.version, f)
+        chain.extend(older)
+    chain.reverse()
+    versions = [e.version for e in chain]
+    if versions != list(range(start_version, end_version + 1)):
+        raise StateUnavailable(
+            f"{part.path}: the lineage from version {end_version} back to {start_version} is "
+            f"not one version after another ({', '.join(map(str, versions))})",
+            reason="LINEAGE_MISMATCH",
+            paths=tuple(named_by[v].path for v in sorted(named_by)),
+        )
+    out = []
+    for e in chain:
+        f = files.get((e.version, e.unique_id))
+        if f is None:
+            raise _missing_lineage_link(ckpt, plan, part, named_by[e.version], e)
+        out.append(f)
+    return out
+
+
 def iter_changes(
     ckpt: Checkpoint,
     operator: int,
@@ -602,9 +713,9 @@ def iter_changes(
     store: str = DEFAULT_STORE,
 ) -> Iterator[tuple[int, str, bytes, bytes | None]]:
     """``(batch, type, key, value)`` of every change written by batches start..end, the way
-    Spark's change feed reads them (one delta/changelog per version)."""
-    for batch in range(start_batch, end_batch + 1):
-        f = change_file(ckpt, operator, partition, batch + 1, store=store)
+    Spark's change feed reads them (one delta/changelog per version, ``change_files``)."""
+    files = change_files(ckpt, operator, partition, start_batch + 1, end_batch + 1, store=store)
+    for batch, f in zip(range(start_batch, end_batch + 1), files, strict=True):
         for kind, key, value in iter_file_records(ckpt, f):
             yield batch, kind, key, value
 

@@ -43,6 +43,7 @@ from ckpt_cli.state import (
     codec_of,
     plan_version,
     read_zip_metadata,
+    version_unique_id,
 )
 from ckpt_cli.storage import Storage
 
@@ -122,7 +123,11 @@ CODES: dict[str, tuple[str, str]] = {
         "Hadoop refuses a file whose .crc does not match; if the file itself is right, delete the "
         "stale .crc (ckpt repair does)",
     ),
-    "ORPHAN_FILE": (WARNING, "no retained version needs it; ckpt cleanup removes it"),
+    "ORPHAN_FILE": (
+        WARNING,
+        "no retained version needs it; `ckpt orphans` lists such files (and why any is kept), "
+        "`ckpt cleanup` removes them",
+    ),
     "MISSING_SCHEMA": (
         WARNING,
         "Spark rewrites a missing schema file, but state cannot be decoded without it",
@@ -350,6 +355,9 @@ class _Validator:
         self.needed_logs: set[str] = set()
         self.tasks: dict[str, FileTask] = {}
         self.versions_checked = 0
+        self.zip_metadata: dict[str, rocksdb.RocksDBCheckpointMetadata] = {}
+        # (changelog, lineage version) pairs already checked: one finding each.
+        self._lineage_checked: set[tuple[str, int]] = set()
         self._by_path = {f.path: f for f in ckpt.files}
         self._sidecars: dict[str, list[CheckpointFile]] = {}
         for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
@@ -519,7 +527,12 @@ class _Validator:
                     )
                 if target and not self.all_versions:
                     self._prefetch_lineage(store.partitions.values(), {target})
+                every = self.all_versions or self.deep
+                if every:
+                    self._prefetch_lineage(store.partitions.values(), None)
                 for part in store.partitions.values():
+                    if every:
+                        self._check_retained_changelogs(op.id, store.name, part)
                     versions: list[int] = []
                     if self.all_versions:
                         versions = [v for v in part.version_ids if target is None or v <= target]
@@ -543,9 +556,10 @@ class _Validator:
                             version=target,
                         )
 
-    def _prefetch_lineage(self, parts: Iterable[Partition], versions: set[int]) -> None:
+    def _prefetch_lineage(self, parts: Iterable[Partition], versions: set[int] | None) -> None:
         """Checkpoint format v2 plans read each version's changelog lineage line: on object
-        stores, fetch those heads together rather than one after another."""
+        stores, fetch those heads together rather than one after another (None: every
+        version's)."""
         self.ckpt.storage.prefetch(
             [
                 f.path
@@ -553,7 +567,7 @@ class _Validator:
                 for f in part.files
                 if f.kind is FileKind.CHANGELOG
                 and f.unique_id is not None
-                and f.version in versions
+                and (versions is None or f.version in versions)
             ],
             heads=True,
         )
@@ -584,27 +598,91 @@ class _Validator:
 
     def _check_lineage(self, plan: ReplayPlan) -> None:
         """Format v2: each changelog's lineage names the ids the commit log recorded."""
-        from ckpt_cli.state import read_changelog_header, version_unique_id
-
         for step in plan.steps:
-            try:
-                lineage = read_changelog_header(self.ckpt, step).lineage or ()
-            except FormatError:
-                continue  # reported when the file is decoded
-            for entry in lineage:
-                recorded = version_unique_id(
-                    self.ckpt, plan.operator, plan.store, plan.partition, entry.version
+            self._check_changelog_lineage(plan.operator, plan.store, plan.partition, step)
+
+    def _unique_id(self, op: int, store: str, part: int, version: int) -> str | None:
+        try:
+            return version_unique_id(self.ckpt, op, store, part, version)
+        except CkptError:
+            return None  # an unreadable commit is reported by check_logs
+
+    def _check_retained_changelogs(self, op: int, store: str, part: Partition) -> None:
+        """Every retained format-v2 changelog: a rollback, a replay from an older snapshot or
+        the change feed follows its lineage (as Spark does), even where a zip of the same
+        version hides it from a restart. Files of attempts the commit log did not choose are
+        orphans (Spark never reads them)."""
+        for f in part.files:
+            if f.unique_id is None or f.version is None:
+                continue
+            if f.kind not in (FileKind.CHANGELOG, FileKind.ZIP):
+                continue
+            chosen = self._unique_id(op, store, part.id, f.version)
+            if chosen is not None and chosen != f.unique_id:
+                self.add(
+                    "ORPHAN_FILE",
+                    f"{f.path}: written by a task attempt the commit log did not choose "
+                    f"(commits/{f.version - 1} records {chosen}); Spark never reads it",
+                    [f.path],
+                    severity=INFO,
+                    operator=op,
+                    store=store,
+                    partition=part.id,
+                    version=f.version,
                 )
-                if recorded is not None and recorded != entry.unique_id:
-                    self.add(
-                        "LINEAGE_MISMATCH",
-                        f"{step.path}: lineage says version {entry.version} is "
-                        f"{entry.unique_id}, commits/{entry.version - 1} says {recorded}",
-                        [step.path, f"commits/{entry.version - 1}"],
-                        operator=plan.operator,
-                        partition=plan.partition,
-                        version=plan.version,
-                    )
+            elif f.kind is FileKind.CHANGELOG:
+                self._check_changelog_lineage(op, store, part.id, f)
+
+    def _check_changelog_lineage(self, op: int, store: str, pid: int, f: CheckpointFile) -> None:
+        from ckpt_cli.state import read_changelog_header
+
+        assert f.version is not None
+        try:
+            lineage = read_changelog_header(self.ckpt, f).lineage or ()
+        except CkptError:
+            return  # reported when the file is decoded
+        part = self.ckpt.operators[op].stores[store].partitions[pid]
+        for entry in lineage:
+            w, named = entry.version, entry.unique_id
+            if (f.path, w) in self._lineage_checked or w >= f.version:
+                continue
+            self._lineage_checked.add((f.path, w))
+            sv = part.versions.get(w)
+            carried = sv.unique_ids if sv else []
+            recorded = self._unique_id(op, store, pid, w)
+            if recorded is not None and recorded != named:
+                where = (
+                    f"{w}_{named} is a file of an attempt the commit log did not choose"
+                    if named in carried
+                    else "no file has that id"
+                )
+                message = (
+                    f"{f.path}: lineage says version {w} is {named}, commits/{w - 1} says "
+                    f"{recorded}; {where}"
+                )
+                paths = [f.path, f"commits/{w - 1}"]
+            elif recorded is None and carried and named not in carried:
+                # The commit is purged, but the files of that version are still here.
+                message = (
+                    f"{f.path}: lineage says version {w} is {named}, and no file of version {w} "
+                    f"has that id (they carry {', '.join(carried)})"
+                )
+                paths = [f.path]
+            else:
+                continue
+            self.add(
+                "LINEAGE_MISMATCH",
+                message + "; a load of this version from an older snapshot, or a change feed "
+                "through it, fails",
+                paths,
+                operator=op,
+                store=store,
+                partition=pid,
+                version=f.version,
+                lineage_version=w,
+                lineage_unique_id=named,
+                commit_unique_id=recorded,
+            )
 
     def _check_schema(self, op: int) -> None:
         operator = self.ckpt.operators[op]
@@ -695,6 +773,7 @@ class _Validator:
                 for code, message, paths in result.findings:
                     self.add(code, message, paths)
                 if result.zip_metadata is not None:
+                    self.zip_metadata[result.path] = result.zip_metadata
                     self._check_zip_files(result.path, result.zip_metadata)
                 self.progress.advance()
         finally:
@@ -716,6 +795,49 @@ class _Validator:
             initializer=_init_worker,
             initargs=(storage,),
         )
+
+    def check_untracked_shared_files(self) -> None:
+        """SSTs/logs no zip of their partition names: Spark keeps such a file until it is
+        older than every file a zip names (it may belong to a zip not written yet), so it can
+        sit there unseen; say so. Needs every zip's metadata: the ones the pool did not read
+        are read here, by range when large."""
+        for op in self.ckpt.operators.values():
+            for store in op.stores.values():
+                for part in store.partitions.values():
+                    shared = [f for f in part.shared_files if f.entry.size > 0]
+                    if shared:
+                        self._check_untracked(op.id, store.name, part, shared)
+
+    def _check_untracked(
+        self, op: int, store: str, part: Partition, shared: list[CheckpointFile]
+    ) -> None:
+        named: set[str] = set()
+        for z in part.files:
+            if z.kind is not FileKind.ZIP:
+                continue
+            meta = self.zip_metadata.get(z.path)
+            if meta is None:
+                try:
+                    meta = read_zip_metadata(self.ckpt.storage, z.path, z.entry.size)
+                except CkptError:
+                    return  # an unreadable zip: which files it names is unknown
+            for subdir, files in (("SSTs", meta.sst_files), ("logs", meta.log_files)):
+                named.update(f"{part.path}/{subdir}/{sf.dfs_file_name}" for sf in files)
+        for f in shared:
+            if f.path in named:
+                continue
+            what = "SST" if f.kind is FileKind.SST else "RocksDB log"
+            self.add(
+                "ORPHAN_FILE",
+                f"{f.path}: no zip names this {what} file ({f.entry.size} bytes); Spark deletes "
+                "it only once it is older than every file a zip names",
+                [f.path],
+                severity=INFO,
+                operator=op,
+                store=store,
+                partition=part.id,
+                bytes=f.entry.size,
+            )
 
     def _check_zip_files(self, zip_path: str, meta: rocksdb.RocksDBCheckpointMetadata) -> None:
         store_dir = zip_path.rsplit("/", 1)[0]
@@ -774,6 +896,8 @@ def validate(
     v.check_state()
     v.check_files()
     pool_reads, pool_bytes = v.run_file_checks()
+    if all_versions or deep:
+        v.check_untracked_shared_files()
     v.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code, f.paths))
     stats = ckpt.storage.stats
     target = v.target_version()

@@ -157,7 +157,8 @@ def replay(
         typer.Option(
             "--best-effort",
             help="When a partition's version cannot be loaded, replay its newest loadable one "
-            "and say so.",
+            "and say so; with --changes, when the changelog lineage is broken, read the "
+            "changelogs the commit log names and say so.",
         ),
     ] = False,
     workers: Annotated[
@@ -201,14 +202,15 @@ def replay(
     if changes:
         assert from_batch is not None
         end = to_batch if to_batch is not None else (ckpt.batches.latest_committed or 0)
-        rows = iter_change_rows(ckpt, target, from_batch, end, decoder, matches)
+        rows = iter_change_rows(
+            ckpt, target, from_batch, end, decoder, matches, best_effort=best_effort
+        )
+        _print_notes(target)
         _emit(rows, target, fmt, output, limit, json_output, changes=True)
         raise typer.Exit(exit_codes.OK)
 
     plans = [plan_partition(ckpt, target, p, best_effort=best_effort) for p in target.partitions]
-    for note in target.notes:
-        if not STATE.quiet:
-            stderr_console().print(f"[yellow]note:[/] {note}")
+    _print_notes(target)
     if output is not None and _is_dataset(output, engine):
         fmt_name = fmt.value if fmt in (OutputFormat.jsonl, OutputFormat.parquet) else "jsonl"
         counts = write_dataset(
@@ -289,6 +291,12 @@ def _target_json(target: ReplayTarget) -> dict[str, Any]:
         "version": target.version,
         "batch": target.batch,
     }
+
+
+def _print_notes(target: ReplayTarget) -> None:
+    for note in target.notes:
+        if not STATE.quiet:
+            stderr_console().print(f"[yellow]note:[/] {note}")
 
 
 def _emit(
