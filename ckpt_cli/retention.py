@@ -122,6 +122,8 @@ class CleanupPlan:
     latest_committed: int | None
     deletions: list[Deletion] = field(default_factory=list)
     kept_young: list[Deletion] = field(default_factory=list)
+    # Files no retained version needs that Spark's own rules keep (shown, never deleted).
+    kept: list[Deletion] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     query_active: bool = False
     newest_offsets_age: float | None = None
@@ -151,6 +153,7 @@ class CleanupPlan:
             "by_class": self.by_class(),
             "deletions": [d.to_json() for d in self.deletions],
             "kept_too_young": [d.to_json() for d in self.kept_young],
+            "kept": [d.to_json() for d in self.kept],
             "skipped": self.skipped,
         }
 
@@ -174,6 +177,7 @@ class _Planner:
         self.now = now
         self.candidates: dict[str, Deletion] = {}
         self.skipped: list[dict[str, Any]] = []
+        self.kept: list[Deletion] = []
         # Per format-v2 checkpoint: commits a retained version needs for its uniqueId.
         self.min_needed_commit: int | None = None
 
@@ -348,8 +352,24 @@ class _Planner:
                 self.add(f, ORPHAN_SHARED, "empty file of an interrupted upload", 10**9)
                 continue
             # Spark's rule: an unnamed file newer than the oldest file a retained zip names
-            # may belong to a version whose zip is not written yet.
+            # may belong to a version whose zip is not written yet. Kept, but shown.
             if oldest_tracked is None or f.entry.mtime is None or f.entry.mtime >= oldest_tracked:
+                if oldest_tracked is None:
+                    why = "no retained zip names any file here to compare its age with"
+                elif f.entry.mtime is None:
+                    why = "its modification time is unknown"
+                else:
+                    why = "it is not older than every file the retained zips name"
+                self.kept.append(
+                    Deletion(
+                        f.path,
+                        f.entry.size,
+                        f.entry.mtime,
+                        ORPHAN_SHARED,
+                        f"no zip names it, but {why}: Spark keeps it (it may belong to a zip "
+                        "not written yet)",
+                    )
+                )
                 continue
             self.add(
                 f,
@@ -462,6 +482,7 @@ def plan_cleanup(
     planner.plan_checksums()
     planner.finish(plan)
     plan.skipped = planner.skipped
+    plan.kept = sorted(planner.kept, key=lambda d: d.path)
     return plan
 
 

@@ -222,9 +222,12 @@ def render_scan(plans: list[dict[str, Any]], console: Console) -> None:
         if "error" in p:
             table.add_row(p["checkpoint"], "-", "-", f"[red]{p['error']}[/]")
             continue
-        table.add_row(
-            p["checkpoint"], str(p["files"]), human_bytes(p["bytes"]), ", ".join(p["by_class"])
-        )
+        classes = ", ".join(p["by_class"])
+        kept = p.get("kept") or []
+        if kept:
+            kept_bytes = human_bytes(sum(k["size"] for k in kept))
+            classes += f"{'; ' if classes else ''}{len(kept)} kept ({kept_bytes})"
+        table.add_row(p["checkpoint"], str(p["files"]), human_bytes(p["bytes"]), classes)
     console.print(table)
     total = sum(p.get("files", 0) for p in plans)
     console.print(f"{len(plans)} checkpoints, {total} files no retained version needs")
@@ -266,5 +269,16 @@ def render_plan(plan: CleanupPlan, console: Console, *, show_files: bool, title:
             f"[dim]{len(plan.kept_young)} more files would qualify but are younger than "
             f"--min-age ({plan.min_age:.0f} s).[/]"
         )
+    if plan.kept:
+        # Spark's rules keep these; they are shown so that nothing takes space unseen.
+        console.print(
+            f"[yellow]{len(plan.kept)} files no retained version needs are kept "
+            f"({human_bytes(sum(d.size for d in plan.kept))}):[/]"
+        )
+        listed = plan.kept if show_files or len(plan.kept) <= 10 else plan.kept[:10]
+        for d in listed:
+            console.print(f"  kept {d.path} ({human_bytes(d.size)})  [dim]{d.reason}[/]")
+        if len(listed) < len(plan.kept):
+            console.print(f"  [dim]... {len(plan.kept) - len(listed)} more (--files lists all)[/]")
     for skipped in plan.skipped:
         console.print(f"[yellow]kept everything in {skipped['path']}:[/] {skipped['reason']}")
