@@ -639,8 +639,9 @@ class _Validator:
         assert f.version is not None
         try:
             lineage = read_changelog_header(self.ckpt, f).lineage or ()
-        except CkptError:
-            return  # reported when the file is decoded
+        except FormatError:
+            self._queue(f)  # decoding it reports what is wrong
+            return
         part = self.ckpt.operators[op].stores[store].partitions[pid]
         for entry in lineage:
             w, named = entry.version, entry.unique_id

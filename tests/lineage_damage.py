@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import google_crc32c
@@ -16,11 +17,28 @@ BOGUS_ID = "deadbeef-0000-4000-8000-000000000000"
 
 
 def rewrite_lineage(changelog: Path, version: int, unique_id: str = BOGUS_ID) -> str:
-    """Make ``changelog``'s lineage name ``unique_id`` for ``version``; returns the old id.
+    """Make ``changelog``'s lineage name ``unique_id`` for ``version``; returns the old id."""
+    old: list[str] = []
 
-    The file is decompressed, its ``writeUTF`` lineage line replaced, recompressed with the
-    codec it was written with, and Spark's ``<name>.crc`` (JSON, CRC32C) and Hadoop's
-    ``.<name>.crc`` (and ``.<name>.crc.crc``) rewritten for the new bytes.
+    def edit(line: bytes) -> bytes:
+        lineage = json.loads(line)
+        for item in lineage:
+            if item["version"] == version:
+                old.append(item["checkpointUniqueId"])
+                item["checkpointUniqueId"] = unique_id
+        return json.dumps(lineage, separators=(",", ":")).encode()
+
+    edit_lineage_line(changelog, edit)
+    assert old, f"{changelog.name}: no version {version} in its lineage"
+    return old[0]
+
+
+def edit_lineage_line(changelog: Path, edit: Callable[[bytes], bytes]) -> None:
+    """Replace the ``writeUTF`` lineage line of a V3/V4 changelog with ``edit(line)``.
+
+    The file is decompressed, edited, recompressed with the codec it was written with, and
+    Spark's ``<name>.crc`` (JSON, CRC32C) and Hadoop's ``.<name>.crc`` (and
+    ``.<name>.crc.crc``) rewritten for the new bytes.
     """
     raw = changelog.read_bytes()
     codec = compression.detect_codec(raw[:16])
@@ -29,19 +47,11 @@ def rewrite_lineage(changelog: Path, version: int, unique_id: str = BOGUS_ID) ->
     (vlen,) = struct.unpack_from(">H", data, 0)
     at = 2 + vlen
     (llen,) = struct.unpack_from(">H", data, at)
-    lineage = json.loads(data[at + 2 : at + 2 + llen])
-    old = None
-    for item in lineage:
-        if item["version"] == version:
-            old = item["checkpointUniqueId"]
-            item["checkpointUniqueId"] = unique_id
-    assert old is not None, f"{changelog.name}: no version {version} in its lineage"
-    line = json.dumps(lineage, separators=(",", ":")).encode()
+    line = edit(data[at + 2 : at + 2 + llen])
     data = data[:at] + struct.pack(">H", len(line)) + line + data[at + 2 + llen :]
     out = compression.compress(data, codec)
     changelog.write_bytes(out)
     write_checksums(changelog, out)
-    return str(old)
 
 
 def write_checksums(path: Path, data: bytes) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CASES, CASES_DIR, run_cli
-from tests.lineage_damage import BOGUS_ID, rewrite_lineage
+from tests.lineage_damage import BOGUS_ID, edit_lineage_line, rewrite_lineage
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 
@@ -97,6 +97,16 @@ def test_validate_checks_lineage_against_files_when_the_commit_is_purged(tmp_pat
     broken = [f for f in found if f["code"] == "LINEAGE_MISMATCH"]
     assert len(broken) == 1 and broken[0]["commit_unique_id"] is None, found
     assert f"no file of version {version} has that id" in broken[0]["message"]
+
+
+def test_validate_reads_the_lineage_line_of_changelogs_no_plan_uses(tmp_path: Path) -> None:
+    root = copy(V2, tmp_path)
+    top = latest_commit(root) + 1
+    changelog = root / f"state/0/0/{top}_{commit_ids(root, top - 1)[0][0]}.changelog"
+    edit_lineage_line(changelog, lambda line: b"[{" + line[2:].replace(b'"', b"'"))
+    code, found = validate(root, "--all-versions")
+    rel = str(changelog.relative_to(root))
+    assert code == 1 and [f["paths"] for f in found if f["code"] == "CORRUPT_FILE"] == [[rel]]
 
 
 def test_replay_answers_as_spark_where_the_zip_is_the_base(tmp_path: Path) -> None:
