@@ -11,7 +11,7 @@ providers differ:
   checkpoint format v2, files of task attempts the commit log did not choose;
 * RocksDB ``SSTs/``/``logs/`` files named by any zip at or after ``E`` are needed; files no zip
   names are orphans, deleted only when older than every file a retained zip names (Spark's rule
-  in ``RocksDBFileManager.deleteOldVersions``);
+  in ``RocksDBFileManager.deleteOldVersions``); the others are listed as kept, with the reason;
 * ``offsets/`` and ``commits/`` entries before ``C - N`` (Spark's purge threshold), and never one
   a retained version needs for its format-v2 uniqueId;
 * file-source logs (``sources/<id>/``) superseded by a newer compact file;

@@ -7,7 +7,12 @@ The rules work from the one listing and read only what they need:
 * per store partition, the state version a restart loads (the latest committed batch + 1, or
   ``--batch N`` + 1, or every retained version), planned the way Spark loads it
   (``state.plan_version``), and every file of those plans decoded end to end, with the
-  checksum sidecars that cover them; ``--deep`` decodes every state file in the checkpoint.
+  checksum sidecars that cover them; ``--deep`` decodes every state file in the checkpoint;
+* with ``--all-versions``/``--deep``, the lineage line of every retained format-v2 changelog
+  (against the commit log's uniqueIds and the files present: a rollback, a replay or the
+  change feed follows it as Spark does, even where a zip of its version hides it from a
+  restart), and the files no version needs as info: SSTs/logs no zip names, files of
+  attempts the commit log did not choose.
 
 Findings carry a stable code, a severity, the paths, a message and a hint. The reading of
 files runs in a pool: threads for I/O, processes for ``--deep`` decoding of many files.
@@ -356,8 +361,8 @@ class _Validator:
         self.tasks: dict[str, FileTask] = {}
         self.versions_checked = 0
         self.zip_metadata: dict[str, rocksdb.RocksDBCheckpointMetadata] = {}
-        # (changelog, lineage version) pairs already checked: one finding each.
-        self._lineage_checked: set[tuple[str, int]] = set()
+        # Changelogs whose lineage is checked: one read and one finding each.
+        self._lineage_checked: set[str] = set()
         self._by_path = {f.path: f for f in ckpt.files}
         self._sidecars: dict[str, list[CheckpointFile]] = {}
         for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
@@ -637,6 +642,9 @@ class _Validator:
         from ckpt_cli.state import read_changelog_header
 
         assert f.version is not None
+        if f.path in self._lineage_checked:
+            return
+        self._lineage_checked.add(f.path)
         try:
             lineage = read_changelog_header(self.ckpt, f).lineage or ()
         except FormatError:
@@ -645,17 +653,18 @@ class _Validator:
         part = self.ckpt.operators[op].stores[store].partitions[pid]
         for entry in lineage:
             w, named = entry.version, entry.unique_id
-            if (f.path, w) in self._lineage_checked or w >= f.version:
+            if w >= f.version:
                 continue
-            self._lineage_checked.add((f.path, w))
             sv = part.versions.get(w)
             carried = sv.unique_ids if sv else []
             recorded = self._unique_id(op, store, pid, w)
             if recorded is not None and recorded != named:
                 where = (
-                    f"{w}_{named} is a file of an attempt the commit log did not choose"
+                    f"{w}_{named} is a file of an attempt the commit log did not choose; Spark "
+                    "follows the lineage, so a load through it reads that attempt's state"
                     if named in carried
-                    else "no file has that id"
+                    else "no file has that id; Spark follows the lineage, so a load of this "
+                    "version from an older snapshot, or a change feed through it, fails"
                 )
                 message = (
                     f"{f.path}: lineage says version {w} is {named}, commits/{w - 1} says "
@@ -666,15 +675,16 @@ class _Validator:
                 # The commit is purged, but the files of that version are still here.
                 message = (
                     f"{f.path}: lineage says version {w} is {named}, and no file of version {w} "
-                    f"has that id (they carry {', '.join(carried)})"
+                    f"has that id (they carry {', '.join(carried)}); Spark follows the lineage, "
+                    "so a load of this version from an older snapshot, or a change feed "
+                    "through it, fails"
                 )
                 paths = [f.path]
             else:
                 continue
             self.add(
                 "LINEAGE_MISMATCH",
-                message + "; a load of this version from an older snapshot, or a change feed "
-                "through it, fails",
+                message,
                 paths,
                 operator=op,
                 store=store,

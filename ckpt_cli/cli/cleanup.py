@@ -96,8 +96,10 @@ def orphans(
     Classes: state versions older than the retention window, RocksDB SST/log files no
     retained zip names, format-v2 files of task attempts the commit log did not choose, temp
     files of interrupted writes, old offsets/commits entries, superseded file-source log
-    entries, and checksum sidecars of all of these. Exit code 1 when there are any (a cron job
-    can alert), 0 when there are none. Changes nothing: `ckpt cleanup` removes them.
+    entries, and checksum sidecars of all of these. SST/log files no zip names that Spark's
+    rule keeps (not older than every file a zip names) are listed as kept, with their bytes.
+    Exit code 1 when there are files to remove (a cron job can alert), 0 when there are none.
+    Changes nothing: `ckpt cleanup` removes them.
     """
     begin(json_output=json_output, quiet=quiet)
     options = parse_storage_options(storage_option)
