@@ -906,14 +906,14 @@ class _Validator:
             # Every other file a checksum sidecar covers (operator metadata, schemas, SSTs,
             # RocksDB logs, source logs): Hadoop refuses to read one whose .crc differs.
             for target in self._sidecars:
-                f = self._by_path.get(target)
+                covered = self._by_path.get(target)
                 if (
-                    f is not None
-                    and f.entry.size > 0
-                    and f.kind not in (FileKind.TEMP, FileKind.UNKNOWN)
+                    covered is not None
+                    and covered.entry.size > 0
+                    and covered.kind not in (FileKind.TEMP, FileKind.UNKNOWN)
                     and target not in self._sidecars_checked
                 ):
-                    self._queue(f)
+                    self._queue(covered)
             for f in self.ckpt.of_kind(FileKind.OFFSETS, FileKind.COMMIT, FileKind.METADATA):
                 if f.entry.size == 0 and f.path not in self.needed_logs:
                     self.add("EMPTY_FILE", f"{f.path}: empty file", [f.path], severity=WARNING)
