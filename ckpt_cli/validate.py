@@ -119,8 +119,8 @@ CODES: dict[str, tuple[str, str]] = {
     "CORRUPT_FILE": (ERROR, "the file cannot be decoded; restore it from a backup"),
     "MISSING_SOURCE_LOG": (
         ERROR,
-        "the source reads this log batch on restart; restore it from a backup (a file source "
-        "log batch is also in the next compact file)",
+        "the file source reads this log batch on restart and fails without it; restore it from "
+        "a backup",
     ),
     "CRC_MISMATCH": (
         ERROR,
