@@ -685,12 +685,12 @@ class _Validator:
                     compact_entries = entries
         for b in range(first, newest + 1):
             if b not in by_id:
+                path = f"{base}/{b}.compact" if _is_compaction(b, interval) else f"{base}/{b}"
                 self.add(
                     "MISSING_SOURCE_LOG",
-                    f"{base}/{b}: missing between {by_id[first].path if first in by_id else first}"
-                    f" and {by_id[newest].path}; the file source reads every batch after its "
-                    "latest compact file",
-                    [f"{base}/{b}"],
+                    f"{path}: missing; on restart the file source reads log batches "
+                    f"{first}-{newest} (its latest compact file and every batch after it)",
+                    [path],
                     source=source,
                     batch=b,
                 )
@@ -699,8 +699,9 @@ class _Validator:
         if gone:
             self.add(
                 "MISSING_SOURCE_LOG",
-                f"{offsets_path}: file source {source} offset names log batches "
-                f"{', '.join(map(str, gone))}, which {base} does not have",
+                f"{offsets_path}: file source {source}'s offset names log "
+                f"batch{'es' if len(gone) > 1 else ''} {', '.join(map(str, gone))}, which "
+                f"{base} does not have (Spark fails reading the batch)",
                 [offsets_path, base],
                 source=source,
                 batches=gone,

@@ -38,10 +38,28 @@ def stale_crc_of_compact_file(root: Path) -> None:
     path.write_bytes(path.read_bytes().replace(b'"batchId":9', b'"batchId":8'))
 
 
+def newer_version_header(root: Path) -> None:
+    path = root / "sources/0/5"
+    path.write_bytes(b"v2" + path.read_bytes()[2:])
+    (root / "sources/0/.5.crc").unlink()
+
+
+def remove_batch_the_offsets_name(root: Path) -> None:
+    (root / "sources/0/5").unlink()
+    (root / "sources/0/.5.crc").unlink()
+
+
+def cut_compact_file(root: Path) -> None:
+    cut_last_entry(root / "sources/0/9.compact")
+
+
 # (fixture, damage, Spark restarts?)
 SCENARIOS: list[tuple[str, Callable[[Path], None], bool]] = [
     ("spark4-crash-hdfs", cut_latest_batch_file, False),
     ("spark4-crash-hdfs", remove_batch_file, False),
+    ("spark4-crash-hdfs", newer_version_header, False),
+    ("spark4-crash-hdfs", remove_batch_the_offsets_name, False),
+    ("spark4-hdfs-agg", cut_compact_file, False),
     ("spark4-hdfs-agg", cut_batch_file_before_compact, True),
     # FileContextBasedCheckpointFileManager reads through a FileContext, which does not
     # verify Hadoop .crc files: the restart succeeds.
