@@ -683,6 +683,7 @@ class _Validator:
             else:
                 if b == first:
                     compact_entries = entries
+                self._check_source_entries(source, f, entries)
         for b in range(first, newest + 1):
             if b not in by_id:
                 path = f"{base}/{b}.compact" if _is_compaction(b, interval) else f"{base}/{b}"
@@ -706,6 +707,33 @@ class _Validator:
                 source=source,
                 batches=gone,
             )
+
+    def _check_source_entries(
+        self, source: int, f: CheckpointFile, entries: tuple[logs.FileSourceEntry, ...]
+    ) -> None:
+        """A log that parses but lost whole lines (cut at a line end): FileStreamSource logs a
+        batch only when it has files, numbering batches 0, 1, 2...; a compact file holds every
+        batch up to its own, a batch file only its own. Spark restarts on such a log, but
+        re-reads the files it lost as new input, and a re-run of a lost batch reads nothing."""
+        assert f.batch is not None
+        compact = f.path.endswith(".compact")
+        ids = {e.batch_id for e in entries}
+        expected = set(range(f.batch + 1)) if compact else {f.batch}
+        lost = sorted(expected - ids)
+        if not lost:
+            return
+        shown = ", ".join(map(str, lost[:5])) + (
+            f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+        )
+        code = "TRUNCATED_FILE" if lost[-1] == f.batch else "CORRUPT_FILE"
+        self.add(
+            code,
+            f"{f.path}: no file entries of batch{'es' if len(lost) > 1 else ''} {shown}; the "
+            "file source would read their files again as new input",
+            [f.path],
+            severity=WARNING,
+            source=source,
+        )
 
     # state ----------------------------------------------------------------------------
 

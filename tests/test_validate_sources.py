@@ -139,6 +139,22 @@ def test_stale_crc_of_a_source_log_file_is_a_warning(tmp_path: Path) -> None:
     assert [h["severity"] for h in hits] == ["warning"], found
 
 
+def drop_last_line(path: Path) -> None:
+    """Cut the file at the end of its second-last line: it still parses."""
+    data = path.read_bytes()
+    rewrite(path, data[: data.rindex(b"\n")])
+
+
+def test_compact_file_cut_at_a_line_end_is_a_warning(tmp_path: Path) -> None:
+    # Spark restarts on it (test_validate_sources_spark), but re-reads batch 9's files.
+    root = copy(COMPACTED, tmp_path)
+    drop_last_line(root / "sources/0/9.compact")
+    code, found = findings(root)
+    assert code == 0
+    hits = named(found, "TRUNCATED_FILE", "sources/0/9.compact")
+    assert [h["severity"] for h in hits] == ["warning"] and "batch 9" in hits[0]["message"]
+
+
 # -- --deep verifies every checksum sidecar ------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import CASES, run_cli
 from tests.fixture_queries import recorded_input, restart
 from tests.spark_support import spark  # noqa: F401 - the session fixture
-from tests.test_validate_sources import cut_last_entry
+from tests.test_validate_sources import cut_last_entry, drop_last_line
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +53,10 @@ def cut_compact_file(root: Path) -> None:
     cut_last_entry(root / "sources/0/9.compact")
 
 
+def cut_compact_file_at_line_end(root: Path) -> None:
+    drop_last_line(root / "sources/0/9.compact")
+
+
 # (fixture, damage, Spark restarts?)
 SCENARIOS: list[tuple[str, Callable[[Path], None], bool]] = [
     ("spark4-crash-hdfs", cut_latest_batch_file, False),
@@ -61,6 +65,7 @@ SCENARIOS: list[tuple[str, Callable[[Path], None], bool]] = [
     ("spark4-crash-hdfs", remove_batch_the_offsets_name, False),
     ("spark4-hdfs-agg", cut_compact_file, False),
     ("spark4-hdfs-agg", cut_batch_file_before_compact, True),
+    ("spark4-hdfs-agg", cut_compact_file_at_line_end, True),
     # FileContextBasedCheckpointFileManager reads through a FileContext, which does not
     # verify Hadoop .crc files: the restart succeeds.
     ("spark4-hdfs-agg", stale_crc_of_compact_file, True),
