@@ -37,7 +37,7 @@ from ckpt_cli.errors import (
     TruncatedFileError,
     UnsupportedVersionError,
 )
-from ckpt_cli.formats import checksums, compression, records, rocksdb
+from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -123,6 +123,11 @@ CODES: dict[str, tuple[str, str]] = {
         "the file ends before its end marker (an interrupted copy or write); restore it",
     ),
     "CORRUPT_FILE": (ERROR, "the file cannot be decoded; restore it from a backup"),
+    "MISSING_SOURCE_LOG": (
+        ERROR,
+        "the file source reads this log batch on restart and fails without it; restore it from "
+        "a backup",
+    ),
     "CRC_MISMATCH": (
         ERROR,
         "Hadoop refuses a file whose .crc does not match; if the file itself is right, delete the "
@@ -297,7 +302,15 @@ def _verify_sidecars(
 ) -> None:
     if data is None:
         data = storage.read_bytes(task.path)
-    for path, kind in task.sidecars:
+    result.findings.extend(_sidecar_findings(storage, task.path, task.sidecars, data))
+
+
+def _sidecar_findings(
+    storage: Storage, covered: str, sidecars: Iterable[tuple[str, FileKind]], data: bytes
+) -> list[tuple[str, str, list[str]]]:
+    """CRC_MISMATCH findings for the sidecars of ``covered`` whose checksums ``data`` fails."""
+    found: list[tuple[str, str, list[str]]] = []
+    for path, kind in sidecars:
         raw = storage.read_bytes(path)
         try:
             if kind is FileKind.HADOOP_CRC:
@@ -309,9 +322,44 @@ def _verify_sidecars(
         except FormatError as exc:
             problem = exc.problem
         if problem:
-            result.findings.append(
-                ("CRC_MISMATCH", f"{path}: {problem} (covers {task.path})", [path, task.path])
-            )
+            found.append(("CRC_MISMATCH", f"{path}: {problem} (covers {covered})", [path, covered]))
+    return found
+
+
+def _source_offset(seq: logs.OffsetSeq | None, source: int) -> str | None:
+    """Source ``source``'s offset JSON in an offsets entry (None: none, or "-")."""
+    if seq is None:
+        return None
+    if seq.source_ids is not None:  # OffsetMap (log v2) names its sources
+        named = dict(zip(seq.source_ids, seq.source_offsets, strict=False))
+        return named.get(str(source))
+    return seq.source_offsets[source] if source < len(seq.source_offsets) else None
+
+
+def _is_json_object(text: str | None) -> bool:
+    return text is not None and text.lstrip().startswith("{")
+
+
+def _is_file_source_offset(text: str | None) -> bool:
+    return text is not None and '"logOffset"' in text
+
+
+def _is_compaction(batch: int, interval: int) -> bool:
+    return (batch + 1) % interval == 0
+
+
+def _compact_interval(compacts: list[int]) -> int:
+    """CompactibleFileStreamLog.compactInterval from the compact files present (newest first),
+    with the default spark.sql.streaming.fileSource.log.compactInterval."""
+    default = logs.DEFAULT_FILE_SOURCE_COMPACT_INTERVAL
+    if len(compacts) >= 2 and compacts[0] > compacts[1]:
+        return compacts[0] - compacts[1]
+    if len(compacts) == 1:  # deriveCompactInterval
+        n = compacts[0] + 1
+        if n <= default or default >= n // 2:
+            return n
+        return next((i for i in range(default, n // 2 + 1) if n % i == 0), n)
+    return default
 
 
 _WORKER_STORAGE: Storage | None = None
@@ -365,6 +413,7 @@ class _Validator:
         self._lineage_checked: set[str] = set()
         self._by_path = {f.path: f for f in ckpt.files}
         self._sidecars: dict[str, list[CheckpointFile]] = {}
+        self._sidecars_checked: set[str] = set()  # verified outside the pool (source logs)
         for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
             if f.target:
                 self._sidecars.setdefault(f.target, []).append(f)
@@ -488,6 +537,216 @@ class _Validator:
                 severity=ERROR if many else INFO,
                 batches=list(in_flight),
             )
+
+    # sources --------------------------------------------------------------------------
+
+    def check_sources(self) -> None:
+        """``sources/<n>``: each source's log read as the source reads it when the query
+        restarts, and each source's offset in the latest offsets entry checked against it."""
+        dirs: dict[int, dict[str, CheckpointFile]] = {}
+        for f in self.ckpt.of_kind(FileKind.SOURCE_LOG):
+            parts = f.path.split("/")
+            # Spark lists only names that parse as a batch id (n or n.compact).
+            if len(parts) == 3 and parts[1].isdigit() and f.batch is not None:
+                dirs.setdefault(int(parts[1]), {})[parts[2]] = f
+        if not dirs:
+            return
+        latest = self.ckpt.batches.latest_offsets
+        end_seq = self._readable_offsets(latest)
+        start_seq = self._readable_offsets(latest - 1 if latest is not None else None)
+        for source, files in sorted(dirs.items()):
+            end = _source_offset(end_seq, source)
+            start = _source_offset(start_seq, source)
+            if self._is_file_source(files, end, start):
+                self._check_file_source(source, files, latest, end, start)
+            else:
+                self._check_initial_offset(source, files, end, start)
+
+    def _readable_offsets(self, batch: int | None) -> logs.OffsetSeq | None:
+        if batch is None or batch not in self.ckpt.batches.offsets:
+            return None
+        try:
+            return self.ckpt.offsets(batch)
+        except FormatError:
+            return None  # reported by check_logs
+
+    def _read_source_file(self, f: CheckpointFile, severity: str) -> bytes | None:
+        """The bytes of a source log file (None, with a finding, for an empty file); its
+        checksum sidecars are verified on the way."""
+        if f.entry.size == 0:
+            self.add("EMPTY_FILE", f"{f.path}: empty file", [f.path], severity=severity)
+            return None
+        data = self.ckpt.storage.read_bytes(f.path)
+        sidecars = [(c.path, c.kind) for c in self._sidecars.get(f.path, ())]
+        self._sidecars_checked.add(f.path)
+        # Spark opens metadata logs through FileContextBasedCheckpointFileManager, whose local
+        # FileContext does not check .crc files (a restart on a stale one succeeds): a warning.
+        for code, message, paths in _sidecar_findings(self.ckpt.storage, f.path, sidecars, data):
+            self.add(code, message, paths, severity=WARNING)
+        return data
+
+    def _is_file_source(
+        self, files: dict[str, CheckpointFile], end: str | None, start: str | None
+    ) -> bool:
+        if any(name.endswith(".compact") for name in files) or set(files) - {"0"}:
+            return True  # only the file source log has compact files or several batches
+        if _is_file_source_offset(end) or _is_file_source_offset(start):
+            return True
+        # A lone sources/<n>/0: Kafka's starts with a zero byte, the rate source's second line
+        # is a bare number; a file source log's second line is a FileEntry object.
+        f = files.get("0")
+        if f is None or f.entry.size == 0:
+            return end is None or _is_file_source_offset(end)
+        head = self.ckpt.storage.read_bytes(f.path)[:4096]
+        return not head.startswith(b"\x00") and b"\n{" in head
+
+    def _check_initial_offset(
+        self, source: int, files: dict[str, CheckpointFile], end: str | None, start: str | None
+    ) -> None:
+        """Kafka's and the rate source's ``sources/<n>/0``. Kafka reads it only while the
+        source has no offset yet; the rate source reads its start time from it every run."""
+        f = files.get("0")
+        if f is None:
+            return  # the source writes it again
+        kafka_has_offsets = _is_json_object(end) and _is_json_object(start)
+        severity = WARNING if kafka_has_offsets else ERROR
+        data = self._read_source_file(f, severity)
+        if data is None:
+            return
+        try:
+            logs.parse_source_initial_offset(f.path, data)
+        except UnsupportedVersionError as exc:
+            self.add("UNKNOWN_LOG_VERSION", str(exc), [f.path], severity=severity, source=source)
+        except FormatError as exc:
+            self.add("CORRUPT_FILE", str(exc), [f.path], severity=severity, source=source)
+
+    def _check_file_source(
+        self,
+        source: int,
+        files: dict[str, CheckpointFile],
+        latest: int | None,
+        end: str | None,
+        start: str | None,
+    ) -> None:
+        """FileStreamSource on restart (FileStreamSourceLog): ``getLatest`` reads the newest
+        batch file, ``restore``/``allFiles`` the latest compact file and every batch after it,
+        and ``getBatch`` the batches between the source's offsets in the two newest offsets
+        entries (a batch file that is gone is looked up in the latest compact file)."""
+        base = f"sources/{source}"
+        by_id: dict[int, CheckpointFile] = {}
+        for _, f in sorted(files.items()):
+            assert f.batch is not None
+            # Both "9" and "9.compact": Spark opens the one its compact interval names.
+            by_id.setdefault(f.batch, f)
+        compacts = sorted(
+            (f.batch for n, f in files.items() if n.endswith(".compact") and f.batch is not None),
+            reverse=True,
+        )
+        interval = _compact_interval(compacts)
+        for name, f in files.items():
+            if f.batch is not None and name.endswith(".compact") == _is_compaction(
+                f.batch, interval
+            ):
+                by_id[f.batch] = f
+        newest = max(by_id)
+        first = max(0, (newest + 1) // interval * interval - 1)  # getAllValidBatches
+        restart = set(range(first, newest + 1))
+        offsets_path = f"offsets/{latest}"
+        end_id = start_id = None
+        try:
+            if end is not None:
+                end_id = logs.parse_file_source_offset(offsets_path, end)
+            if start is not None and latest is not None:
+                start_id = logs.parse_file_source_offset(f"offsets/{latest - 1}", start)
+        except FormatError as exc:
+            self.add("CORRUPT_OFFSETS", str(exc), [exc.path], source=source)
+        wanted: list[int] = []
+        if end_id is not None:
+            low = start_id if start_id is not None else -1
+            if low > end_id:
+                self.add(
+                    "CORRUPT_OFFSETS",
+                    f"{offsets_path}: file source {source} logOffset {end_id} is below "
+                    f"offsets/{low} of the batch before (Spark asserts start <= end)",
+                    [offsets_path],
+                    source=source,
+                )
+            wanted = list(range(low + 1, end_id + 1))
+        restart |= {b for b in wanted if b in by_id}
+        every = self.all_versions or self.deep
+        to_read = sorted(b for b in by_id if every or b in restart)
+        self.ckpt.storage.prefetch([by_id[b].path for b in to_read])
+        compact_entries: tuple[logs.FileSourceEntry, ...] = ()
+        for b in to_read:
+            f = by_id[b]
+            severity = ERROR if b in restart else WARNING
+            data = self._read_source_file(f, severity)
+            if data is None:
+                continue
+            try:
+                entries = logs.parse_file_source_log(f.path, data)
+            except TruncatedFileError as exc:
+                self.add("TRUNCATED_FILE", str(exc), [f.path], severity=severity, source=source)
+            except UnsupportedVersionError as exc:
+                self.add(
+                    "UNKNOWN_LOG_VERSION", str(exc), [f.path], severity=severity, source=source
+                )
+            except FormatError as exc:
+                self.add("CORRUPT_FILE", str(exc), [f.path], severity=severity, source=source)
+            else:
+                if b == first:
+                    compact_entries = entries
+                self._check_source_entries(source, f, entries)
+        for b in range(first, newest + 1):
+            if b not in by_id:
+                path = f"{base}/{b}.compact" if _is_compaction(b, interval) else f"{base}/{b}"
+                self.add(
+                    "MISSING_SOURCE_LOG",
+                    f"{path}: missing; on restart the file source reads log batches "
+                    f"{first}-{newest} (its latest compact file and every batch after it)",
+                    [path],
+                    source=source,
+                    batch=b,
+                )
+        in_compact = {e.batch_id for e in compact_entries}
+        gone = [b for b in wanted if b not in by_id and b not in in_compact and b not in restart]
+        if gone:
+            self.add(
+                "MISSING_SOURCE_LOG",
+                f"{offsets_path}: file source {source}'s offset names log "
+                f"batch{'es' if len(gone) > 1 else ''} {', '.join(map(str, gone))}, which "
+                f"{base} does not have (Spark fails reading the batch)",
+                [offsets_path, base],
+                source=source,
+                batches=gone,
+            )
+
+    def _check_source_entries(
+        self, source: int, f: CheckpointFile, entries: tuple[logs.FileSourceEntry, ...]
+    ) -> None:
+        """A log that parses but lost whole lines (cut at a line end): FileStreamSource logs a
+        batch only when it has files, numbering batches 0, 1, 2...; a compact file holds every
+        batch up to its own, a batch file only its own. Spark restarts on such a log, but
+        re-reads the files it lost as new input, and a re-run of a lost batch reads nothing."""
+        assert f.batch is not None
+        compact = f.path.endswith(".compact")
+        ids = {e.batch_id for e in entries}
+        expected = set(range(f.batch + 1)) if compact else {f.batch}
+        lost = sorted(expected - ids)
+        if not lost:
+            return
+        shown = ", ".join(map(str, lost[:5])) + (
+            f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+        )
+        code = "TRUNCATED_FILE" if lost[-1] == f.batch else "CORRUPT_FILE"
+        self.add(
+            code,
+            f"{f.path}: no file entries of batch{'es' if len(lost) > 1 else ''} {shown}; the "
+            "file source would read their files again as new input",
+            [f.path],
+            severity=WARNING,
+            source=source,
+        )
 
     # state ----------------------------------------------------------------------------
 
@@ -764,6 +1023,17 @@ class _Validator:
                 FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG, FileKind.ZIP
             ):
                 self._queue(f)
+            # Every other file a checksum sidecar covers (operator metadata, schemas, SSTs,
+            # RocksDB logs, source logs): Hadoop refuses to read one whose .crc differs.
+            for target in self._sidecars:
+                covered = self._by_path.get(target)
+                if (
+                    covered is not None
+                    and covered.entry.size > 0
+                    and covered.kind not in (FileKind.TEMP, FileKind.UNKNOWN)
+                    and target not in self._sidecars_checked
+                ):
+                    self._queue(covered)
             for f in self.ckpt.of_kind(FileKind.OFFSETS, FileKind.COMMIT, FileKind.METADATA):
                 if f.entry.size == 0 and f.path not in self.needed_logs:
                     self.add("EMPTY_FILE", f"{f.path}: empty file", [f.path], severity=WARNING)
@@ -904,6 +1174,7 @@ def validate(
     )
     v.check_metadata()
     v.check_logs()
+    v.check_sources()
     v.check_state()
     v.check_files()
     pool_reads, pool_bytes = v.run_file_checks()

@@ -99,3 +99,41 @@ def test_operator_metadata() -> None:
     assert meta.stores == (("default", 0, 2),)
     with pytest.raises(FormatError):
         logs.parse_operator_metadata("state/0/_metadata/metadata", b"v1\n[]")
+
+
+# -- source logs -----------------------------------------------------------------------------
+
+
+def test_file_source_log_reads_like_compactible_file_stream_log() -> None:
+    from ckpt_cli.errors import TruncatedFileError
+
+    entry = b'{"path":"file:///in/a.json","timestamp":5,"batchId":3}'
+    # A trailing newline adds no entry (Source.getLines); \r\n ends a line too.
+    got = logs.parse_file_source_log("s/3", b"v1\r\n" + entry + b"\n")
+    assert got == (logs.FileSourceEntry("file:///in/a.json", 5, 3),)
+    assert logs.parse_file_source_log("s/3", b"v1") == ()
+    with pytest.raises(TruncatedFileError, match="line 2"):
+        logs.parse_file_source_log("s/3", b"v1\n" + entry[:-9])
+    with pytest.raises(FormatError, match="line 2") as exc:
+        logs.parse_file_source_log("s/3", b"v1\n\n" + entry)  # an empty line fails json4s
+    assert not isinstance(exc.value, TruncatedFileError)
+    with pytest.raises(UnsupportedVersionError):
+        logs.parse_file_source_log("s/3", b"v2\n" + entry)
+    with pytest.raises(FormatError, match="batchId"):
+        logs.parse_file_source_log("s/3", b'v1\n{"path":"p","timestamp":1}')
+
+
+def test_file_source_offset_forms() -> None:
+    assert logs.parse_file_source_offset("o", '{"logOffset":7}') == 7
+    assert logs.parse_file_source_offset("o", "7") == 7  # Spark 2.0's bare number
+    with pytest.raises(FormatError, match="logOffset"):
+        logs.parse_file_source_offset("o", '{"logOffzet":7}')
+
+
+def test_initial_offset_file_forms() -> None:
+    assert logs.parse_source_initial_offset("k", b'\x00v1\n{"t":{"0":1}}') == '{"t":{"0":1}}'
+    assert logs.parse_source_initial_offset("r", b"v1\n1795382210032") == "1795382210032"
+    with pytest.raises(UnsupportedVersionError):
+        logs.parse_source_initial_offset("k", b'\x00v9\n{"t":{"0":1}}')
+    with pytest.raises(FormatError):
+        logs.parse_source_initial_offset("k", b'\x00v1\n{"t":')

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.errors import FormatError, UnsupportedVersionError
+from ckpt_cli.errors import FormatError, TruncatedFileError, UnsupportedVersionError
 
 # Spark 3.5/4.x write offsets v1; a master snapshot has v2 (OffsetMap). Commits: v1, or v2 with
 # checkpoint format v2. Operator metadata: v1, and v2 for transformWithState.
@@ -253,3 +253,116 @@ def parse_operator_metadata(path: str, data: bytes) -> OperatorMetadata:
         stores=tuple(stores),
         raw=obj,
     )
+
+
+# -- source logs -----------------------------------------------------------------------------
+
+# FileStreamSourceLog.VERSION: FileStreamSource writes and accepts only v1.
+FILE_SOURCE_LOG_VERSION = 1
+# spark.sql.streaming.fileSource.log.compactInterval's default.
+DEFAULT_FILE_SOURCE_COMPACT_INTERVAL = 10
+
+
+@dataclass(frozen=True)
+class FileSourceEntry:
+    """One line of a file source log: FileStreamSource.FileEntry(path, timestamp, batchId)."""
+
+    path: str
+    timestamp: int
+    batch_id: int
+
+
+def _source_lines(text: str) -> list[str]:
+    # Spark reads with Source.getLines (BufferedReader.readLine): \n, \r\n and \r end a line,
+    # and a terminator at the very end adds no empty line.
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def parse_file_source_log(path: str, data: bytes) -> tuple[FileSourceEntry, ...]:
+    """``sources/<n>/<batch>`` or ``<batch>.compact`` of a file stream source.
+
+    As ``CompactibleFileStreamLog.deserialize`` reads it: a ``v1`` line, then one JSON
+    ``FileEntry`` per line; Spark parses every line, so any bad line fails the read. A last
+    line cut off inside its JSON is reported as a :class:`TruncatedFileError`.
+    """
+    if not data:
+        # Spark: IllegalStateException("Incomplete log file").
+        raise FormatError(path, "empty file, expected a file source log starting with 'v1'")
+    lines = _source_lines(_decode(path, data))
+    _split_header(path, lines[0].encode(), FILE_SOURCE_LOG_VERSION, "file source log")
+    entries: list[FileSourceEntry] = []
+    last = len(lines)
+    for number, text in enumerate(lines[1:], start=2):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            cut = (
+                number == last
+                and not data.endswith((b"\n", b"\r"))
+                and (exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"))
+            )
+            if cut:
+                raise TruncatedFileError(
+                    path, f"the last entry ends inside its JSON ({exc.msg})", line=number
+                ) from None
+            raise FormatError(
+                path, f"file entry is not valid JSON: {exc.msg}", line=number
+            ) from None
+        except RecursionError:
+            raise FormatError(path, "file entry is nested too deeply", line=number) from None
+        if not isinstance(obj, dict):
+            raise FormatError(path, "a file entry must be a JSON object", line=number)
+        file_path = obj.get("path")
+        if not isinstance(file_path, str):
+            raise FormatError(path, 'file entry has no "path" string', line=number)
+        values = []
+        for key in ("timestamp", "batchId"):
+            value = obj.get(key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise FormatError(
+                    path, f"file entry {key} must be an integer, found {value!r}", line=number
+                )
+            values.append(value)
+        entries.append(FileSourceEntry(file_path, values[0], values[1]))
+    return tuple(entries)
+
+
+def parse_file_source_offset(path: str, text: str) -> int:
+    """The logOffset of a file source's offset in ``offsets/<batch>``, read as
+    ``FileStreamSourceOffset.apply`` does: a bare number (Spark 2.0), else
+    ``{"logOffset":N}``."""
+    stripped = text.strip()
+    if stripped.lstrip("-").isdigit() and stripped.isascii():
+        return int(stripped)
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise FormatError(path, f"file source offset {text[:60]!r} is not JSON") from None
+    value = obj.get("logOffset") if isinstance(obj, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FormatError(path, f'file source offset {text[:60]!r} has no integer "logOffset"')
+    return value
+
+
+def parse_source_initial_offset(path: str, data: bytes) -> str:
+    """``sources/<n>/0`` of a source that records its start offset there (Kafka, rate):
+    a zero byte, ``v1``, a newline, then the offset JSON (or, from Spark 2.1.0, the bare JSON).
+    Returns the offset JSON text."""
+    content = _decode(path, data[1:] if data[:1] == b"\x00" else data)
+    if not content:
+        raise FormatError(path, "empty initial offset file")
+    if content[0] == "v":
+        header, sep, body = content.partition("\n")
+        if not sep:
+            raise FormatError(path, "the version line is not followed by a newline", line=1)
+        _split_header(path, header.encode(), 1, "initial offset file")
+    else:
+        body = content
+    try:
+        json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        raise FormatError(path, "the initial offset is not valid JSON", line=2) from None
+    return body

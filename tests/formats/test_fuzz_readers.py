@@ -73,6 +73,7 @@ READERS: dict[str, tuple[str, Callable[[str, bytes], Any]]] = {
     "state schema": ("*/checkpoint/state/*/0/**/_metadata/schema", parse_state_schema),
     "zip": ("*/checkpoint/state/*/*/*.zip", rocksdb.read_zip),
     "zip metadata": ("*/checkpoint/state/*/*/*.zip!metadata", rocksdb.parse_zip_metadata),
+    "file source log": ("*/checkpoint/sources/*/[0-9]*", logs.parse_file_source_log),
     "hadoop crc": ("*/checkpoint/**/.*.crc", checksums.parse_hadoop_crc),
     "spark checksum": ("*/checkpoint/state/*/*/[0-9]*.crc", checksums.parse_spark_checksum),
 }
