@@ -130,8 +130,9 @@ CODES: dict[str, tuple[str, str]] = {
     ),
     "CRC_MISMATCH": (
         ERROR,
-        "Hadoop refuses a file whose .crc does not match; if the file itself is right, delete the "
-        "stale .crc (ckpt repair does)",
+        "the file or its checksum changed after Spark wrote it (Hadoop's FileSystem and RocksDB's "
+        "file manager refuse such a file); if the file itself is right, ckpt repair rewrites the "
+        "checksum",
     ),
     "ORPHAN_FILE": (
         WARNING,
@@ -579,10 +580,11 @@ class _Validator:
         data = self.ckpt.storage.read_bytes(f.path)
         sidecars = [(c.path, c.kind) for c in self._sidecars.get(f.path, ())]
         self._sidecars_checked.add(f.path)
-        # Spark opens metadata logs through FileContextBasedCheckpointFileManager, whose local
-        # FileContext does not check .crc files (a restart on a stale one succeeds): a warning.
+        # Spark's local FileContext reads do not check .crc files (a restart on a stale one
+        # succeeds), but a mismatch still means the file or its checksum changed after Spark
+        # wrote it, and validate cannot tell which: an error, as for every other checksum.
         for code, message, paths in _sidecar_findings(self.ckpt.storage, f.path, sidecars, data):
-            self.add(code, message, paths, severity=WARNING)
+            self.add(code, message, paths)
         return data
 
     def _is_file_source(

@@ -128,15 +128,16 @@ def test_corrupt_source_offset_is_an_error(tmp_path: Path) -> None:
     assert named(errors(found, "CORRUPT_OFFSETS"), "CORRUPT_OFFSETS", f"offsets/{latest}")
 
 
-def test_stale_crc_of_a_source_log_file_is_a_warning(tmp_path: Path) -> None:
-    # Spark reads it through FileContext, which ignores the .crc (test_validate_sources_spark).
+def test_stale_crc_of_a_source_log_file_is_an_error(tmp_path: Path) -> None:
+    # Spark reads it through FileContext, which ignores the .crc (test_validate_sources_spark),
+    # and would read the changed file list: the file or its checksum changed, an error.
     root = copy(COMPACTED, tmp_path)
     path = root / "sources/0/9.compact"
     path.write_bytes(path.read_bytes().replace(b"part-00009", b"part-00010"))
     code, found = findings(root)
-    assert code == 0
+    assert code == 1
     hits = named(found, "CRC_MISMATCH", "sources/0/.9.compact.crc")
-    assert [h["severity"] for h in hits] == ["warning"], found
+    assert [h["severity"] for h in hits] == ["error"], found
 
 
 def drop_last_line(path: Path) -> None:
