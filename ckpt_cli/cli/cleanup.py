@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from contextlib import nullcontext
+from contextlib import ExitStack
 from typing import Annotated, Any
 
 import typer
@@ -197,12 +197,14 @@ def cleanup(
     check_min_age(age, force=force)
     storage = Storage.from_url(path, parse_storage_options(storage_option))
     # --apply lists and plans under the lock, so a second cleanup cannot act on a stale plan.
-    held = checkpoint_lock(storage, "ckpt cleanup", break_lock=break_lock) if apply else None
-    with held or nullcontext():
-        _cleanup(storage, retain, age, apply, yes, force, manifest, show_files, json_output)
+    with ExitStack() as lock:
+        if apply:
+            lock.enter_context(checkpoint_lock(storage, "ckpt cleanup", break_lock=break_lock))
+        _cleanup(lock, storage, retain, age, apply, yes, force, manifest, show_files, json_output)
 
 
 def _cleanup(
+    lock: ExitStack,
     storage: Storage,
     retain: int | None,
     min_age: float,
@@ -237,6 +239,7 @@ def _cleanup(
         ):
             raise typer.Exit(exit_codes.OK)
     result = apply_cleanup(ckpt, plan, manifest=manifest, force=force, progress=progress_sink())
+    lock.close()  # released before the report, so --stats counts its requests too
     if json_output:
         write_json({"status": "ok", "applied": True, **plan.to_json(), "result": result.to_json()})
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack
 from typing import Annotated
 
 import typer
@@ -122,12 +122,16 @@ def repair(
         raise CkptError("give the checkpoint location (or --undo MANIFEST)")
     storage = Storage.from_url(path, options)
     # --apply validates and plans under the lock: a second repair cannot act on a stale plan.
-    held = checkpoint_lock(storage, "ckpt repair", break_lock=break_lock) if apply else None
-    with held or nullcontext():
-        _repair(storage, apply, yes, rollback_to, snapshot, quarantine, age, force, json_output)
+    with ExitStack() as lock:
+        if apply:
+            lock.enter_context(checkpoint_lock(storage, "ckpt repair", break_lock=break_lock))
+        _repair(
+            lock, storage, apply, yes, rollback_to, snapshot, quarantine, age, force, json_output
+        )
 
 
 def _repair(
+    lock: ExitStack,
     storage: Storage,
     apply: bool,
     yes: bool,
@@ -149,6 +153,7 @@ def _repair(
     if not json_output:
         render_plan(plan, console)
     if not apply or not plan.actions:
+        lock.close()
         if json_output:
             write_json(
                 {"status": "problems" if plan.actions else "ok", "applied": False, **plan.to_json()}
@@ -168,6 +173,7 @@ def _repair(
     result = apply_repair(
         ckpt, plan, quarantine=quarantine, force=force, min_age=min_age, progress=progress_sink()
     )
+    lock.close()  # released before the report, so --stats counts its requests too
     verdict = result.validation.to_json()
     if json_output:
         write_json(
