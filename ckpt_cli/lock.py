@@ -27,7 +27,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ckpt_cli.errors import CheckpointNotFound, LockHeldError, StorageAccessError
+from ckpt_cli.errors import (
+    CheckpointNotFound,
+    LockHeldError,
+    NotACheckpoint,
+    StorageAccessError,
+)
 from ckpt_cli.formats.names import CKPT_LOCK_NAME as LOCK_NAME
 from ckpt_cli.storage import Storage, store_error
 
@@ -122,9 +127,14 @@ def _create(storage: Storage, path: str, data: bytes) -> bool:
         return True
     except FileExistsError:
         return False
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        if storage.is_local:  # the lock is taken before listing: the location is wrong
-            raise CheckpointNotFound(f"{storage.url}: no such checkpoint directory") from exc
+    except NotADirectoryError as exc:  # the lock is taken before listing: a wrong location
+        raise NotACheckpoint(
+            f"{storage.url}: is a file, not a checkpoint directory",
+            hint="pass the checkpointLocation directory of the query",
+        ) from exc
+    except FileNotFoundError as exc:
+        if storage.is_local:
+            raise CheckpointNotFound(f"{storage.url}: no such file or directory") from exc
         raise store_error(_where(storage), "create the lock", exc, storage.endpoint) from exc
     except OSError as exc:
         # S3 answers a lost race with 412 PreconditionFailed (or 409 ConditionalRequestConflict)

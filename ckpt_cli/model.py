@@ -412,7 +412,8 @@ class Checkpoint:
         return cls(storage, storage.list_all(progress))
 
     def _check_is_checkpoint(self) -> None:
-        if not self.files:
+        # ckpt's own lock (taken before listing by cleanup/repair --apply) does not count.
+        if all(f.kind is FileKind.CKPT_LOCK for f in self.files):
             raise NotACheckpoint(
                 f"{self.storage.url}: directory is empty, not a checkpoint",
                 hint="pass the checkpointLocation of a query that has started at least once",

@@ -245,6 +245,7 @@ class Storage:
         self._heads: dict[str, bytes] = {}  # first bytes of files, for header-only reads
         self._fs_settings: dict[str, Any] = {}  # attributes set on fs after construction
         self.lock_token: str | None = None  # set while this process holds the ckpt lock
+        self._real_dirs: dict[str, str] = {}  # containment checks: directory -> real path
         # Local and memory:// stores are counted by the methods below; object stores by
         # their HTTP client, which also sees what fsspec does on its own.
         self._counted_by_client = not self._is_local and attach_request_counter(fs, self.stats)
@@ -322,8 +323,8 @@ class Storage:
         path = _strip(self, path)
         base = _strip(self, base).rstrip("/") or "/"
         if self._is_local:
-            real = os.path.realpath(path)
-            real_base = os.path.realpath(base)
+            real = self._realpath(path)
+            real_base = self._realpath(base)
             inside = real == real_base or real.startswith(real_base.rstrip(os.sep) + os.sep)
             if not inside:
                 raise OutsideCheckpointError(
@@ -337,6 +338,18 @@ class Storage:
             raise OutsideCheckpointError(f"{name}: {path} is not a key under {base}")
         return path
 
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath`` with the directories' real paths cached: a plain realpath
+        stats every component of every path (~0.5 ms a file here)."""
+        parent, _, name = path.rpartition("/")
+        if not parent or name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real_parent = self._real_dirs.get(parent)
+        if real_parent is None:
+            real_parent = self._real_dirs[parent] = os.path.realpath(parent)
+        full = os.path.join(real_parent, name)
+        return os.path.realpath(full) if os.path.islink(full) else full
+
     def contained(self, rel: str) -> str:
         """The full path of checkpoint file ``rel``, refused when it resolves outside."""
         return self.check_within(self.full_path(rel), self.root, rel)
@@ -344,6 +357,7 @@ class Storage:
     def outside(self, rels: list[str]) -> dict[str, str]:
         """Which of ``rels`` resolve outside the checkpoint, with the reason for each."""
         found: dict[str, str] = {}
+        self._real_dirs.clear()
         for rel in rels:
             try:
                 self.contained(rel)
@@ -563,7 +577,8 @@ class Storage:
         """
         if not rels:
             return 0
-        # Every path is checked before the first is deleted.
+        # Every path is checked before the first is deleted, directories resolved afresh.
+        self._real_dirs.clear()
         paths = [self.contained(r) for r in rels]
         before = self.stats.delete
         try:
