@@ -218,7 +218,8 @@ def main() -> None:
         start = time.perf_counter()
         ckpt = Checkpoint.open(url, options)
         plan = plan_cleanup(ckpt, retain=args.retain, min_age=0)
-        result = apply_cleanup(ckpt, plan)  # manifest beside the checkpoint, on S3
+        # Manifest beside the checkpoint, on S3; min_age=0 on just-uploaded objects: forced.
+        result = apply_cleanup(ckpt, plan, force=True)
         print(
             row(
                 f"ckpt cleanup ({result.deleted:,} files)",

@@ -81,3 +81,27 @@ class ChecksumMismatchError(FormatError):
     """A checksum stored in the file (or its sidecar) does not match the bytes."""
 
     code = "checksum-mismatch"
+
+
+class UsageError(CkptError):
+    """A bad option value: one line naming the option and what it accepts."""
+
+    code = "usage"
+
+
+class SafetyCheckError(CkptError):
+    """A destructive command refused by a safety check (active query, --min-age, paths)."""
+
+    code = "safety-check"
+
+
+class OutsideCheckpointError(SafetyCheckError):
+    """A delete, move or write whose path resolves outside the checkpoint (or quarantine)."""
+
+    code = "outside-checkpoint"
+
+
+class LockHeldError(CkptError):
+    """Another cleanup or repair holds the checkpoint's lock."""
+
+    code = "lock-held"

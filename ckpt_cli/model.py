@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, TypeVar
 from ckpt_cli.errors import CkptError, FormatError, NotACheckpoint
 from ckpt_cli.formats import logs
 from ckpt_cli.formats.names import (
+    CKPT_LOCK_NAME,
     StateFileType,
     parse_batch_name,
     parse_compact_name,
@@ -64,6 +65,7 @@ class FileKind(str, Enum):
     TEMP = "temp"
     HADOOP_CRC = "hadoop_crc"
     SPARK_CHECKSUM = "spark_checksum"
+    CKPT_LOCK = "ckpt_lock"  # ckpt's own lock file (.ckpt-lock at the root); Spark ignores it
     UNKNOWN = "unknown"
 
 
@@ -299,6 +301,8 @@ def classify(entry: FileEntry, dirs: dict[str, _Dir] | None = None) -> Checkpoin
         covered = parse_hadoop_crc_name(name)
         if covered is not None:
             return CheckpointFile(entry, _HADOOP_CRC, loc, op, target=d.prefix + covered)
+        if name == CKPT_LOCK_NAME and not parent:
+            return CheckpointFile(entry, FileKind.CKPT_LOCK)
         return CheckpointFile(entry, _UNKNOWN, loc, op)
 
     role = d.role
@@ -408,7 +412,8 @@ class Checkpoint:
         return cls(storage, storage.list_all(progress))
 
     def _check_is_checkpoint(self) -> None:
-        if not self.files:
+        # ckpt's own lock (taken before listing by cleanup/repair --apply) does not count.
+        if all(f.kind is FileKind.CKPT_LOCK for f in self.files):
             raise NotACheckpoint(
                 f"{self.storage.url}: directory is empty, not a checkpoint",
                 hint="pass the checkpointLocation of a query that has started at least once",

@@ -30,8 +30,15 @@ from typing import Any
 from ckpt_cli import storage_write as sw
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import checksums, compression
+from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.retention import (
+    DEFAULT_MIN_AGE_SECONDS,
+    check_min_age,
+    check_not_active,
+    check_old_enough,
+)
 from ckpt_cli.state import codec_of, iter_state, plan_version
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ERROR, Finding, ValidationReport, validate
@@ -157,6 +164,13 @@ def plan_repair(
 ) -> RepairPlan:
     report = validate(ckpt, progress=progress)
     plan = RepairPlan(ckpt.storage.url, report.findings)
+    for rel, link_target in ckpt.listing.symlinks.items():
+        # ckpt does not list through links, so its findings there may be wrong, and it never
+        # moves or rewrites through one.
+        plan.refused.append(
+            f"{rel} is a symbolic link (to {link_target}); ckpt does not follow or change links: "
+            "replace it with what it points to"
+        )
     for finding in report.findings:
         if finding.code in _REFUSE_CODES:
             plan.refused.append(f"{_REFUSE_CODES[finding.code]}: {finding.message}")
@@ -365,12 +379,38 @@ def apply_repair(
     plan: RepairPlan,
     *,
     quarantine: str | None = None,
+    force: bool = False,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    now: float | None = None,
+    break_lock: bool = False,
     progress: ProgressSink = NULL_PROGRESS,
 ) -> RepairResult:
+    """Carry ``plan`` out under the checkpoint lock, with cleanup's safety checks: a
+    ``min_age`` below the default, an active query and files younger than ``min_age`` are
+    refused unless ``force``; nothing resolving outside the checkpoint or the quarantine is
+    moved or written."""
     if plan.refused:
         raise CkptError(f"{ckpt.storage.url}: not repairing: {plan.refused[0]}")
     storage = ckpt.storage
-    now = time.time()
+    now = time.time() if now is None else now
+    check_min_age(min_age, force=force)
+    check_not_active(ckpt, min_age=min_age, now=now, force=force)
+    touched = [a.path for a in plan.actions if a.kind in (QUARANTINE, REWRITE_CRC)]
+    check_old_enough(ckpt, touched, min_age=min_age, now=now, force=force)
+    for action in plan.actions:
+        storage.contained(action.path)  # all checked before the first change
+    with checkpoint_lock(storage, "ckpt repair", break_lock=break_lock):
+        return _apply_repair(ckpt, plan, quarantine, now, progress)
+
+
+def _apply_repair(
+    ckpt: Checkpoint,
+    plan: RepairPlan,
+    quarantine: str | None,
+    now: float,
+    progress: ProgressSink,
+) -> RepairResult:
+    storage = ckpt.storage
     where = (quarantine or default_quarantine(ckpt, now)).rstrip("/")
     entries: list[dict[str, Any]] = []
     manifest_path = f"{where}/manifest.json"
@@ -385,7 +425,9 @@ def apply_repair(
             "plan": plan.to_json(),
             "changes": entries,
         }
-        sw.write_bytes_absolute(storage, manifest_path, json.dumps(body, indent=1).encode())
+        sw.write_bytes_absolute(
+            storage, manifest_path, json.dumps(body, indent=1).encode(), within=where
+        )
 
     # The manifest is written before the first change and after each one, so an interrupted
     # repair can still be undone.
@@ -397,7 +439,7 @@ def apply_repair(
         for action in plan.actions:
             if action.kind == QUARANTINE:
                 dest = f"{where}/files/{action.path}"
-                sw.move_out(storage, action.path, dest)
+                sw.move_out(storage, action.path, dest, within=where)
                 entries.append({"change": "moved", "path": action.path, "to": dest})
                 moved += 1
             elif action.kind == REWRITE_CRC:
@@ -414,7 +456,7 @@ def apply_repair(
                     else _spark_checksum_bytes(old, data)
                 )
                 dest = f"{where}/files/{action.path}"
-                sw.write_bytes_absolute(storage, dest, old)
+                sw.write_bytes_absolute(storage, dest, old, within=where)
                 sw.write_bytes(storage, action.path, new)
                 entries.append({"change": "rewritten", "path": action.path, "original": dest})
                 rewritten += 1
@@ -437,8 +479,14 @@ def apply_repair(
     return RepairResult(manifest_path, moved, rewritten, written, after)
 
 
-def undo_repair(manifest: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Put every file a repair moved or rewrote back, and remove what it created."""
+def undo_repair(
+    manifest: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    break_lock: bool = False,
+) -> dict[str, Any]:
+    """Put every file a repair moved or rewrote back, and remove what it created, under the
+    checkpoint lock; nothing is moved from outside the manifest's quarantine."""
     import fsspec.core
 
     try:
@@ -454,18 +502,21 @@ def undo_repair(manifest: str, storage_options: dict[str, Any] | None = None) ->
     url = str(body.get("checkpoint_url") or root)
     location = root if "://" not in url else f"{url.split('://', 1)[0]}://{root.lstrip('/')}"
     storage = Storage.from_url(location, storage_options)
+    within = str(body.get("quarantine") or manifest.rsplit("/", 1)[0])
     restored = removed = 0
-    for change in reversed(body["changes"]):
-        path = change["path"]
-        if change["change"] == "moved":
-            sw.move_in(storage, change["to"], path)
-            restored += 1
-        elif change["change"] == "rewritten":
-            sw.write_bytes(storage, path, sw.read_bytes_absolute(storage, change["original"]))
-            restored += 1
-        elif change["change"] == "created":
-            storage.delete_many([path])
-            removed += 1
-        else:
-            raise FormatError(manifest, f"unknown change {change['change']!r}")
+    with checkpoint_lock(storage, "ckpt repair --undo", break_lock=break_lock):
+        for change in reversed(body["changes"]):
+            path = change["path"]
+            if change["change"] == "moved":
+                sw.move_in(storage, change["to"], path, within=within)
+                restored += 1
+            elif change["change"] == "rewritten":
+                original = storage.check_within(change["original"], within, change["original"])
+                sw.write_bytes(storage, path, sw.read_bytes_absolute(storage, original))
+                restored += 1
+            elif change["change"] == "created":
+                storage.delete_many([path])
+                removed += 1
+            else:
+                raise FormatError(manifest, f"unknown change {change['change']!r}")
     return {"checkpoint": url, "restored": restored, "removed": removed}

@@ -32,8 +32,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.errors import CkptError, FormatError, SafetyCheckError
 from ckpt_cli.formats import logs, rocksdb
+from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.state import (
@@ -47,6 +48,11 @@ from ckpt_cli.storage import FileEntry, Listing, Storage
 
 SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 DEFAULT_MIN_AGE_SECONDS = 3600.0
+MIN_AGE_RISK = (
+    "files younger than that may belong to a batch the query is still writing or to an upload "
+    "in progress (RocksDB uploads SST files before the zip that names them), and removing them "
+    "can break the next restart"
+)
 
 # Deletion classes, in the order they are deleted.
 TEMP = "temp"
@@ -470,10 +476,8 @@ def plan_cleanup(
     n, source = retention_of(ckpt, retain)
     now = time.time() if now is None else now
     plan = CleanupPlan(ckpt.storage.url, n, source, min_age, now, ckpt.batches.latest_committed)
-    offsets = ckpt.of_kind(FileKind.OFFSETS)
-    mtimes = [f.entry.mtime for f in offsets if f.entry.mtime is not None]
-    if mtimes:
-        plan.newest_offsets_age = round(now - max(mtimes), 3)
+    plan.newest_offsets_age = newest_offsets_age(ckpt, now)
+    if plan.newest_offsets_age is not None:
         plan.query_active = plan.newest_offsets_age < min_age
     planner = _Planner(ckpt, n, min_age, now)
     planner.plan_temp()
@@ -483,7 +487,78 @@ def plan_cleanup(
     planner.finish(plan)
     plan.skipped = planner.skipped
     plan.kept = sorted(planner.kept, key=lambda d: d.path)
+    _keep_symlinks(ckpt, plan)
     return plan
+
+
+def _keep_symlinks(ckpt: Checkpoint, plan: CleanupPlan) -> None:
+    """Symbolic links are never deleted, nor anything through them: a linked directory is not
+    listed at all, a linked file stays; both are reported."""
+    links = ckpt.listing.symlinks
+    for rel, target in links.items():
+        plan.skipped.append(
+            {
+                "path": rel,
+                "reason": f"a symbolic link (to {target}): ckpt does not follow links or "
+                "delete through them",
+            }
+        )
+    if links:
+        plan.deletions = [d for d in plan.deletions if d.path not in links]
+
+
+# -- safety checks (the library's, whatever calls it) ------------------------------------------
+
+
+def format_duration(seconds: float) -> str:
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:g}s"
+
+
+def check_min_age(min_age: float, *, force: bool) -> None:
+    """Like Delta's VACUUM retention check: a --min-age below the default needs ``force``."""
+    if min_age < DEFAULT_MIN_AGE_SECONDS and not force:
+        raise SafetyCheckError(
+            f"--min-age {format_duration(min_age)} is below the default "
+            f"{format_duration(DEFAULT_MIN_AGE_SECONDS)}: {MIN_AGE_RISK}",
+            hint="pass --force if you are sure no query is running on this checkpoint",
+        )
+
+
+def newest_offsets_age(ckpt: Checkpoint, now: float) -> float | None:
+    """Seconds since the newest offsets entry was written: how ckpt judges a query active."""
+    mtimes = [f.entry.mtime for f in ckpt.of_kind(FileKind.OFFSETS) if f.entry.mtime is not None]
+    return round(now - max(mtimes), 3) if mtimes else None
+
+
+def check_not_active(ckpt: Checkpoint, *, min_age: float, now: float, force: bool) -> None:
+    """Refuse (unless ``force``) when the newest offsets entry is younger than ``min_age``."""
+    age = newest_offsets_age(ckpt, now)
+    if age is not None and age < min_age and not force:
+        raise SafetyCheckError(
+            f"{ckpt.storage.url}: the query looks active (newest offsets entry written "
+            f"{age:.0f} s ago, under --min-age {format_duration(min_age)}); not changing it",
+            hint="stop the query first, or pass --force if you know it is stopped",
+        )
+
+
+def check_old_enough(
+    ckpt: Checkpoint, paths: Iterable[str], *, min_age: float, now: float, force: bool
+) -> None:
+    """Refuse (unless ``force``) to touch a file modified less than ``min_age`` ago."""
+    if force:
+        return
+    cutoff = now - min_age
+    for path in paths:
+        entry = ckpt.listing.get(path)
+        if entry is not None and entry.mtime is not None and entry.mtime > cutoff:
+            raise SafetyCheckError(
+                f"{path}: modified {max(0.0, now - entry.mtime):.0f} s ago, under --min-age "
+                f"{format_duration(min_age)}; not touching it ({MIN_AGE_RISK})",
+                hint="wait until it is older, or pass --force if you know no query is running",
+            )
 
 
 # -- applying ------------------------------------------------------------------------------
@@ -495,6 +570,8 @@ class CleanupResult:
     bytes: int
     delete_requests: int
     manifest: str | None
+    # Planned files left alone because they resolve outside the checkpoint: path -> why.
+    refused: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -502,6 +579,7 @@ class CleanupResult:
             "bytes": self.bytes,
             "delete_requests": self.delete_requests,
             "manifest": self.manifest,
+            "refused": self.refused,
         }
 
 
@@ -518,25 +596,44 @@ def apply_cleanup(
     *,
     manifest: str | None = None,
     batch_size: int = 1000,
+    force: bool = False,
+    now: float | None = None,
+    break_lock: bool = False,
     progress: ProgressSink = NULL_PROGRESS,
 ) -> CleanupResult:
-    """Write the manifest, then delete the plan's files in its order, in batches."""
-    if not plan.deletions:
-        return CleanupResult(0, 0, 0, None)
-    location = manifest or default_manifest_location(ckpt, plan.now)
-    body = json.dumps({"plan": plan.to_json(), "written_at": time.time()}, indent=1)
-    ckpt.storage.write_text_absolute(location, body)
-    deleted = nbytes = requests = 0
-    progress.start("Deleting", total=len(plan.deletions))
-    try:
-        for chunk in _chunks(plan.deletions, batch_size):
-            requests += ckpt.storage.delete_many([d.path for d in chunk])
-            deleted += len(chunk)
-            nbytes += sum(d.size for d in chunk)
-            progress.advance(len(chunk))
-    finally:
-        progress.close()
-    return CleanupResult(deleted, nbytes, requests, location)
+    """Write the manifest, then delete the plan's files in its order, in batches.
+
+    The safety checks are here, whatever the caller: a ``plan.min_age`` below the default, an
+    active query (newest offsets entry younger than ``plan.min_age``) and files younger than it
+    are refused unless ``force``; files resolving outside the checkpoint are left alone and
+    returned in ``refused``; the checkpoint lock is held while deleting (``break_lock``: take
+    over a stale one, see :mod:`ckpt_cli.lock`).
+    """
+    now = time.time() if now is None else now
+    check_min_age(plan.min_age, force=force)
+    check_not_active(ckpt, min_age=plan.min_age, now=now, force=force)
+    check_old_enough(
+        ckpt, (d.path for d in plan.deletions), min_age=plan.min_age, now=now, force=force
+    )
+    refused = ckpt.storage.outside([d.path for d in plan.deletions])
+    deletions = [d for d in plan.deletions if d.path not in refused]
+    if not deletions:
+        return CleanupResult(0, 0, 0, None, refused)
+    with checkpoint_lock(ckpt.storage, "ckpt cleanup", break_lock=break_lock):
+        location = manifest or default_manifest_location(ckpt, plan.now)
+        body = json.dumps({"plan": plan.to_json(), "written_at": time.time()}, indent=1)
+        ckpt.storage.write_text_absolute(location, body)
+        deleted = nbytes = requests = 0
+        progress.start("Deleting", total=len(deletions))
+        try:
+            for chunk in _chunks(deletions, batch_size):
+                requests += ckpt.storage.delete_many([d.path for d in chunk])
+                deleted += len(chunk)
+                nbytes += sum(d.size for d in chunk)
+                progress.advance(len(chunk))
+        finally:
+            progress.close()
+    return CleanupResult(deleted, nbytes, requests, location, refused)
 
 
 def _chunks(items: list[Deletion], size: int) -> Iterable[list[Deletion]]:

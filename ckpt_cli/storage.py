@@ -22,6 +22,7 @@ from ckpt_cli.errors import (
     CkptError,
     MissingExtraError,
     NotACheckpoint,
+    OutsideCheckpointError,
     StorageAccessError,
 )
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -137,11 +138,18 @@ def process_stats() -> StorageStats:
 
 
 class Listing:
-    """The result of the one recursive listing of a checkpoint, sorted by path."""
+    """The result of the one recursive listing of a checkpoint, sorted by path.
 
-    def __init__(self, entries: list[FileEntry]) -> None:
+    ``symlinks`` maps the checkpoint-relative path of every symbolic link met on local disk to
+    what it resolves to. A link to a directory is not descended into (its files are not
+    listed); a link to a file is listed like a file (Spark reads through it) but nothing ever
+    deletes or moves it when it resolves outside the checkpoint.
+    """
+
+    def __init__(self, entries: list[FileEntry], symlinks: dict[str, str] | None = None) -> None:
         entries.sort()  # tuples sort by path first, and paths are unique
         self.entries: tuple[FileEntry, ...] = tuple(entries)
+        self.symlinks: dict[str, str] = dict(sorted((symlinks or {}).items()))
         self._by_path: dict[str, FileEntry] | None = None
 
     @classmethod
@@ -236,6 +244,8 @@ class Storage:
         self._prefetched: dict[str, bytes] = {}
         self._heads: dict[str, bytes] = {}  # first bytes of files, for header-only reads
         self._fs_settings: dict[str, Any] = {}  # attributes set on fs after construction
+        self.lock_token: str | None = None  # set while this process holds the ckpt lock
+        self._real_dirs: dict[str, str] = {}  # containment checks: directory -> real path
         # Local and memory:// stores are counted by the methods below; object stores by
         # their HTTP client, which also sees what fsspec does on its own.
         self._counted_by_client = not self._is_local and attach_request_counter(fs, self.stats)
@@ -305,6 +315,56 @@ class Storage:
     def full_path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
 
+    def check_within(self, path: str, base: str, name: str) -> str:
+        """Refuse ``path`` unless it resolves inside ``base`` (the checkpoint root or a
+        quarantine): the one check every delete, move and write goes through. Locally the real
+        path (symbolic links resolved) is compared; on object stores the key prefix, with no
+        ``.``/``..`` segments. Returns ``path``; raises OutsideCheckpointError."""
+        path = _strip(self, path)
+        base = _strip(self, base).rstrip("/") or "/"
+        if self._is_local:
+            real = self._realpath(path)
+            real_base = self._realpath(base)
+            inside = real == real_base or real.startswith(real_base.rstrip(os.sep) + os.sep)
+            if not inside:
+                raise OutsideCheckpointError(
+                    f"{name}: resolves to {real}, outside {base}; not touching it",
+                    hint="a symbolic link points outside; ckpt never deletes, moves or writes "
+                    "through one",
+                )
+            return path
+        rest = path[len(base) + 1 :] if path.startswith(base + "/") else None
+        if not rest or any(part in ("", ".", "..") for part in rest.split("/")):
+            raise OutsideCheckpointError(f"{name}: {path} is not a key under {base}")
+        return path
+
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath`` with the directories' real paths cached: a plain realpath
+        stats every component of every path (~0.5 ms a file here)."""
+        parent, _, name = path.rpartition("/")
+        if not parent or name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real_parent = self._real_dirs.get(parent)
+        if real_parent is None:
+            real_parent = self._real_dirs[parent] = os.path.realpath(parent)
+        full = os.path.join(real_parent, name)
+        return os.path.realpath(full) if os.path.islink(full) else full
+
+    def contained(self, rel: str) -> str:
+        """The full path of checkpoint file ``rel``, refused when it resolves outside."""
+        return self.check_within(self.full_path(rel), self.root, rel)
+
+    def outside(self, rels: list[str]) -> dict[str, str]:
+        """Which of ``rels`` resolve outside the checkpoint, with the reason for each."""
+        found: dict[str, str] = {}
+        self._real_dirs.clear()
+        for rel in rels:
+            try:
+                self.contained(rel)
+            except OutsideCheckpointError as exc:
+                found[rel] = exc.message
+        return found
+
     def display(self, rel: str) -> str:
         """How a checkpoint file is named in messages: relative to the checkpoint."""
         return rel or self.url
@@ -318,11 +378,12 @@ class Storage:
         StorageAccessError when the store refuses the listing.
         """
         progress.start("Listing checkpoint")
+        symlinks: dict[str, str] = {}
         try:
-            entries = self._list_local() if self._is_local else self._list_fsspec()
+            entries = self._list_local(symlinks) if self._is_local else self._list_fsspec()
         finally:
             progress.close()
-        listing = Listing.of(entries)
+        listing = Listing(entries, symlinks)
         self.use_listing(listing)
         return listing
 
@@ -331,9 +392,11 @@ class Storage:
         if not self._is_local:
             self._sizes = {e.path: e.size for e in listing}
 
-    def _list_local(self) -> list[FileEntry]:
+    def _list_local(self, symlinks: dict[str, str]) -> list[FileEntry]:
         # os.scandir is ~3x faster than fsspec's LocalFileSystem.find (which stats through
         # info() and builds a dict per file); it is still one pass over the tree.
+        # Symbolic links are recorded in ``symlinks``; links to directories are not followed,
+        # so nothing under them is ever planned for deletion.
         entries: list[FileEntry] = []
         root = self.root
         prefix_len = len(root) + 1
@@ -344,7 +407,11 @@ class Storage:
             try:
                 with os.scandir(directory) as it:
                     for item in it:
-                        if item.is_dir(follow_symlinks=True):
+                        if item.is_symlink():
+                            symlinks[item.path[prefix_len:]] = os.path.realpath(item.path)
+                            if item.is_dir(follow_symlinks=True) or not os.path.exists(item.path):
+                                continue  # not followed / a dangling link: nothing to list
+                        elif item.is_dir(follow_symlinks=False):
                             stack.append(item.path)
                             continue
                         st = item.stat(follow_symlinks=True)
@@ -510,7 +577,9 @@ class Storage:
         """
         if not rels:
             return 0
-        paths = [self.full_path(r) for r in rels]
+        # Every path is checked before the first is deleted, directories resolved afresh.
+        self._real_dirs.clear()
+        paths = [self.contained(r) for r in rels]
         before = self.stats.delete
         try:
             if self._is_local:
@@ -542,6 +611,12 @@ class Storage:
                     fh.write(text)
         except Exception as exc:
             raise store_error(location, "write", exc, self.endpoint) from exc
+
+
+def _strip(storage: Storage, location: str) -> str:
+    if "://" in location:
+        return str(storage.fs._strip_protocol(location))
+    return location
 
 
 def _exception_chain(exc: BaseException) -> list[BaseException]:

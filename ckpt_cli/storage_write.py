@@ -32,8 +32,9 @@ def _strip_protocol(storage: Storage, location: str) -> str:
 
 def write_bytes(storage: Storage, rel: str, data: bytes, *, atomic: bool = False) -> None:
     """Write a checkpoint file. ``atomic``: on local disk, through a temp file and a rename
-    (Spark's own protocol); object stores put whole objects anyway."""
-    path = storage.full_path(rel)
+    (Spark's own protocol); object stores put whole objects anyway. Refused when ``rel``
+    resolves outside the checkpoint."""
+    path = storage.contained(rel)
     _count(storage, "put")
     try:
         if storage.is_local:
@@ -52,8 +53,10 @@ def write_bytes(storage: Storage, rel: str, data: bytes, *, atomic: bool = False
         raise store_error(rel, "write", exc, storage.endpoint) from exc
 
 
-def write_bytes_absolute(storage: Storage, location: str, data: bytes) -> None:
-    path = _strip_protocol(storage, location)
+def write_bytes_absolute(storage: Storage, location: str, data: bytes, *, within: str) -> None:
+    """Write ``location`` (outside the checkpoint), refused unless it resolves in ``within``
+    (the quarantine)."""
+    path = storage.check_within(_strip_protocol(storage, location), within, location)
     _count(storage, "put")
     try:
         if storage.is_local:
@@ -72,14 +75,17 @@ def read_bytes_absolute(storage: Storage, location: str) -> bytes:
     return data
 
 
-def move_out(storage: Storage, rel: str, location: str) -> None:
-    """Move a checkpoint file to ``location`` (outside the checkpoint)."""
-    _move(storage, storage.full_path(rel), _strip_protocol(storage, location), rel)
+def move_out(storage: Storage, rel: str, location: str, *, within: str) -> None:
+    """Move a checkpoint file to ``location`` in ``within`` (the quarantine). Both ends are
+    checked: a file that resolves outside the checkpoint is never moved."""
+    dest = storage.check_within(_strip_protocol(storage, location), within, location)
+    _move(storage, storage.contained(rel), dest, rel)
 
 
-def move_in(storage: Storage, location: str, rel: str) -> None:
-    """Move ``location`` back into the checkpoint as ``rel``."""
-    _move(storage, _strip_protocol(storage, location), storage.full_path(rel), location)
+def move_in(storage: Storage, location: str, rel: str, *, within: str) -> None:
+    """Move ``location`` (in the quarantine ``within``) back into the checkpoint as ``rel``."""
+    src = storage.check_within(_strip_protocol(storage, location), within, location)
+    _move(storage, src, storage.contained(rel), location)
 
 
 def _move(storage: Storage, src: str, dest: str, name: str) -> None:

@@ -174,7 +174,8 @@ def test_repair_apply_and_undo_match_local(store: S3Server | AzureServer, tmp_pa
     delta.write_bytes(delta.read_bytes()[:-8])  # a truncated latest delta
     url = upload(store, local)
     before = remote_paths(store, url)
-    here, there = run_both(store, local, url, "repair", "--apply", "--yes")
+    # Just uploaded: every object is younger than --min-age.
+    here, there = run_both(store, local, url, "repair", "--apply", "--yes", "--force")
     assert there == here and here["rollback_to"] == n - 1
     assert remote_paths(store, url) == local_paths(local)
     result = run_cli("validate", url, *store.cli_options(), "--json")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,17 @@ def latest(root: Path) -> int:
     return max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
 
 
+def age_everything(root: Path, seconds: float = 7200) -> None:
+    """Make the damage look like a crash of an hour ago: repair --apply refuses files younger
+    than --min-age (a running query may be writing them) unless --force."""
+    when = time.time() - seconds
+    for path in root.rglob("*"):
+        os.utime(path, (when, when), follow_symlinks=False)
+
+
 def repair(root: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    if "--apply" in args:
+        age_everything(root)
     result = run_cli("repair", str(root), "--json", *args)
     assert result.exit_code in (0, 1), result.stderr
     data: dict[str, Any] = result.json()
@@ -187,6 +199,7 @@ def test_refuses_without_metadata(tmp_path: Path) -> None:
 def test_apply_without_yes_needs_a_terminal(tmp_path: Path) -> None:
     root = copy(HDFS, tmp_path)
     (root / f"state/0/1/{latest(root) + 1}.delta").unlink()
+    age_everything(root)
     result = run_cli("repair", str(root), "--apply")
     assert result.exit_code == 2 and "--yes" in result.stderr
 

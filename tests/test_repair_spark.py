@@ -88,7 +88,7 @@ def test_repaired_checkpoint_restarts_like_an_undamaged_one(
     shutil.copytree(case.checkpoint, good)
     shutil.copytree(case.checkpoint, broken)
     damage(broken)
-    result = run_cli("repair", str(broken), "--apply", "--yes", "--json")
+    result = run_cli("repair", str(broken), "--apply", "--yes", "--force", "--json")
     assert result.exit_code == 0, result.stdout + result.stderr
     report = result.json()
     assert report["result"]["validation"]["ok"]
@@ -117,7 +117,7 @@ def test_killed_mid_batch_is_repaired_and_restarts(
     repaired = tmp_path / "repaired"
     shutil.copytree(case.checkpoint, untouched)
     shutil.copytree(case.checkpoint, repaired)
-    result = run_cli("repair", str(repaired), "--apply", "--yes", "--json")
+    result = run_cli("repair", str(repaired), "--apply", "--yes", "--force", "--json")
     assert result.exit_code in (0, 1), result.stderr
     report = result.json()
     if report["actions"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import ExitStack
 from typing import Annotated, Any
 
 import typer
@@ -29,24 +30,31 @@ from ckpt_cli.cli.common import (
 )
 from ckpt_cli.cli.versions import human_bytes
 from ckpt_cli.engine import make_engine
-from ckpt_cli.errors import CkptError
+from ckpt_cli.errors import CkptError, UsageError
+from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.retention import (
     DESCRIPTIONS,
     CleanupPlan,
     apply_cleanup,
+    check_min_age,
+    check_not_active,
     plan_cleanup,
     scan_orphans,
 )
 from ckpt_cli.storage import Storage
 
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str) -> float:
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+def parse_duration(text: str, option: str = "--min-age") -> float:
+    """``30s``, ``15m``, ``12h``, ``3d``, ``1w`` or plain seconds; anything else is a usage
+    error (one line, exit 2)."""
+    match = re.fullmatch(r"\s*(\d{1,12}(?:\.\d{1,9})?)\s*([smhdw]?)\s*", text)
     if not match:
-        raise typer.BadParameter(f"{text!r}: expected a duration like 90s, 30m, 1h or 2d")
+        raise UsageError(
+            f"{option} {text!r}: expected a duration like 30s, 15m, 12h, 3d, 1w or plain seconds"
+        )
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
@@ -64,7 +72,24 @@ MinAgeOpt = Annotated[
     str,
     typer.Option(
         "--min-age",
-        help="Never delete files modified more recently than this (90s, 30m, 1h, 2d).",
+        help="Never delete files modified more recently than this (30s, 15m, 12h, 3d, 1w or "
+        "seconds). Below the default 1h, --apply needs --force.",
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Go ahead although the query looks active, a file is younger than --min-age, or "
+        "--min-age is below the default 1h.",
+    ),
+]
+BreakLockOpt = Annotated[
+    bool,
+    typer.Option(
+        "--break-lock",
+        help="Remove a stale checkpoint lock (its process is gone, or it is older than 12 h) "
+        "left by a killed cleanup or repair.",
     ),
 ]
 
@@ -140,10 +165,8 @@ def cleanup(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask before deleting (cron).")
     ] = False,
-    force: Annotated[
-        bool,
-        typer.Option("--force", help="Delete even though the query looks active."),
-    ] = False,
+    force: ForceOpt = False,
+    break_lock: BreakLockOpt = False,
     manifest: Annotated[
         str | None,
         typer.Option(
@@ -167,11 +190,35 @@ def cleanup(
     that keeps every retained version loadable if interrupted: temp files, unchosen format-v2
     attempts and old versions' own files first, old log entries next, the SST/log files they
     referenced last. Files younger than --min-age are never deleted, and --apply refuses when
-    the newest offsets entry is younger than --min-age (a running query) unless --force.
+    the newest offsets entry is younger than --min-age (a running query) unless --force; a
+    --min-age below the default 1h needs --force too. --apply holds the checkpoint lock
+    (.ckpt-lock): a second cleanup or repair fails naming the holder.
     """
     begin(json_output=json_output, quiet=quiet)
-    ckpt = Checkpoint.open(path, parse_storage_options(storage_option), progress=progress_sink())
-    plan = plan_cleanup(ckpt, retain=retain, min_age=parse_duration(min_age))
+    age = parse_duration(min_age)
+    check_min_age(age, force=force)
+    storage = Storage.from_url(path, parse_storage_options(storage_option))
+    # --apply lists and plans under the lock, so a second cleanup cannot act on a stale plan.
+    with ExitStack() as lock:
+        if apply:
+            lock.enter_context(checkpoint_lock(storage, "ckpt cleanup", break_lock=break_lock))
+        _cleanup(lock, storage, retain, age, apply, yes, force, manifest, show_files, json_output)
+
+
+def _cleanup(
+    lock: ExitStack,
+    storage: Storage,
+    retain: int | None,
+    min_age: float,
+    apply: bool,
+    yes: bool,
+    force: bool,
+    manifest: str | None,
+    show_files: bool,
+    json_output: bool,
+) -> None:
+    ckpt = Checkpoint.open(storage, progress=progress_sink())
+    plan = plan_cleanup(ckpt, retain=retain, min_age=min_age)
     console = stdout_console()
     if not json_output:
         render_plan(plan, console, show_files=show_files, title="Cleanup plan")
@@ -182,11 +229,7 @@ def cleanup(
             console.print("[dim]Dry run: nothing was deleted. Add --apply to delete.[/]")
         raise typer.Exit(exit_codes.OK)
     if plan.query_active and not force:
-        raise CkptError(
-            f"{ckpt.storage.url}: the query looks active (newest offsets entry written "
-            f"{plan.newest_offsets_age:.0f} s ago, under --min-age); not deleting",
-            hint="stop the query first, or pass --force if you know it is stopped",
-        )
+        check_not_active(ckpt, min_age=min_age, now=plan.now, force=force)  # fail before asking
     if plan.deletions and not yes:
         if not sys.stdin.isatty():
             raise CkptError(
@@ -197,7 +240,8 @@ def cleanup(
             f"Delete {len(plan.deletions)} files ({human_bytes(plan.bytes)})?", err=True
         ):
             raise typer.Exit(exit_codes.OK)
-    result = apply_cleanup(ckpt, plan, manifest=manifest, progress=progress_sink())
+    result = apply_cleanup(ckpt, plan, manifest=manifest, force=force, progress=progress_sink())
+    lock.close()  # released before the report, so --stats counts its requests too
     if json_output:
         write_json({"status": "ok", "applied": True, **plan.to_json(), "result": result.to_json()})
     else:
@@ -206,6 +250,8 @@ def cleanup(
             f"{result.delete_requests} delete requests"
             + (f"; manifest: {result.manifest}" if result.manifest else "")
         )
+        for rel, why in result.refused.items():
+            stderr_console().print(f"[yellow]not deleted:[/] {rel}: {why}", soft_wrap=True)
         if not STATE.quiet and plan.kept_young:
             stderr_console().print(
                 f"[dim]{len(plan.kept_young)} files were kept because they are younger than "

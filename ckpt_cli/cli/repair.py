@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import time
+from contextlib import ExitStack
 from typing import Annotated
 
 import typer
@@ -10,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ckpt_cli import exit_codes
+from ckpt_cli.cli.cleanup import BreakLockOpt, ForceOpt, parse_duration
 from ckpt_cli.cli.common import (
     JsonOpt,
     QuietOpt,
@@ -22,8 +25,11 @@ from ckpt_cli.cli.common import (
     write_json,
 )
 from ckpt_cli.errors import CkptError
+from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.repair import RepairPlan, apply_repair, plan_repair, undo_repair
+from ckpt_cli.retention import check_min_age, check_not_active
+from ckpt_cli.storage import Storage
 
 
 @error_boundary
@@ -67,6 +73,17 @@ def repair(
             show_default=False,
         ),
     ] = None,
+    min_age: Annotated[
+        str,
+        typer.Option(
+            "--min-age",
+            help="Refuse to move or rewrite files modified more recently than this, and to "
+            "repair while the newest offsets entry is (a running query). Below the default 1h "
+            "needs --force.",
+        ),
+    ] = "1h",
+    force: ForceOpt = False,
+    break_lock: BreakLockOpt = False,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
@@ -79,7 +96,9 @@ def repair(
     read correctly; with --snapshot, write snapshots of the restart version. A dry run unless
     --apply. Nothing is deleted: removed files move to a quarantine folder with a manifest,
     and `ckpt repair --undo MANIFEST` restores the checkpoint byte for byte. Every apply ends
-    with a validation.
+    with a validation. --apply and --undo hold the checkpoint lock (.ckpt-lock), and --apply
+    refuses while the query looks active or a file to change is younger than --min-age,
+    unless --force.
 
     Exit code 0 when the checkpoint is (now) healthy or there is nothing to do, 1 when the
     plan has repairs to apply or the checkpoint still has errors, 2 when repair refuses or
@@ -87,8 +106,10 @@ def repair(
     """
     begin(json_output=json_output, quiet=quiet)
     options = parse_storage_options(storage_option)
+    age = parse_duration(min_age)
+    check_min_age(age, force=force)
     if undo is not None:
-        undone = undo_repair(undo, options)
+        undone = undo_repair(undo, options, break_lock=break_lock)
         if json_output:
             write_json({"status": "ok", **undone})
         else:
@@ -99,7 +120,29 @@ def repair(
         raise typer.Exit(exit_codes.OK)
     if path is None:
         raise CkptError("give the checkpoint location (or --undo MANIFEST)")
-    ckpt = Checkpoint.open(path, options, progress=progress_sink())
+    storage = Storage.from_url(path, options)
+    # --apply validates and plans under the lock: a second repair cannot act on a stale plan.
+    with ExitStack() as lock:
+        if apply:
+            lock.enter_context(checkpoint_lock(storage, "ckpt repair", break_lock=break_lock))
+        _repair(
+            lock, storage, apply, yes, rollback_to, snapshot, quarantine, age, force, json_output
+        )
+
+
+def _repair(
+    lock: ExitStack,
+    storage: Storage,
+    apply: bool,
+    yes: bool,
+    rollback_to: int | None,
+    snapshot: bool,
+    quarantine: str | None,
+    min_age: float,
+    force: bool,
+    json_output: bool,
+) -> None:
+    ckpt = Checkpoint.open(storage, progress=progress_sink())
     plan = plan_repair(ckpt, rollback_to=rollback_to, snapshot=snapshot, progress=progress_sink())
     if plan.refused:
         raise CkptError(
@@ -110,6 +153,7 @@ def repair(
     if not json_output:
         render_plan(plan, console)
     if not apply or not plan.actions:
+        lock.close()
         if json_output:
             write_json(
                 {"status": "problems" if plan.actions else "ok", "applied": False, **plan.to_json()}
@@ -117,6 +161,7 @@ def repair(
         elif plan.actions:
             console.print("[dim]Dry run: nothing was changed. Add --apply to repair.[/]")
         raise typer.Exit(exit_codes.PROBLEMS if plan.actions else exit_codes.OK)
+    check_not_active(ckpt, min_age=min_age, now=time.time(), force=force)  # before asking
     if not yes:
         if not sys.stdin.isatty():
             raise CkptError(
@@ -125,7 +170,10 @@ def repair(
             )
         if not typer.confirm(f"Apply {len(plan.actions)} repair actions?", err=True):
             raise typer.Exit(exit_codes.OK)
-    result = apply_repair(ckpt, plan, quarantine=quarantine, progress=progress_sink())
+    result = apply_repair(
+        ckpt, plan, quarantine=quarantine, force=force, min_age=min_age, progress=progress_sink()
+    )
+    lock.close()  # released before the report, so --stats counts its requests too
     verdict = result.validation.to_json()
     if json_output:
         write_json(

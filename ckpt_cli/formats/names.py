@@ -85,3 +85,8 @@ def parse_spark_checksum_name(name: str) -> StateFileName | None:
     if name.endswith(".crc") and not name.startswith("."):
         return parse_state_file_name(name[:-4])
     return None
+
+
+# ckpt's own lock file at the checkpoint root (see ckpt_cli.lock). Spark opens the root's
+# files by name (metadata, offsets/, commits/, sources/, state/) and never lists the root.
+CKPT_LOCK_NAME = ".ckpt-lock"

@@ -1,0 +1,416 @@
+"""Safety of the commands that change a checkpoint (``cleanup --apply``, ``repair --apply``):
+nothing outside the checkpoint is touched (symbolic links), the library refuses an active query
+and young files, ``--min-age`` is checked like Delta's VACUUM retention, and one command at a
+time holds the checkpoint lock. All on copies of the real fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ckpt_cli import storage_write as sw
+from ckpt_cli.cli.cleanup import parse_duration
+from ckpt_cli.errors import LockHeldError, OutsideCheckpointError, SafetyCheckError, UsageError
+from ckpt_cli.lock import LOCK_NAME, acquire, checkpoint_lock, read_lock, release
+from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.repair import apply_repair, plan_repair
+from ckpt_cli.retention import apply_cleanup, plan_cleanup
+from ckpt_cli.storage import Storage
+from tests.conftest import CASES, CASES_DIR, REPO, run_cli
+from tests.servers import AzureServer, S3Server, azure_server, s3_server
+
+__all__ = ["azure_server", "s3_server"]  # pytest fixtures, imported for this module
+
+pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
+
+HDFS = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
+ROCKS = CASES_DIR / "spark4-rocksdb-agg" / "checkpoint"
+
+
+def copy(src: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "ckpt"
+    shutil.copytree(src, dest)
+    return dest
+
+
+def age_everything(root: Path, seconds: float = 7200) -> None:
+    when = time.time() - seconds
+    for path in root.rglob("*"):
+        os.utime(path, (when, when), follow_symlinks=False)
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Bytes and mtime (ns) of every file under ``root``."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def latest(root: Path) -> int:
+    return max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
+
+
+def link_out(root: Path, tmp_path: Path) -> tuple[Path, dict[str, tuple[bytes, int]]]:
+    """Move partition 0's ``SSTs`` directory and partition 1's oldest zip out of the checkpoint
+    and leave symbolic links to them in their place; everything aged so that cleanup
+    --retain 1 would delete old SSTs there and the zip."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "state/0/0/SSTs").rename(outside / "SSTs")
+    (root / "state/0/0/SSTs").symlink_to(outside / "SSTs", target_is_directory=True)
+    oldest = min((root / "state/0/1").glob("*.zip"), key=lambda p: int(p.name.split(".")[0]))
+    oldest.rename(outside / oldest.name)
+    oldest.symlink_to(outside / oldest.name)
+    age_everything(root)
+    age_everything(outside)
+    return outside, snapshot(outside)
+
+
+# -- symbolic links: nothing outside the checkpoint is touched ----------------------------------
+
+
+def test_cleanup_never_deletes_through_symlinks(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    outside, before = link_out(root, tmp_path)
+    # Without the links, partition 1's old SSTs and the old zip would be deleted.
+    result = run_cli("cleanup", str(root), "--retain", "1", "--apply", "--yes", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    assert report["result"]["deleted"] > 0
+    skipped = {s["path"] for s in report["skipped"]}
+    assert {"state/0/0/SSTs", "state/0/1/8.zip"} <= skipped
+    assert not any(d["path"].startswith("state/0/0/SSTs/") for d in report["deletions"])
+    assert snapshot(outside) == before
+    assert (root / "state/0/0/SSTs").is_symlink() and (root / "state/0/1/8.zip").is_symlink()
+
+
+def test_repair_refuses_a_checkpoint_with_symlinks(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    temp = root / "state/0/1/.12.zip.8d0e8a86-98c5-4f0e-9a6b-0b1f3a3c5d11.tmp"
+    temp.write_bytes(b"PK")
+    outside, before = link_out(root, tmp_path)
+    result = run_cli("repair", str(root), "--apply", "--yes", "--force")
+    assert result.exit_code == 2
+    assert "state/0/0/SSTs is a symbolic link" in result.stderr.replace("\n", " ")
+    assert snapshot(outside) == before and temp.exists()
+
+
+def test_storage_refuses_paths_that_resolve_outside(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    outside, before = link_out(root, tmp_path)
+    storage = Storage.from_url(str(root))
+    sst = next((outside / "SSTs").iterdir()).name
+    through_dir = f"state/0/0/SSTs/{sst}"
+    with pytest.raises(OutsideCheckpointError, match="outside"):
+        storage.delete_many(["state/0/0/9.zip", through_dir])
+    with pytest.raises(OutsideCheckpointError):
+        storage.delete_many(["state/0/1/8.zip"])  # a linked file: its target is outside
+    with pytest.raises(OutsideCheckpointError):
+        sw.write_bytes(storage, f"{through_dir}.new", b"x")
+    quarantine = str(tmp_path / "q")
+    with pytest.raises(OutsideCheckpointError):
+        sw.move_out(storage, through_dir, f"{quarantine}/files/x", within=quarantine)
+    with pytest.raises(OutsideCheckpointError):
+        sw.move_out(storage, "state/0/0/9.zip", str(tmp_path / "elsewhere"), within=quarantine)
+    with pytest.raises(OutsideCheckpointError):
+        storage.contained("../outside/SSTs")
+    assert snapshot(outside) == before
+    assert (root / "state/0/0/9.zip").exists()  # checked before anything was deleted
+    listing = storage.list_all()
+    assert set(listing.symlinks) == {"state/0/0/SSTs", "state/0/1/8.zip"}
+    assert not any(e.path.startswith("state/0/0/SSTs/") for e in listing)
+
+
+# -- the library's guards: active query, young files, --min-age ---------------------------------
+
+
+def test_apply_cleanup_refuses_an_active_query(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    os.utime(root / f"offsets/{latest(root)}")  # written just now: the query is running
+    ckpt = Checkpoint.open(str(root))
+    plan = plan_cleanup(ckpt, retain=1)
+    assert plan.deletions
+    with pytest.raises(SafetyCheckError, match="looks active"):
+        apply_cleanup(ckpt, plan)
+    assert all((root / d.path).exists() for d in plan.deletions)
+    assert apply_cleanup(ckpt, plan, force=True).deleted == len(plan.deletions)
+
+
+def test_apply_cleanup_refuses_young_files_and_low_min_age(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    age_everything(root)
+    temp = root / "state/0/0/.11.zip.8d0e8a86-98c5-4f0e-9a6b-0b1f3a3c5d11.tmp"
+    temp.write_bytes(b"PK")  # a write in progress
+    ckpt = Checkpoint.open(str(root))
+    # A plan made as if it were two hours later: it names the young temp file.
+    later = plan_cleanup(ckpt, retain=1, now=time.time() + 7200)
+    assert any(d.path == str(temp.relative_to(root)) for d in later.deletions)
+    with pytest.raises(SafetyCheckError, match=r"\.tmp: modified \d+ s ago"):
+        apply_cleanup(ckpt, later)
+    low = plan_cleanup(ckpt, retain=1, min_age=0)
+    with pytest.raises(SafetyCheckError, match="below the default 1h"):
+        apply_cleanup(ckpt, low)
+    assert temp.exists() and all((root / d.path).exists() for d in low.deletions)
+
+
+def test_apply_repair_has_the_same_guards(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    n = latest(root)
+    delta = root / f"state/0/1/{n + 1}.delta"
+    delta.write_bytes(delta.read_bytes()[:-8])  # truncated just now: a rollback is planned
+    os.utime(root / f"offsets/{n}")  # planned just now: the query looks active
+    ckpt = Checkpoint.open(str(root))
+    plan = plan_repair(ckpt)
+    assert plan.rollback_to is not None
+    with pytest.raises(SafetyCheckError, match="looks active"):
+        apply_repair(ckpt, plan)
+    age_everything(root)
+    temp = root / "state/0/0/.12.delta.0b3b0a9e-2f5e-4a43-9c7e-3d3b3c1f0a11.tmp"
+    temp.write_bytes(b"LZ4Block")  # written seconds ago
+    ckpt = Checkpoint.open(str(root))
+    plan = plan_repair(ckpt)
+    with pytest.raises(SafetyCheckError, match=r"\.tmp: modified"):
+        apply_repair(ckpt, plan)
+    with pytest.raises(SafetyCheckError, match="below the default"):
+        apply_repair(ckpt, plan, min_age=60)
+    assert temp.exists() and (root / f"commits/{n}").exists()
+    result = apply_repair(ckpt, plan, force=True, quarantine=str(tmp_path / "q"))
+    assert result.validation.to_json()["ok"] and not temp.exists()
+
+
+def test_cli_repair_refuses_young_temp_files(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    temp = root / "state/0/0/.12.delta.0b3b0a9e-2f5e-4a43-9c7e-3d3b3c1f0a11.tmp"
+    temp.write_bytes(b"LZ4Block")
+    result = run_cli("repair", str(root), "--apply", "--yes")
+    assert result.exit_code == 2 and "modified" in result.stderr and temp.exists()
+
+
+# -- --min-age ----------------------------------------------------------------------------------
+
+
+def test_parse_duration_forms() -> None:
+    assert [parse_duration(t) for t in ("30s", "15m", "12h", "3d", "1w", "90", "1.5h")] == [
+        30,
+        900,
+        43200,
+        259200,
+        604800,
+        90,
+        5400,
+    ]
+    for bad in ("yesterday", "5x", "-5m", "", "1h30m", "nan", "1e9"):
+        with pytest.raises(UsageError):
+            parse_duration(bad)
+
+
+@pytest.mark.parametrize("command", ["orphans", "cleanup", "repair"])
+@pytest.mark.parametrize("value", ["yesterday", "5x"])
+def test_bad_min_age_is_one_line_usage_error(command: str, value: str) -> None:
+    result = run_cli(command, str(HDFS), "--min-age", value)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        f"error: --min-age {value!r}: expected a duration like 30s, 15m, 12h, 3d, "
+        "1w or plain seconds"
+    ]
+
+
+def test_min_age_below_default_needs_force(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    before = snapshot(root)
+    for args in (["--min-age", "0s", "--apply", "--yes"], ["--min-age", "30m"], ["--min-age", "0"]):
+        result = run_cli("cleanup", str(root), "--retain", "1", *args)
+        assert result.exit_code == 2, args
+        assert "below the default 1h" in result.stderr and "still writing" in result.stderr
+    result = run_cli("repair", str(root), "--min-age", "10m", "--apply", "--yes")
+    assert result.exit_code == 2 and "below the default 1h" in result.stderr
+    assert snapshot(root) == before
+    # orphans only reports: any --min-age is fine there.
+    assert run_cli("orphans", str(root), "--retain", "1", "--min-age", "0").exit_code == 1
+    forced = run_cli(
+        "cleanup", str(root), "--retain", "1", "--min-age", "0s", "--force", "--apply", "--yes"
+    )
+    assert forced.exit_code == 0, forced.stderr
+
+
+# -- the lock -----------------------------------------------------------------------------------
+
+
+def test_second_cleanup_fails_naming_the_holder(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    before = snapshot(root)
+    with checkpoint_lock(Storage.from_url(str(root)), "ckpt cleanup"):
+        assert (root / LOCK_NAME).exists()
+        for extra in ([], ["--break-lock"]):  # a live holder's lock is never broken
+            result = run_cli("cleanup", str(root), "--retain", "1", "--apply", "--yes", *extra)
+            assert result.exit_code == 2
+            line = result.stderr.splitlines()[0]
+            assert f"locked by 'ckpt cleanup' (pid {os.getpid()} on {socket.gethostname()})" in line
+            assert "taken " in line and " ago" in line
+        result = run_cli("repair", str(root), "--apply", "--yes")
+        assert result.exit_code == 2 and "locked by" in result.stderr
+        # Dry runs and read-only commands do not take it, and do not mind it.
+        assert run_cli("cleanup", str(root), "--retain", "1").exit_code == 0
+        assert run_cli("validate", str(root), "--fail-on", "warning").exit_code == 0
+        ckpt = Checkpoint.open(str(root))
+        assert [f.kind for f in ckpt.files if f.path == LOCK_NAME] == [FileKind.CKPT_LOCK]
+    assert not (root / LOCK_NAME).exists()  # released
+    assert snapshot(root) == before
+
+
+def test_concurrent_acquires_one_wins(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    barrier = threading.Barrier(8)
+    won: list[str] = []
+    lost: list[str] = []
+
+    def race() -> None:
+        storage = Storage.from_url(str(root))
+        barrier.wait()
+        try:
+            won.append(acquire(storage, "ckpt cleanup"))
+        except LockHeldError as exc:
+            lost.append(exc.message)
+
+    threads = [threading.Thread(target=race) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and len(lost) == 7
+    release(Storage.from_url(str(root)), won[0])
+    assert not (root / LOCK_NAME).exists()
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def write_lock(root: Path, *, host: str, pid: int, age: float) -> None:
+    started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - age))
+    holder = {"host": host, "pid": pid, "command": "ckpt cleanup"}
+    body = {"holder": holder, "started": started, "token": "t"}
+    (root / LOCK_NAME).write_text(json.dumps(body))
+
+
+def test_stale_lock_rule(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    args = ("cleanup", str(root), "--retain", "1", "--apply", "--yes")
+    # A killed holder on this host: reported with its age, broken with --break-lock.
+    write_lock(root, host=socket.gethostname(), pid=dead_pid(), age=300)
+    result = run_cli(*args)
+    assert result.exit_code == 2 and "taken 5 min ago" in result.stderr
+    assert "process is gone" in result.stderr and "--break-lock" in result.stderr
+    assert run_cli(*args, "--break-lock").exit_code == 0
+    assert not (root / LOCK_NAME).exists()
+    # Another host's lock: its process cannot be checked; broken only once older than 12 h.
+    write_lock(root, host="elsewhere.example", pid=1, age=3600)
+    result = run_cli(*args, "--break-lock")
+    assert result.exit_code == 2 and "on elsewhere.example" in result.stderr
+    write_lock(root, host="elsewhere.example", pid=1, age=13 * 3600)
+    assert run_cli(*args, "--break-lock").exit_code == 0
+    assert read_lock(Storage.from_url(str(root))) is None
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("s3", marks=pytest.mark.s3),
+        pytest.param("azure", marks=pytest.mark.azure),
+    ]
+)
+def store(request: pytest.FixtureRequest) -> S3Server | AzureServer:
+    server: S3Server | AzureServer = request.getfixturevalue(
+        "s3_server" if request.param == "s3" else "azure_server"
+    )
+    return server
+
+
+def test_lock_is_a_conditional_create_on_object_stores(store: S3Server | AzureServer) -> None:
+    prefix = f"lock-{random.randrange(10**9)}"
+    url = store.upload(HDFS, "ckpt-safety", prefix)
+    first = Storage.from_url(url, store.options)
+    second = Storage.from_url(url, store.options)
+    token = acquire(first, "ckpt cleanup")
+    # The conditional create itself refuses a second lock object...
+    with pytest.raises(FileExistsError):
+        second.fs.pipe_file(second.contained(LOCK_NAME), b"{}", mode="create")
+    # ...so a second command fails naming the holder.
+    with pytest.raises(LockHeldError, match=f"pid {os.getpid()}"):
+        acquire(second, "ckpt repair")
+    held = read_lock(second)
+    assert held is not None and held.command == "ckpt cleanup"
+    release(first, token)
+    assert read_lock(second) is None
+    again = acquire(second, "ckpt repair")
+    release(second, again)
+
+
+# -- SIGKILL mid-cleanup ------------------------------------------------------------------------
+
+
+def test_killed_cleanup_leaves_a_restartable_checkpoint_and_a_breakable_lock(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(14)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_bytes(b"not the checkpoint's")
+    before_outside = snapshot(outside)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for attempt in range(3):
+        root = tmp_path / f"run{attempt}" / "ckpt"
+        root.parent.mkdir()
+        shutil.copytree(ROCKS, root)
+        (root / "state/0/0/outside").symlink_to(outside, target_is_directory=True)
+        age_everything(root)
+        args = [sys.executable, "-m", "ckpt_cli", "cleanup", str(root), "--retain", "1"]
+        proc = subprocess.Popen(
+            [*args, "--apply", "--yes"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not (root / LOCK_NAME).exists() and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0, 0.03))  # somewhere in the locked section
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # Whatever was deleted, the checkpoint still restarts from its latest batch.
+        check = run_cli("validate", str(root), "--json")
+        assert check.json()["ok"], check.json()["findings"]
+        if (root / LOCK_NAME).exists():
+            again = subprocess.run([*args, "--apply", "--yes"], env=env, capture_output=True)
+            assert again.returncode == 2
+            err = again.stderr.decode()
+            assert f"pid {proc.pid}" in err and "process is gone" in err and " ago" in err
+        done = subprocess.run(
+            [*args, "--apply", "--yes", "--break-lock"], env=env, capture_output=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert not (root / LOCK_NAME).exists()
+        check = run_cli("validate", str(root), "--all-versions", "--json")
+        assert check.json()["ok"], check.json()["findings"]
+        assert snapshot(outside) == before_outside
