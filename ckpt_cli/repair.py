@@ -446,7 +446,7 @@ def undo_repair(manifest: str, storage_options: dict[str, Any] | None = None) ->
             body = json.load(fh)
     except FileNotFoundError as exc:
         raise CkptError(f"{manifest}: no such manifest") from exc
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:
         raise CkptError(f"{manifest}: not a readable repair manifest: {exc}") from exc
     if not isinstance(body, dict) or "changes" not in body or "checkpoint" not in body:
         raise CkptError(f"{manifest}: not a ckpt repair manifest")
