@@ -246,6 +246,16 @@ def test_validate_json_names_the_nested_file(tmp_path: Path) -> None:
     assert findings and findings[0]["code"] == "CORRUPT_OFFSETS"
 
 
+def test_deeply_nested_repair_manifest_is_one_line(tmp_path: Path) -> None:
+    root = copy_hdfs(tmp_path)
+    damage_latest_delta(root, 1)
+    applied = run_cli("repair", str(root), "--apply", "--yes", "--json")
+    assert applied.exit_code == 0, applied.stderr
+    manifest = Path(applied.json()["result"]["manifest"])
+    manifest.write_text('{"changes": ' + NESTED)
+    assert str(manifest) in one_line_error(run_cli("repair", "--undo", str(manifest)))
+
+
 # -- item 8: -o values -----------------------------------------------------------------------
 
 
