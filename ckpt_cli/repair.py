@@ -33,7 +33,7 @@ from ckpt_cli.formats import checksums, compression
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.state import codec_of, iter_state, plan_version
-from ckpt_cli.storage import Storage
+from ckpt_cli.storage import Storage, fsspec_options
 from ckpt_cli.validate import ERROR, Finding, ValidationReport, validate
 
 QUARANTINE = "quarantine"
@@ -442,7 +442,8 @@ def undo_repair(manifest: str, storage_options: dict[str, Any] | None = None) ->
     import fsspec.core
 
     try:
-        with fsspec.core.open(manifest, "r", encoding="utf-8", **(storage_options or {})) as fh:
+        options = fsspec_options(manifest, storage_options)
+        with fsspec.core.open(manifest, "r", encoding="utf-8", **options) as fh:
             body = json.load(fh)
     except FileNotFoundError as exc:
         raise CkptError(f"{manifest}: no such manifest") from exc

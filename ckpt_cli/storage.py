@@ -228,6 +228,29 @@ def _check_mapping_options(options: Mapping[str, Any]) -> None:
             )
 
 
+def fsspec_options(url: str, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``storage_options`` as fsspec's constructors for ``url`` take them: ckpt's own S3
+    options (``read_timeout``...) moved into botocore's config, ``retries`` dropped (not an
+    s3fs argument). For every filesystem ckpt opens, output and manifests included."""
+    secrets.remember_urls(url)  # third-party errors may quote its user:password@
+    scheme, fs_url = _normalise_url(url)
+    options = dict(storage_options or {})
+    _check_mapping_options(options)
+    if scheme == "s3":
+        if "@" in urlsplit(fs_url).netloc:
+            # s3fs would take "user:password@bucket" for the bucket name, and botocore
+            # then quote it in a "Parameter validation failed" message.
+            raise StorageAccessError(
+                f"{redact_url(url)}: an s3:// URL cannot carry credentials "
+                "(user:password@ before the bucket name)",
+                hint="give them with -o key=... -o secret=..., or the AWS_ACCESS_KEY_ID "
+                "and AWS_SECRET_ACCESS_KEY variables",
+            )
+        _number_option("retries", options.pop("retries", 2), int)
+        options = _s3_options(options)
+    return options
+
+
 def _mtime_of(info: Mapping[str, Any]) -> float | None:
     for key in ("mtime", "LastModified", "last_modified", "created"):
         value = info.get(key)
@@ -274,25 +297,13 @@ class Storage:
         """
         import fsspec.core
 
-        secrets.remember_urls(url)  # third-party errors may quote its user:password@
         scheme, fs_url = _normalise_url(url)
         options = dict(storage_options or {})
-        _check_mapping_options(options)
         # s3fs retries timeouts on its own, on top of botocore (a class attribute, 5).
         s3fs_retries = (
             _number_option("retries", options.pop("retries", 2), int) if scheme == "s3" else None
         )
-        if scheme == "s3":
-            if "@" in urlsplit(fs_url).netloc:
-                # s3fs would take "user:password@bucket" for the bucket name, and botocore
-                # then quote it in a "Parameter validation failed" message.
-                raise StorageAccessError(
-                    f"{redact_url(url)}: an s3:// URL cannot carry credentials "
-                    "(user:password@ before the bucket name)",
-                    hint="give them with -o key=... -o secret=..., or the AWS_ACCESS_KEY_ID "
-                    "and AWS_SECRET_ACCESS_KEY variables",
-                )
-            options = _s3_options(options)
+        options = fsspec_options(url, options)
         if scheme not in ("file", "memory"):
             # A filesystem of our own: fsspec shares instances between equal URLs, and the
             # request counter hooks into this instance's client.

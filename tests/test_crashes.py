@@ -315,6 +315,20 @@ def test_kwargs_options_reach_the_s3_client(s3_server: S3Server) -> None:
     assert result.exit_code == 0, result.stderr
 
 
+@pytest.mark.s3
+def test_s3_options_reach_the_dataset_output(s3_server: S3Server) -> None:
+    # ckpt's own S3 options (bounded waiting) were passed raw to s3fs for --output.
+    opts = ["-o", "max_attempts=1", "-o", "read_timeout=5", "-o", "retries=1"]
+    out = f"s3://ckpt-tests/out-{free_port()}/"
+    args = ["replay", str(HDFS), "-O", out, *opts]
+    result = run_cli(*args, *s3_server.cli_options(), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert len(s3_server.fs().find(out.removeprefix("s3://"))) == 2  # one file a partition
+    refused = ["-o", f"endpoint_url=http://127.0.0.1:{free_port()}"]
+    line = one_line_error(run_cli(*args, *refused, "-o", "connect_timeout=1"))
+    assert "partition_id=" in line and "could not connect" in line
+
+
 # -- item 14: passwords in URLs --------------------------------------------------------------
 
 
