@@ -80,13 +80,28 @@ class LocalEngine:
             return list(threads.map(fn, units))
 
 
+class _TaskFailed:
+    """A Spark task's CkptError, returned as its result: raised in the task, it would reach
+    the driver as a PythonException wrapping the worker's traceback text, not the error."""
+
+    def __init__(self, position: int, error: CkptError) -> None:
+        self.position = position
+        self.error = error
+
+
 def _run_partition(
     args: tuple[Callable[..., Any], Callable[..., None] | None, tuple[Any, ...], list[Any]],
-) -> list[Any]:
+) -> list[Any] | _TaskFailed:
     fn, initializer, initargs, units = args
-    if initializer is not None:
-        initializer(*initargs)
-    return [fn(u) for u in units]
+    out: list[Any] = []
+    try:
+        if initializer is not None:
+            initializer(*initargs)
+        for unit in units:
+            out.append(fn(unit))
+    except CkptError as exc:
+        return _TaskFailed(len(out), exc)  # len(out): the failing unit's position
+    return out
 
 
 class SparkEngine:
@@ -139,9 +154,17 @@ class SparkEngine:
         batches = [list(units[i::slices]) for i in range(slices)]
         rdd = sc.parallelize([(fn, initializer, initargs, b) for b in batches], numSlices=slices)
         results = rdd.map(_run_partition).collect()
+        failed = [
+            (r.position * slices + i, r.error)
+            for i, r in enumerate(results)
+            if isinstance(r, _TaskFailed)
+        ]
+        if failed:
+            raise min(failed, key=lambda f: f[0])[1]  # the first failing unit, as locally
         # Undo the round-robin split: unit j went to slice j % slices, position j // slices.
         out: list[Any] = [None] * len(units)
         for slice_index, chunk in enumerate(results):
+            assert not isinstance(chunk, _TaskFailed)
             for pos, value in enumerate(chunk):
                 out[pos * slices + slice_index] = value
         return out

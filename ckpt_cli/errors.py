@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CkptError(Exception):
     """Base of every error ckpt reports to a user.
@@ -19,6 +21,19 @@ class CkptError(Exception):
 
     def to_json(self) -> dict[str, str | None]:
         return {"type": self.code, "message": self.message, "hint": self.hint}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own pickling calls ``cls(*args)``, which the keyword-only and
+        # multi-field constructors of the subclasses reject: a worker process's or Spark
+        # task's error would then break the pool on the way back. Rebuild without calling
+        # __init__ and restore every attribute instead.
+        return (_rebuild, (type(self), self.args), self.__dict__)
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    exc = cls.__new__(cls)
+    BaseException.__init__(exc, *args)
+    return exc
 
 
 class CheckpointNotFound(CkptError):

@@ -40,7 +40,7 @@ from ckpt_cli.retention import (
     check_old_enough,
 )
 from ckpt_cli.state import codec_of, iter_state, plan_version
-from ckpt_cli.storage import Storage
+from ckpt_cli.storage import Storage, fsspec_options
 from ckpt_cli.validate import ERROR, Finding, ValidationReport, validate
 
 QUARANTINE = "quarantine"
@@ -490,11 +490,12 @@ def undo_repair(
     import fsspec.core
 
     try:
-        with fsspec.core.open(manifest, "r", encoding="utf-8", **(storage_options or {})) as fh:
+        options = fsspec_options(manifest, storage_options)
+        with fsspec.core.open(manifest, "r", encoding="utf-8", **options) as fh:
             body = json.load(fh)
     except FileNotFoundError as exc:
         raise CkptError(f"{manifest}: no such manifest") from exc
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:
         raise CkptError(f"{manifest}: not a readable repair manifest: {exc}") from exc
     if not isinstance(body, dict) or "changes" not in body or "checkpoint" not in body:
         raise CkptError(f"{manifest}: not a ckpt repair manifest")

@@ -37,7 +37,15 @@ from ckpt_cli.state import (
     plan_version,
     store_schema,
 )
-from ckpt_cli.storage import FileEntry, Listing, Storage
+from ckpt_cli.storage import (
+    FileEntry,
+    Listing,
+    Storage,
+    classify_store_error,
+    fsspec_options,
+    redact_url,
+    store_error,
+)
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
 
@@ -496,17 +504,29 @@ def _init_dataset(settings: _DatasetSettings) -> None:
 
 def _replay_unit(unit: _DatasetUnit) -> int:
     """On a worker or Spark executor: replay one partition and write its rows as one file."""
-    import fsspec.core
-
     settings = _DATASET
     assert settings is not None
+    ext = "parquet" if settings.fmt == "parquet" else "jsonl"
+    target = f"{settings.output.rstrip('/')}/partition_id={unit.plan.partition}/part-00000.{ext}"
+    try:
+        return _write_unit(unit, settings, target)
+    except CkptError:
+        raise
+    except Exception as exc:
+        # The output store's own errors (no credentials, refused, denied) in one line.
+        if isinstance(exc, OSError) or classify_store_error(exc)[0] != "other":
+            raise store_error(redact_url(target), "write", exc) from exc
+        raise
+
+
+def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, target: str) -> int:
+    import fsspec.core
+
     ckpt = Checkpoint(settings.storage, Listing(list(unit.entries)))
     plan = unit.plan
     decoder = decoder_for(ckpt, plan.operator, plan.store, raw=settings.raw)
     matches = key_filter(list(settings.where), decoder)
     rows = iter_rows(ckpt, plan, decoder, matches)
-    ext = "parquet" if settings.fmt == "parquet" else "jsonl"
-    target = f"{settings.output.rstrip('/')}/partition_id={plan.partition}/part-00000.{ext}"
     count = 0
     if settings.fmt == "parquet":
         import pyarrow as pa
@@ -585,7 +605,7 @@ def write_dataset(
         ]
         units.append(_DatasetUnit(plan, tuple(shared + entries)))
     settings = _DatasetSettings(
-        ckpt.storage, output, fmt, raw, tuple(where or ()), dict(storage_options or {})
+        ckpt.storage, output, fmt, raw, tuple(where or ()), fsspec_options(output, storage_options)
     )
     counts = engine.map(
         _replay_unit,

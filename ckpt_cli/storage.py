@@ -14,9 +14,10 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from ckpt_cli import secrets
 from ckpt_cli.errors import (
     CheckpointNotFound,
     CkptError,
@@ -203,10 +204,58 @@ def _s3_options(options: dict[str, Any]) -> dict[str, Any]:
     for key, default in S3_DEFAULTS.items():
         value = options.pop(key, default)
         if key == "max_attempts":
-            config.setdefault("retries", {"max_attempts": int(value), "mode": "standard"})
+            attempts = _number_option(key, value, int)
+            config.setdefault("retries", {"max_attempts": attempts, "mode": "standard"})
         else:
-            config.setdefault(key, float(value))
+            config.setdefault(key, _number_option(key, value, float))
     options["config_kwargs"] = config
+    return options
+
+
+N = TypeVar("N", int, float)
+
+
+def _number_option(key: str, value: Any, kind: type[N]) -> N:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return kind(value)
+    except (TypeError, ValueError):
+        what = "an integer" if kind is int else "a number"
+        raise CkptError(f"storage option {key}: expected {what}, found {value!r}") from None
+
+
+def _check_mapping_options(options: Mapping[str, Any]) -> None:
+    """``*_kwargs`` options are keyword arguments for a client: a string there (JSON text
+    not parsed) would fail deep inside the store's library, or be ignored."""
+    for key, value in options.items():
+        if key.endswith("_kwargs") and value is not None and not isinstance(value, Mapping):
+            raise CkptError(
+                f"storage option {key}: expected a mapping of keyword arguments, "
+                f"found {type(value).__name__}"
+            )
+
+
+def fsspec_options(url: str, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``storage_options`` as fsspec's constructors for ``url`` take them: ckpt's own S3
+    options (``read_timeout``...) moved into botocore's config, ``retries`` dropped (not an
+    s3fs argument). For every filesystem ckpt opens, output and manifests included."""
+    secrets.remember_urls(url)  # third-party errors may quote its user:password@
+    scheme, fs_url = _normalise_url(url)
+    options = dict(storage_options or {})
+    _check_mapping_options(options)
+    if scheme == "s3":
+        if "@" in urlsplit(fs_url).netloc:
+            # s3fs would take "user:password@bucket" for the bucket name, and botocore
+            # then quote it in a "Parameter validation failed" message.
+            raise StorageAccessError(
+                f"{redact_url(url)}: an s3:// URL cannot carry credentials "
+                "(user:password@ before the bucket name)",
+                hint="give them with -o key=... -o secret=..., or the AWS_ACCESS_KEY_ID "
+                "and AWS_SECRET_ACCESS_KEY variables",
+            )
+        _number_option("retries", options.pop("retries", 2), int)
+        options = _s3_options(options)
     return options
 
 
@@ -261,9 +310,10 @@ class Storage:
         scheme, fs_url = _normalise_url(url)
         options = dict(storage_options or {})
         # s3fs retries timeouts on its own, on top of botocore (a class attribute, 5).
-        s3fs_retries = int(options.pop("retries", 2)) if scheme == "s3" else None
-        if scheme == "s3":
-            options = _s3_options(options)
+        s3fs_retries = (
+            _number_option("retries", options.pop("retries", 2), int) if scheme == "s3" else None
+        )
+        options = fsspec_options(url, options)
         if scheme not in ("file", "memory"):
             # A filesystem of our own: fsspec shares instances between equal URLs, and the
             # request counter hooks into this instance's client.

@@ -17,7 +17,7 @@ from rich.console import Console
 from ckpt_cli import exit_codes
 from ckpt_cli.errors import CkptError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.secrets import is_secret_option, remember, scrub
+from ckpt_cli.secrets import is_secret_option, remember, remember_urls, scrub
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -106,6 +106,11 @@ def write_json(obj: Any) -> None:
 
 
 def parse_storage_options(values: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; VALUE true/false, an integer, JSON (``{...}``/``[...]``), or text.
+
+    Options named ``*_kwargs`` (s3fs ``client_kwargs``, ``config_kwargs``...) are passed on
+    as keyword arguments, so they must be JSON objects.
+    """
     options: dict[str, Any] = {}
     for item in values or []:
         key, sep, value = item.partition("=")
@@ -115,12 +120,49 @@ def parse_storage_options(values: list[str] | None) -> dict[str, Any]:
             remember(value)
         lowered = value.lower()
         parsed: Any = value
-        if lowered in ("true", "false"):
+        if value.lstrip()[:1] in ("{", "[") or key.endswith("_kwargs"):
+            parsed = _json_option(key, value)
+        elif lowered in ("true", "false"):
             parsed = lowered == "true"
         elif value.isdigit():
             parsed = int(value)
         options[key] = parsed
     return options
+
+
+_JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number"}
+_JSON_TYPES.update({bool: "true/false", type(None): "null"})
+
+
+def _json_option(key: str, value: str) -> Any:
+    try:
+        parsed = json.loads(value)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        problem = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise CkptError(
+            f"--storage-option {key}: the value is not valid JSON ({problem})",
+            hint=f"""quote it for the shell: -o '{key}={{"name": "value"}}'""",
+        ) from None
+    if key.endswith("_kwargs") and not isinstance(parsed, dict):
+        raise CkptError(
+            f"--storage-option {key}: expected a JSON object of keyword arguments, "
+            f"found {_JSON_TYPES.get(type(parsed), type(parsed).__name__)}",
+            hint=f"""e.g. -o '{key}={{"name": "value"}}'""",
+        )
+    _remember_nested(parsed)
+    return parsed
+
+
+def _remember_nested(value: Any) -> None:
+    """Secrets inside a JSON option (``client_kwargs={"aws_secret_access_key": ...}``)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str) and is_secret_option(str(k)):
+                remember(v)
+            _remember_nested(v)
+    elif isinstance(value, list):
+        for v in value:
+            _remember_nested(v)
 
 
 class RichProgress:
@@ -245,6 +287,11 @@ def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _guarded(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    for value in [*args, *kwargs.values()]:
+        # Checkpoint, output and option URLs: their passwords are masked in all we print.
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                remember_urls(text)
     try:
         return func(*args, **kwargs)
     except (typer.Exit, typer.Abort, KeyboardInterrupt):

@@ -46,6 +46,7 @@ from ckpt_cli.replay import (
     write_dataset,
     write_partitions,
 )
+from ckpt_cli.secrets import scrub
 
 TABLE_LIMIT = 50
 
@@ -227,7 +228,7 @@ def replay(
             "status": "ok",
             "target": _target_json(target),
             "notes": target.notes,
-            "output": output,
+            "output": scrub(output),  # a URL's user:password@ stays hidden
             "format": fmt_name,
             "rows": sum(counts.values()),
             "rows_per_partition": {str(k): v for k, v in counts.items()},
@@ -236,7 +237,8 @@ def replay(
             write_json(summary)
         else:
             stdout_console().print(
-                f"Wrote {summary['rows']:,} rows of {len(counts)} partitions to {output} "
+                f"Wrote {summary['rows']:,} rows of {len(counts)} partitions to "
+                f"{summary['output']} "
                 f"({fmt_name}, one partition_id=<p>/ folder each)"
             )
         raise typer.Exit(exit_codes.OK)

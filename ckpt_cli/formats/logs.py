@@ -59,6 +59,9 @@ def _json_line(path: str, text: str, line: int, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise FormatError(path, f"{what} is not valid JSON: {exc.msg}", line=line) from exc
+    except RecursionError:
+        # Spark's Jackson also refuses it (StreamReadConstraints: at most 1000 levels).
+        raise FormatError(path, f"{what} is JSON nested too deeply to read", line=line) from None
 
 
 def _int_field(path: str, obj: dict[str, Any], key: str, line: int, default: int = 0) -> int:

@@ -88,6 +88,9 @@ class _RowError(Exception):
         self.problem = problem
         self.offset = offset
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.problem, self.offset))  # pickles across worker processes
+
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
