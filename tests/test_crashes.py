@@ -249,7 +249,7 @@ def test_validate_json_names_the_nested_file(tmp_path: Path) -> None:
 def test_deeply_nested_repair_manifest_is_one_line(tmp_path: Path) -> None:
     root = copy_hdfs(tmp_path)
     damage_latest_delta(root, 1)
-    applied = run_cli("repair", str(root), "--apply", "--yes", "--json")
+    applied = run_cli("repair", str(root), "--apply", "--yes", "--force", "--json")
     assert applied.exit_code == 0, applied.stderr
     manifest = Path(applied.json()["result"]["manifest"])
     manifest.write_text('{"changes": ' + NESTED)
