@@ -81,3 +81,10 @@ class ChecksumMismatchError(FormatError):
     """A checksum stored in the file (or its sidecar) does not match the bytes."""
 
     code = "checksum-mismatch"
+
+
+class LimitExceededError(FormatError):
+    """A file inflates (or lists) more than ckpt's safety limits allow: a decompression bomb,
+    or a genuine file beyond the limits (the hint says how to raise them)."""
+
+    code = "limit-exceeded"

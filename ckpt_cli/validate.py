@@ -29,6 +29,7 @@ from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.errors import (
     CkptError,
     FormatError,
+    LimitExceededError,
     TruncatedFileError,
     UnsupportedVersionError,
 )
@@ -117,6 +118,11 @@ CODES: dict[str, tuple[str, str]] = {
         "the file ends before its end marker (an interrupted copy or write); restore it",
     ),
     "CORRUPT_FILE": (ERROR, "the file cannot be decoded; restore it from a backup"),
+    "LIMIT_EXCEEDED": (
+        ERROR,
+        "the file inflates or lists more than ckpt's safety limits allow (a decompression "
+        "bomb?); if it is genuine, raise the limit named in the message and run again",
+    ),
     "CRC_MISMATCH": (
         ERROR,
         "Hadoop refuses a file whose .crc does not match; if the file itself is right, delete the "
@@ -227,6 +233,8 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
             _verify_sidecars(storage, task, result, data)
     except TruncatedFileError as exc:
         result.findings.append(("TRUNCATED_FILE", str(exc), [task.path]))
+    except LimitExceededError as exc:
+        result.findings.append(("LIMIT_EXCEEDED", str(exc), [task.path]))
     except FormatError as exc:
         code = "CORRUPT_SCHEMA" if task.kind is FileKind.STATE_SCHEMA else "CORRUPT_FILE"
         result.findings.append((code, str(exc), [task.path]))
