@@ -306,7 +306,7 @@ def _zip(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int
         if meta.uses_column_families:
             report["problems"].append(f"{f.path}: rows of column-family stores are shown raw (hex)")
             decoder = RowDecoder(None, "hdfs", path=f.path)
-        for key, value in rocksdb.iter_db(tmp):
+        for key, value in rocksdb.iter_db(tmp, path=f.path):
             count += 1
             if len(rows) < limit:
                 rows.append(_decode_row(decoder, key, value))

@@ -281,7 +281,7 @@ def _decode_zip(
         rocksdb.rebuild_db_dir(
             data, lambda rel: storage.read_bytes(f"{store_dir}/{rel}"), tmp, path=task.path
         )
-        count = sum(1 for _ in rocksdb.iter_db(tmp))
+        count = sum(1 for _ in rocksdb.iter_db(tmp, path=task.path))
     keys_known = meta.num_keys is not None and meta.num_keys >= 0
     if keys_known and not meta.uses_column_families and count != meta.num_keys:
         raise FormatError(

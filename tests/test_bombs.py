@@ -301,3 +301,17 @@ def test_zip_slip_names_are_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(FormatError, match="Spark writes flat names"):
         rocksdb.rebuild_db_dir(dest.read_bytes(), lambda rel: b"", tmp_path / "db", path="10.zip")
     assert not (tmp_path / "escape").exists() and not Path("/etc/escape").exists()
+
+
+def test_rocksdb_rows_are_held_to_the_limits_against_the_files_on_disk(tmp_path: Path) -> None:
+    # SST blocks are compressed as well: the rows read out are counted against the bytes of
+    # the rebuilt directory (here with limits so tight the real rows exceed them).
+    store = CASES_DIR / "spark4-rocksdb-agg" / "checkpoint" / "state/0/0"
+    db = tmp_path / "db"
+    rocksdb.rebuild_db_dir(
+        (store / "10.zip").read_bytes(), lambda rel: (store / rel).read_bytes(), db, path="10.zip"
+    )
+    assert list(rocksdb.iter_db(db, path="state/0/0/10.zip"))
+    tight = limits.Limits(max_inflation=0.001, floor=0)
+    with pytest.raises(LimitExceededError, match=r"state/0/0/10\.zip.*RocksDB data"):
+        list(rocksdb.iter_db(db, path="state/0/0/10.zip", limits=tight))

@@ -79,7 +79,11 @@ class Limits:
         by_ratio = max(self.floor, int(self.max_inflation * compressed))
         return min(self.max_decompressed_bytes, by_ratio)
 
-    def check_inflation(self, path: str, compressed: int, decompressed: int, what: str) -> None:
+    def check_inflation(
+        self, path: str, compressed: int, decompressed: int, what: str, *, declared: bool = False
+    ) -> None:
+        """Raise when ``decompressed`` bytes from ``compressed`` are beyond the limits;
+        ``declared``: the sizes are what a zip's directory says, not bytes decoded so far."""
         if decompressed <= self.allowed(compressed):
             return
         if decompressed > self.max_decompressed_bytes:
@@ -89,10 +93,15 @@ class Limits:
                 f"(the limit of {DECOMPRESSED_ENV})",
                 hint=f"if the file is genuine, raise {DECOMPRESSED_ENV}",
             )
+        sizes = (
+            f"{compressed} compressed bytes declare {decompressed}"
+            if declared
+            else f"its first {compressed} bytes decoded to {decompressed}"
+        )
         raise LimitExceededError(
             path,
             f"{what} inflates more than {self.max_inflation:g}x (the limit of {INFLATION_ENV}): "
-            f"its first {compressed} bytes decoded to {decompressed} (a decompression bomb?)",
+            f"{sizes} (a decompression bomb?)",
             hint=f"if the file is genuine, raise {INFLATION_ENV} (e.g. {INFLATION_ENV}=1000)",
         )
 

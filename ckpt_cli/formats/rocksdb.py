@@ -242,7 +242,7 @@ def _check_declared(path: str, info: zipfile.ZipInfo, cap: int, limits: Limits) 
             f"{lim.DECOMPRESSED_ENV})",
             hint=f"if the file is genuine, raise {lim.DECOMPRESSED_ENV}",
         )
-    limits.check_inflation(path, info.compress_size, info.file_size, what)
+    limits.check_inflation(path, info.compress_size, info.file_size, what, declared=True)
 
 
 def _entry_cap(limits: Limits) -> int:
@@ -380,16 +380,27 @@ def rebuild_db_dir(
     return metadata
 
 
-def iter_db(dest_dir: str | os.PathLike[str]) -> Iterator[tuple[bytes, bytes]]:
+def _dir_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def iter_db(
+    dest_dir: str | os.PathLike[str], *, path: str | None = None, limits: Limits | None = None
+) -> Iterator[tuple[bytes, bytes]]:
     """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order.
 
     Opens read-only in rocksdict raw mode with block checksums verified; a DB RocksDB cannot
     open, or an iteration that stops on corruption, raises FormatError (an iterator that just
-    becomes invalid would otherwise look like the end of the data).
+    becomes invalid would otherwise look like the end of the data). SSTs are compressed too:
+    the bytes of keys and values are held to ``limits`` against the directory's size, and a
+    ``LimitExceededError`` names ``path`` (the zip) when given.
     """
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
     where = str(dest_dir)
+    limits = limits or Limits.current()
+    on_disk = _dir_bytes(Path(dest_dir))
+    allowed = limits.allowed(on_disk)
     try:
         db = Rdict(where, options=Options(raw_mode=True), access_type=AccessType.read_only())
     except Exception as exc:  # rocksdict raises a plain Exception for RocksDB errors
@@ -398,13 +409,20 @@ def iter_db(dest_dir: str | os.PathLike[str]) -> Iterator[tuple[bytes, bytes]]:
         read_options = ReadOptions()
         read_options.set_verify_checksums(True)
         it = db.iter(read_options)
+        total = 0
         try:
             it.seek_to_first()
             while it.valid():
                 # raw mode yields bytes; the stubs type key()/value() loosely.
-                yield cast(bytes, it.key()), cast(bytes, it.value())
+                key, value = cast(bytes, it.key()), cast(bytes, it.value())
+                total += len(key) + len(value)
+                if total > allowed:
+                    limits.check_inflation(path or where, on_disk, total, "the RocksDB data")
+                yield key, value
                 it.next()
             it.status()
+        except LimitExceededError:
+            raise
         except Exception as exc:
             raise FormatError(where, f"RocksDB stopped reading the SST data: {exc}") from None
         finally:
