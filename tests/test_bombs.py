@@ -36,29 +36,35 @@ def _replace(path: Path, data: bytes) -> None:
     (path.parent / f".{path.name}.crc").unlink(missing_ok=True)
 
 
-def _zstd(tmp_path: Path) -> tuple[Path, str]:
+def _zstd(tmp_path: Path, big: bool = False) -> tuple[Path, str]:
     root = _copy(tmp_path, "spark4-hdfs-agg-zstd")
     rel = "state/0/0/9.snapshot"  # the base of the restart version
-    _replace(root / rel, bombs.zstd_bomb(root / rel, 4 << 30))
+    _replace(root / rel, bombs.zstd_bomb(root / rel, 4 << 30 if big else 256 << 20))
     return root, rel
 
 
-def _lz4(tmp_path: Path) -> tuple[Path, str]:
+def _lz4(tmp_path: Path, big: bool = False) -> tuple[Path, str]:
     root = _copy(tmp_path, "spark4-hdfs-agg")
     rel = "state/0/0/9.snapshot"
-    _replace(root / rel, bombs.lz4_bomb(root / rel, 6 << 30))
+    _replace(root / rel, bombs.lz4_bomb(root / rel, 6 << 30 if big else 256 << 20))
     return root, rel
 
 
-def _zip(tmp_path: Path) -> tuple[Path, str]:
+def _zip(tmp_path: Path, big: bool = False) -> tuple[Path, str]:
     root = _copy(tmp_path, "spark4-rocksdb-agg")
     rel = "state/0/0/10.zip"
-    bombs.zip_bomb(root / rel, root / rel, 1 << 30)
+    bombs.zip_bomb(root / rel, root / rel, 1 << 30 if big else 256 << 20)
     (root / "state/0/0/.10.zip.crc").unlink(missing_ok=True)
     return root, rel
 
 
-BOMBS: dict[str, Callable[[Path], tuple[Path, str]]] = {"zstd": _zstd, "lz4": _lz4, "zip": _zip}
+# Small bombs (256 MiB) for the command tests, the sizes of the issue (4 GiB zstd in ~400 KB,
+# 6 GiB lz4 in ~25 MB, a 1 MB zip with a 1 GiB entry) for the measured ones.
+BOMBS: dict[str, Callable[[Path, bool], tuple[Path, str]]] = {
+    "zstd": _zstd,
+    "lz4": _lz4,
+    "zip": _zip,
+}
 
 COMMANDS: dict[str, Callable[[Path, str], list[str]]] = {
     "inspect": lambda root, rel: ["inspect", str(root / rel)],
@@ -96,7 +102,7 @@ def _assert_stopped(command: str, code: int, out: str, err: str, rel: str) -> No
 def test_bomb_is_stopped_on_every_command(
     bomb: str, command: str, tmp_path: Path, small_floor: None
 ) -> None:
-    root, rel = BOMBS[bomb](tmp_path)
+    root, rel = BOMBS[bomb](tmp_path, False)
     started = time.monotonic()
     result = run_cli(*COMMANDS[command](root, rel))
     assert time.monotonic() - started < 20
@@ -131,7 +137,7 @@ def _measure(*args: str) -> tuple[int, float, int, str, str]:
 def test_bomb_with_default_limits_in_bounded_time_and_memory(
     bomb: str, command: str, tmp_path: Path
 ) -> None:
-    root, rel = BOMBS[bomb](tmp_path)
+    root, rel = BOMBS[bomb](tmp_path, True)
     code, seconds, peak_mb, out, err = _measure(*COMMANDS[command](root, rel))
     _assert_stopped(command, code, out, err, rel)
     assert seconds < 15, seconds

@@ -25,8 +25,8 @@ Environment variables raise (or lower) the limits for genuine files beyond them:
 * ``CKPT_MAX_SST_FILES``: SST and log files one zip's metadata may list (default 100,000; one
   partition's RocksDB has hundreds).
 
-A zip's ``metadata`` entry is also held to 16 MiB (over 100,000 SST entries) and its central
-directory to 256 bytes per allowed entry, both parsed in memory.
+A zip's ``metadata`` entry is also held to 168 bytes per allowed SST file (16 MiB) and its
+central directory to 256 bytes per allowed entry, both parsed in memory.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ DEFAULT_INFLATION: Final = 100
 INFLATION_FLOOR: Final = 16 << 20
 DEFAULT_DECOMPRESSED_BYTES: Final = 16 << 30
 DEFAULT_ZIP_ENTRIES: Final = 10_000
-# A zip's ``metadata`` entry: ~120 bytes of JSON per SST file, so 16 MiB is >100,000 SSTs.
-MAX_METADATA_BYTES: Final = 16 << 20
+# A zip's ``metadata`` entry takes ~100 bytes of JSON per SST file it lists; this allows
+# 168 (16 MiB for the default 100,000 files).
+METADATA_BYTES_PER_FILE: Final = 168
 # Central directory bytes allowed per zip entry allowed (Spark's names are ~20 characters:
 # 46 bytes of record, the name, a few extra fields).
 ZIP_DIRECTORY_BYTES_PER_ENTRY: Final = 256
@@ -73,6 +74,11 @@ class Limits:
             max_zip_entries=int(_env_number(ZIP_ENTRIES_ENV, DEFAULT_ZIP_ENTRIES)),
             max_shared_files=int(_env_number(SST_FILES_ENV, DEFAULT_SHARED_FILES)),
         )
+
+    @property
+    def max_metadata_bytes(self) -> int:
+        """Bytes a zip's ``metadata`` entry (JSON parsed in memory) may have."""
+        return self.max_shared_files * METADATA_BYTES_PER_FILE
 
     def allowed(self, compressed: int) -> int:
         """Bytes a stream may have decoded to after ``compressed`` bytes of input."""

@@ -35,7 +35,6 @@ VIRTUAL_CF_PREFIX_BYTES = 2
 # A RocksDB version's "other files" are a few KB; this caps what a corrupt or hostile zip can
 # make us inflate onto disk (formats/limits.py bounds it further by ratio).
 MAX_ZIP_ENTRY_BYTES = 1 << 30
-MAX_METADATA_BYTES = lim.MAX_METADATA_BYTES
 
 
 @dataclass(frozen=True)
@@ -233,30 +232,35 @@ def _open_zip(path: str, data: bytes | BinaryIO, limits: Limits) -> zipfile.ZipF
     return archive
 
 
-def _check_declared(path: str, info: zipfile.ZipInfo, cap: int, limits: Limits) -> None:
+def _check_declared(path: str, info: zipfile.ZipInfo, limits: Limits) -> None:
     what = f"zip entry {info.filename!r}"
+    cap, env = _entry_cap(info, limits)
     if info.file_size > cap:
         raise LimitExceededError(
             path,
-            f"{what} is too large ({info.file_size} bytes; the limit is {cap}, "
-            f"{lim.DECOMPRESSED_ENV})",
-            hint=f"if the file is genuine, raise {lim.DECOMPRESSED_ENV}",
+            f"{what} is too large ({info.file_size} bytes; the limit is {cap}, from {env})",
+            hint=f"if the file is genuine, raise {env}",
         )
     limits.check_inflation(path, info.compress_size, info.file_size, what, declared=True)
 
 
-def _entry_cap(limits: Limits) -> int:
-    return min(MAX_ZIP_ENTRY_BYTES, limits.max_decompressed_bytes)
+def _entry_cap(info: zipfile.ZipInfo, limits: Limits) -> tuple[int, str]:
+    """The most an entry may inflate to, and the setting that raises it."""
+    if info.filename == METADATA_ENTRY:
+        # Parsed in memory; its size follows the number of SST files it lists.
+        return limits.max_metadata_bytes, lim.SST_FILES_ENV
+    return min(MAX_ZIP_ENTRY_BYTES, limits.max_decompressed_bytes), lim.DECOMPRESSED_ENV
 
 
 def _entry_chunks(
-    path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int, limits: Limits
+    path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits
 ) -> Iterator[bytes]:
     """An entry's inflated bytes in pieces, held to ``cap`` and to the inflation limits
     against its compressed size; both the sizes the zip declares and the bytes actually
     inflated are checked (the declared sizes can lie)."""
     what = f"zip entry {info.filename!r}"
-    _check_declared(path, info, cap, limits)
+    _check_declared(path, info, limits)
+    cap, env = _entry_cap(info, limits)
     total = 0
     try:
         # zipfile stops at the declared size and checks the CRC-32 at the end.
@@ -266,8 +270,8 @@ def _entry_chunks(
                 if total > cap:
                     raise LimitExceededError(
                         path,
-                        f"{what} inflates past {cap} bytes (the limit of {lim.DECOMPRESSED_ENV})",
-                        hint=f"if the file is genuine, raise {lim.DECOMPRESSED_ENV}",
+                        f"{what} inflates past {cap} bytes (the limit from {env})",
+                        hint=f"if the file is genuine, raise {env}",
                     )
                 limits.check_inflation(path, info.compress_size, total, what)
                 yield chunk
@@ -276,9 +280,9 @@ def _entry_chunks(
 
 
 def _read_entry(
-    path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int, limits: Limits
+    path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits
 ) -> bytes:
-    return b"".join(_entry_chunks(path, archive, info, cap, limits))
+    return b"".join(_entry_chunks(path, archive, info, limits))
 
 
 def read_zip(path: str, data: bytes | BinaryIO, *, limits: Limits | None = None) -> ZipContents:
@@ -292,13 +296,12 @@ def read_zip(path: str, data: bytes | BinaryIO, *, limits: Limits | None = None)
         infos = archive.infolist()
         # The central directory's sizes alone tell a bomb: no entry needs inflating for it.
         for info in infos:
-            cap = MAX_METADATA_BYTES if info.filename == METADATA_ENTRY else _entry_cap(limits)
-            _check_declared(path, info, cap, limits)
+            _check_declared(path, info, limits)
         entries = tuple(ZipEntry(i.filename, i.file_size, i.compress_size) for i in infos)
         meta_info = next((i for i in infos if i.filename == METADATA_ENTRY), None)
         if meta_info is None:
             raise FormatError(path, "zip has no 'metadata' entry")
-        text = _read_entry(path, archive, meta_info, MAX_METADATA_BYTES, limits)
+        text = _read_entry(path, archive, meta_info, limits)
     return ZipContents(entries, parse_zip_metadata(f"{path}!metadata", text, limits=limits))
 
 
@@ -332,7 +335,6 @@ def rebuild_db_dir(
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
     metadata: RocksDBCheckpointMetadata | None = None
-    entry_cap = _entry_cap(limits)
     # Each entry is held to the ratio against its own compressed size, and all of them
     # together against the zip's size (many entries at the floor would fill the disk).
     zip_size = len(zip_bytes) if isinstance(zip_bytes, bytes) else zip_bytes.seek(0, os.SEEK_END)
@@ -342,12 +344,12 @@ def rebuild_db_dir(
             name = _safe_name(path, info.filename)
             if name == METADATA_ENTRY:
                 # The same cap as read_zip: what inspect and validate refuse, replay refuses.
-                content = _read_entry(path, archive, info, MAX_METADATA_BYTES, limits)
+                content = _read_entry(path, archive, info, limits)
                 metadata = parse_zip_metadata(f"{path}!metadata", content, limits=limits)
                 continue
             try:
                 with open(dest / name, "wb") as out:
-                    for chunk in _entry_chunks(path, archive, info, entry_cap, limits):
+                    for chunk in _entry_chunks(path, archive, info, limits):
                         unpacked += len(chunk)
                         limits.check_inflation(path, zip_size, unpacked, "the zip's entries")
                         out.write(chunk)
