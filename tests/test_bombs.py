@@ -321,3 +321,15 @@ def test_rocksdb_rows_are_held_to_the_limits_against_the_files_on_disk(tmp_path:
     tight = limits.Limits(max_inflation=0.001, floor=0)
     with pytest.raises(LimitExceededError, match=r"state/0/0/10\.zip.*RocksDB data"):
         list(rocksdb.iter_db(db, path="state/0/0/10.zip", limits=tight))
+
+
+def test_zip64_entry_count_is_read_from_the_zip64_record(tmp_path: Path) -> None:
+    # Over 65,535 entries zipfile writes the zip64 end record; the count is read from it.
+    dest = tmp_path / "10.zip"
+    with zipfile.ZipFile(dest, "w") as archive:
+        for name, _method, data, _crc, _size in bombs.real_zip_entries(_real_zip()):
+            archive.writestr(name, data)
+        for i in range(70_000):
+            archive.writestr(f"extra-{i:06d}", b"")
+    with pytest.raises(LimitExceededError, match="zip entries: 70005,"):
+        rocksdb.read_zip("10.zip", dest.read_bytes())

@@ -187,11 +187,15 @@ def _zip_directory(fh: BinaryIO) -> tuple[int, int, int]:
     record, read before ``zipfile`` parses (and holds) the whole directory; -1 when there is
     no such record (``zipfile`` then reports the zip as unreadable)."""
     size = fh.seek(0, os.SEEK_END)
-    tail_at = max(0, size - _EOCD.size - 0xFFFF)
-    fh.seek(tail_at)
-    tail = fh.read()
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) - at < _EOCD.size:
+    # Like zipfile: the record without a comment first (with the zip64 locator before it),
+    # then the last 64 KiB where a comment could hide it.
+    for span in (_EOCD.size + _EOCD64_LOCATOR.size, _EOCD.size + 0xFFFF):
+        fh.seek(max(0, size - span))
+        tail = fh.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at >= 0 and len(tail) - at >= _EOCD.size:
+            break
+    else:
         return -1, -1, size
     _, _, _, _, entries, cd_size, _, _ = _EOCD.unpack_from(tail, at)
     if entries == 0xFFFF or cd_size == 0xFFFFFFFF:
