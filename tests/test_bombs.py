@@ -333,3 +333,16 @@ def test_zip64_entry_count_is_read_from_the_zip64_record(tmp_path: Path) -> None
             archive.writestr(f"extra-{i:06d}", b"")
     with pytest.raises(LimitExceededError, match="zip entries: 70005,"):
         rocksdb.read_zip("10.zip", dest.read_bytes())
+
+
+def test_zip_entry_flagged_encrypted_is_a_format_error(tmp_path: Path) -> None:
+    # zipfile raises RuntimeError for it (found by fuzzing the real zip's bytes).
+    data = bytearray(_real_zip().read_bytes())
+    at = data.find(b"PK\x01\x02")
+    while at >= 0:
+        data[at + 8] |= 1  # general purpose flag bit 0: encrypted
+        at = data.find(b"PK\x01\x02", at + 4)
+    with pytest.raises(FormatError, match="encrypted"):
+        rocksdb.read_zip("10.zip", bytes(data))
+    with pytest.raises(FormatError, match="encrypted"):
+        rocksdb.rebuild_db_dir(bytes(data), lambda rel: b"", tmp_path / "db", path="10.zip")
