@@ -120,3 +120,10 @@ class LockHeldError(CkptError):
     """Another cleanup or repair holds the checkpoint's lock."""
 
     code = "lock-held"
+
+
+class LimitExceededError(FormatError):
+    """A file inflates (or lists) more than ckpt's safety limits allow: a decompression bomb,
+    or a genuine file beyond the limits (the hint says how to raise them)."""
+
+    code = "limit-exceeded"

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.errors import CkptError, FormatError, LimitExceededError
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
@@ -79,6 +79,8 @@ def inspect_file(ckpt: Checkpoint, rel: str, *, limit: int = DEFAULT_LIMIT) -> d
             handler(ckpt, f, report, limit)
         if f.kind in (FileKind.TEMP, FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
             report["target"] = f.target
+    except LimitExceededError:
+        raise  # not damage to report: ckpt would not read on (exit 2, with the limit's hint)
     except FormatError as exc:
         problems.append(str(exc))
     _check_sidecars(ckpt, f, report)
@@ -304,7 +306,7 @@ def _zip(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int
         if meta.uses_column_families:
             report["problems"].append(f"{f.path}: rows of column-family stores are shown raw (hex)")
             decoder = RowDecoder(None, "hdfs", path=f.path)
-        for key, value in rocksdb.iter_db(tmp):
+        for key, value in rocksdb.iter_db(tmp, path=f.path):
             count += 1
             if len(rows) < limit:
                 rows.append(_decode_row(decoder, key, value))

@@ -70,6 +70,8 @@ _REFUSE_CODES = {
     "CORRUPT_METADATA": "the root metadata file (the query id) is unreadable",
     "PARTITION_COUNT_MISMATCH": "state partitions are missing or extra",
     "CORRUPT_SCHEMA": "a state schema file is unreadable",
+    # Beyond ckpt's limits the file is not read, so whether it is damaged is unknown.
+    "LIMIT_EXCEEDED": "a file is beyond ckpt's safety limits (raise the limit to check it)",
 }
 
 

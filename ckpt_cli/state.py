@@ -373,7 +373,7 @@ def _zip_rows(
 
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:
         rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
-        yield from rocksdb.iter_db(tmp)
+        yield from rocksdb.iter_db(tmp, path=f.path)
 
 
 def _check_row_checksums(ckpt: Checkpoint, plan: ReplayPlan) -> None:

@@ -34,6 +34,7 @@ from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.errors import (
     CkptError,
     FormatError,
+    LimitExceededError,
     TruncatedFileError,
     UnsupportedVersionError,
 )
@@ -127,6 +128,11 @@ CODES: dict[str, tuple[str, str]] = {
         ERROR,
         "the file source reads this log batch on restart and fails without it; restore it from "
         "a backup",
+    ),
+    "LIMIT_EXCEEDED": (
+        ERROR,
+        "the file inflates or lists more than ckpt's safety limits allow (a decompression "
+        "bomb?); if it is genuine, raise the limit named in the message and run again",
     ),
     "CRC_MISMATCH": (
         ERROR,
@@ -243,6 +249,8 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
             _verify_sidecars(storage, task, result, data)
     except TruncatedFileError as exc:
         result.findings.append(("TRUNCATED_FILE", str(exc), [task.path]))
+    except LimitExceededError as exc:
+        result.findings.append(("LIMIT_EXCEEDED", str(exc), [task.path]))
     except FormatError as exc:
         code = "CORRUPT_SCHEMA" if task.kind is FileKind.STATE_SCHEMA else "CORRUPT_FILE"
         result.findings.append((code, str(exc), [task.path]))
@@ -289,7 +297,7 @@ def _decode_zip(
         rocksdb.rebuild_db_dir(
             data, lambda rel: storage.read_bytes(f"{store_dir}/{rel}"), tmp, path=task.path
         )
-        count = sum(1 for _ in rocksdb.iter_db(tmp))
+        count = sum(1 for _ in rocksdb.iter_db(tmp, path=task.path))
     keys_known = meta.num_keys is not None and meta.num_keys >= 0
     if keys_known and not meta.uses_column_families and count != meta.num_keys:
         raise FormatError(

@@ -32,6 +32,7 @@ import xxhash
 import zstandard
 
 from ckpt_cli.errors import ChecksumMismatchError, FormatError, TruncatedFileError
+from ckpt_cli.formats.limits import Limits
 
 LZ4: Final = "lz4"
 ZSTD: Final = "zstd"
@@ -58,9 +59,11 @@ _SNAPPY_HEADER_LEN = 16
 _SNAPPY_MAX_BLOCK = 64 << 20
 
 # Output of one decompression step is coalesced to this size before it is handed on, and
-# zstd input is fed in small pieces so that a "zip bomb" cannot inflate unboundedly at once.
+# zstd input is fed in small pieces so that a "zip bomb" cannot inflate unboundedly at once:
+# a zstd block inflates at most ~32,768x (4 bytes of RLE block -> 128 KiB), so 1 KiB of
+# input makes at most 32 MiB of output (an lz4 block's maximum too).
 _OUT_CHUNK = 256 << 10
-_ZSTD_IN_CHUNK = 4 << 10
+_ZSTD_IN_CHUNK = 1 << 10
 _READ_CHUNK = 1 << 20
 
 
@@ -118,12 +121,14 @@ class _Source:
 
 
 def decompressed_chunks(
-    path: str, stream: Readable, *, codec: str | None = None
+    path: str, stream: Readable, *, codec: str | None = None, limits: Limits | None = None
 ) -> Iterator[bytes]:
     """Decompress one state file, yielding pieces of its plain bytes in order.
 
     ``codec`` is what the conf says; the magic in the bytes decides, and a file with no known
-    magic is an error (Spark would fail to read it too).
+    magic is an error (Spark would fail to read it too). The output is held to ``limits``
+    (default: ``Limits.current()``) as it is produced: ``LimitExceededError`` stops a
+    decompression bomb before it has inflated much.
     """
     source = _Source(stream)
     head = source.read(8)
@@ -137,7 +142,8 @@ def decompressed_chunks(
             offset=0,
         )
     decoder = {LZ4: _lz4, ZSTD: _zstd, SNAPPY: _snappy, LZF: _lzf}[found]
-    yield from _coalesce(decoder(path, source))
+    bounded = _bounded(path, source, decoder(path, source), limits or Limits.current(), found)
+    yield from _coalesce(bounded)
 
 
 def decompress(path: str, data: bytes, *, codec: str | None = None) -> bytes:
@@ -145,6 +151,18 @@ def decompress(path: str, data: bytes, *, codec: str | None = None) -> bytes:
     import io
 
     return b"".join(decompressed_chunks(path, io.BytesIO(data), codec=codec))
+
+
+def _bounded(
+    path: str, src: _Source, pieces: Iterator[bytes], limits: Limits, codec: str
+) -> Iterator[bytes]:
+    # Checked per decoded piece against the compressed bytes consumed so far (``src.offset``),
+    # so the check runs during decompression and a bomb stops near the limit's floor.
+    total = 0
+    for piece in pieces:
+        total += len(piece)
+        limits.check_inflation(path, src.offset, total, f"the {codec} stream")
+        yield piece
 
 
 def _coalesce(pieces: Iterator[bytes]) -> Iterator[bytes]:
@@ -390,9 +408,13 @@ def lzf_decompress_block(path: str, data: bytes, original_len: int, at: int = 0)
                 raise FormatError(
                     path, "lzf back reference before the block start", offset=at + pos
                 )
-            for _ in range(length + 2):  # may overlap its own output, so byte by byte
-                out.append(out[ref])
-                ref += 1
+            length += 2
+            distance = len(out) - ref
+            if distance >= length:
+                out += out[ref : ref + length]
+            else:  # overlaps its own output: the last ``distance`` bytes repeat
+                pattern = out[ref:]
+                out += (pattern * (length // distance + 1))[:length]
         if len(out) > original_len:
             break
     if len(out) != original_len:

@@ -24,16 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ckpt_cli.errors import FormatError, UnsupportedVersionError
+from ckpt_cli.errors import FormatError, LimitExceededError, UnsupportedVersionError
+from ckpt_cli.formats import limits as lim
+from ckpt_cli.formats.limits import Limits
 from ckpt_cli.formats.schema import StructType
 
 METADATA_ENTRY = "metadata"
 STATE_ENCODING_VERSION = 0
 VIRTUAL_CF_PREFIX_BYTES = 2
 # A RocksDB version's "other files" are a few KB; this caps what a corrupt or hostile zip can
-# make us inflate into memory or onto disk.
+# make us inflate onto disk (formats/limits.py bounds it further by ratio).
 MAX_ZIP_ENTRY_BYTES = 1 << 30
-MAX_METADATA_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,9 @@ def _files(path: str, obj: dict[str, Any], key: str, dfs_key: str) -> tuple[Rock
     return tuple(out)
 
 
-def parse_zip_metadata(path: str, data: str | bytes) -> RocksDBCheckpointMetadata:
+def parse_zip_metadata(
+    path: str, data: str | bytes, *, limits: Limits | None = None
+) -> RocksDBCheckpointMetadata:
     """The ``metadata`` entry of a RocksDB ``<v>.zip``."""
     if isinstance(data, bytes):
         try:
@@ -138,6 +141,11 @@ def parse_zip_metadata(path: str, data: str | bytes) -> RocksDBCheckpointMetadat
     type_map = obj.get("columnFamilyTypeMap") or {}
     if not isinstance(type_map, dict):
         raise FormatError(path, "columnFamilyTypeMap must be a JSON object", line=2)
+    limits = limits or Limits.current()
+    listed = sum(len(v) for v in (obj.get("sstFiles"), obj.get("logFiles")) if isinstance(v, list))
+    limits.check_count(
+        path, listed, limits.max_shared_files, "SST and log files listed", lim.SST_FILES_ENV
+    )
     return RocksDBCheckpointMetadata(
         sst_files=_files(path, obj, "sstFiles", "dfsSstFileName"),
         log_files=_files(path, obj, "logFiles", "dfsLogFileName"),
@@ -167,46 +175,147 @@ class ZipContents:
     metadata: RocksDBCheckpointMetadata
 
 
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
+# RuntimeError: an entry flagged as encrypted (Spark never encrypts its zips).
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+)
+_EOCD = struct.Struct("<4s4H2LH")
+_EOCD64_LOCATOR = struct.Struct("<4sLQL")
+_EOCD64 = struct.Struct("<4sQ2H2L4Q")
+_ENTRY_CHUNK = 1 << 20
 
 
-def _open_zip(path: str, data: bytes | BinaryIO) -> zipfile.ZipFile:
+def _zip_directory(fh: BinaryIO) -> tuple[int, int, int]:
+    """``(entries, central directory bytes, zip bytes)`` from the end-of-central-directory
+    record, read before ``zipfile`` parses (and holds) the whole directory; -1 when there is
+    no such record (``zipfile`` then reports the zip as unreadable)."""
+    size = fh.seek(0, os.SEEK_END)
+    # Like zipfile: the record without a comment first (with the zip64 locator before it),
+    # then the last 64 KiB where a comment could hide it.
+    for span in (_EOCD.size + _EOCD64_LOCATOR.size, _EOCD.size + 0xFFFF):
+        fh.seek(max(0, size - span))
+        tail = fh.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at >= 0 and len(tail) - at >= _EOCD.size:
+            break
+    else:
+        return -1, -1, size
+    _, _, _, _, entries, cd_size, _, _ = _EOCD.unpack_from(tail, at)
+    if entries == 0xFFFF or cd_size == 0xFFFFFFFF:
+        loc_at = at - _EOCD64_LOCATOR.size
+        if loc_at >= 0 and tail[loc_at : loc_at + 4] == b"PK\x06\x07":
+            _, _, eocd64_at, _ = _EOCD64_LOCATOR.unpack_from(tail, loc_at)
+            fh.seek(eocd64_at)
+            head = fh.read(_EOCD64.size)
+            if len(head) == _EOCD64.size and head[:4] == b"PK\x06\x06":
+                fields = _EOCD64.unpack(head)
+                entries, cd_size = fields[7], fields[8]
+    return entries, cd_size, size
+
+
+def _open_zip(path: str, data: bytes | BinaryIO, limits: Limits) -> zipfile.ZipFile:
+    fh = io.BytesIO(data) if isinstance(data, bytes) else data
     try:
-        return zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data)
+        entries, cd_size, _ = _zip_directory(fh)
+        fh.seek(0)
     except _ZIP_ERRORS as exc:
         raise FormatError(path, f"not a readable zip file: {exc}") from None
-
-
-def _read_entry(path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes:
-    if info.file_size > limit:
-        raise FormatError(
-            path, f"zip entry {info.filename!r} is too large ({info.file_size} bytes)"
-        )
+    limits.check_count(path, entries, limits.max_zip_entries, "zip entries", lim.ZIP_ENTRIES_ENV)
+    # zipfile reads the whole central directory into memory and makes an object per entry.
+    limits.check_count(
+        path,
+        cd_size,
+        limits.max_zip_entries * lim.ZIP_DIRECTORY_BYTES_PER_ENTRY,
+        "zip central directory bytes",
+        lim.ZIP_ENTRIES_ENV,
+    )
     try:
-        # zipfile checks the CRC-32 and the declared size while reading.
-        with archive.open(info) as fh:
-            data = fh.read(limit + 1)
+        archive = zipfile.ZipFile(fh)
     except _ZIP_ERRORS as exc:
-        raise FormatError(path, f"zip entry {info.filename!r} is corrupt: {exc}") from None
-    if len(data) > limit:
-        raise FormatError(path, f"zip entry {info.filename!r} inflates past {limit} bytes")
-    return data
+        raise FormatError(path, f"not a readable zip file: {exc}") from None
+    limits.check_count(
+        path, len(archive.filelist), limits.max_zip_entries, "zip entries", lim.ZIP_ENTRIES_ENV
+    )
+    return archive
 
 
-def read_zip(path: str, data: bytes | BinaryIO) -> ZipContents:
+def _check_declared(path: str, info: zipfile.ZipInfo, limits: Limits) -> None:
+    what = f"zip entry {info.filename!r}"
+    cap, env = _entry_cap(info, limits)
+    if info.file_size > cap:
+        raise LimitExceededError(
+            path,
+            f"{what} is too large ({info.file_size} bytes; the limit is {cap}, from {env})",
+            hint=f"if the file is genuine, raise {env}",
+        )
+    limits.check_inflation(path, info.compress_size, info.file_size, what, declared=True)
+
+
+def _entry_cap(info: zipfile.ZipInfo, limits: Limits) -> tuple[int, str]:
+    """The most an entry may inflate to, and the setting that raises it."""
+    if info.filename == METADATA_ENTRY:
+        # Parsed in memory; its size follows the number of SST files it lists.
+        return limits.max_metadata_bytes, lim.SST_FILES_ENV
+    return min(MAX_ZIP_ENTRY_BYTES, limits.max_decompressed_bytes), lim.DECOMPRESSED_ENV
+
+
+def _entry_chunks(
+    path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits
+) -> Iterator[bytes]:
+    """An entry's inflated bytes in pieces, held to ``cap`` and to the inflation limits
+    against its compressed size; both the sizes the zip declares and the bytes actually
+    inflated are checked (the declared sizes can lie)."""
+    what = f"zip entry {info.filename!r}"
+    _check_declared(path, info, limits)
+    cap, env = _entry_cap(info, limits)
+    total = 0
+    try:
+        # zipfile stops at the declared size and checks the CRC-32 at the end.
+        with archive.open(info) as fh:
+            while chunk := fh.read(_ENTRY_CHUNK):
+                total += len(chunk)
+                if total > cap:
+                    raise LimitExceededError(
+                        path,
+                        f"{what} inflates past {cap} bytes (the limit from {env})",
+                        hint=f"if the file is genuine, raise {env}",
+                    )
+                limits.check_inflation(path, info.compress_size, total, what)
+                yield chunk
+    except _ZIP_ERRORS as exc:
+        raise FormatError(path, f"{what} is corrupt: {exc}") from None
+
+
+def _read_entry(
+    path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits
+) -> bytes:
+    return b"".join(_entry_chunks(path, archive, info, limits))
+
+
+def read_zip(path: str, data: bytes | BinaryIO, *, limits: Limits | None = None) -> ZipContents:
     """List a ``<v>.zip``'s entries and parse its ``metadata`` (CRC-checked).
 
     ``data`` is the zip's bytes or a seekable binary file: only the central directory and the
-    ``metadata`` entry are read from a file.
+    ``metadata`` entry are read from a file. Entry counts and sizes are held to ``limits``.
     """
-    with _open_zip(path, data) as archive:
+    limits = limits or Limits.current()
+    with _open_zip(path, data, limits) as archive:
         infos = archive.infolist()
+        # The central directory's sizes alone tell a bomb: no entry needs inflating for it.
+        for info in infos:
+            _check_declared(path, info, limits)
         entries = tuple(ZipEntry(i.filename, i.file_size, i.compress_size) for i in infos)
         meta_info = next((i for i in infos if i.filename == METADATA_ENTRY), None)
         if meta_info is None:
             raise FormatError(path, "zip has no 'metadata' entry")
-        text = _read_entry(path, archive, meta_info, MAX_METADATA_BYTES)
-    return ZipContents(entries, parse_zip_metadata(f"{path}!metadata", text))
+        text = _read_entry(path, archive, meta_info, limits)
+    return ZipContents(entries, parse_zip_metadata(f"{path}!metadata", text, limits=limits))
 
 
 def _safe_name(path: str, name: str) -> str:
@@ -217,12 +326,13 @@ def _safe_name(path: str, name: str) -> str:
 
 
 def rebuild_db_dir(
-    zip_bytes: bytes,
+    zip_bytes: bytes | BinaryIO,
     fetch_shared: Callable[[str], bytes],
     dest_dir: str | os.PathLike[str],
     *,
     path: str = "<zip>",
     copy_shared: Callable[[str, Path], int] | None = None,
+    limits: Limits | None = None,
 ) -> RocksDBCheckpointMetadata:
     """Rebuild the local RocksDB directory of one version (Spark's ``loadCheckpointFromDfs``).
 
@@ -232,19 +342,34 @@ def rebuild_db_dir(
     against ``sizeBytes`` like Spark does, and removes ``metadata``. ``fetch_shared`` takes a
     path relative to the store directory; ``copy_shared(rel, dest)``, when given, writes the
     file to ``dest`` itself (streaming large SSTs) and returns its size. Returns the parsed
-    metadata.
+    metadata. Entries are streamed to disk, held to ``limits`` like ``read_zip``.
     """
+    limits = limits or Limits.current()
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
     metadata: RocksDBCheckpointMetadata | None = None
-    with _open_zip(path, zip_bytes) as archive:
+    # Each entry is held to the ratio against its own compressed size, and all of them
+    # together against the zip's size (many entries at the floor would fill the disk).
+    zip_size = len(zip_bytes) if isinstance(zip_bytes, bytes) else zip_bytes.seek(0, os.SEEK_END)
+    unpacked = 0
+    with _open_zip(path, zip_bytes, limits) as archive:
         for info in archive.infolist():
             name = _safe_name(path, info.filename)
-            content = _read_entry(path, archive, info, MAX_ZIP_ENTRY_BYTES)
             if name == METADATA_ENTRY:
-                metadata = parse_zip_metadata(f"{path}!metadata", content)
+                # The same cap as read_zip: what inspect and validate refuse, replay refuses.
+                content = _read_entry(path, archive, info, limits)
+                metadata = parse_zip_metadata(f"{path}!metadata", content, limits=limits)
                 continue
-            (dest / name).write_bytes(content)
+            try:
+                with open(dest / name, "wb") as out:
+                    for chunk in _entry_chunks(path, archive, info, limits):
+                        unpacked += len(chunk)
+                        limits.check_inflation(path, zip_size, unpacked, "the zip's entries")
+                        out.write(chunk)
+            except OSError as exc:
+                raise FormatError(
+                    path, f"cannot unpack zip entry {name!r}: {exc.strerror or exc}"
+                ) from None
     if metadata is None:
         raise FormatError(path, "zip has no 'metadata' entry")
     for subdir, files, target in (
@@ -270,16 +395,27 @@ def rebuild_db_dir(
     return metadata
 
 
-def iter_db(dest_dir: str | os.PathLike[str]) -> Iterator[tuple[bytes, bytes]]:
+def _dir_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def iter_db(
+    dest_dir: str | os.PathLike[str], *, path: str | None = None, limits: Limits | None = None
+) -> Iterator[tuple[bytes, bytes]]:
     """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order.
 
     Opens read-only in rocksdict raw mode with block checksums verified; a DB RocksDB cannot
     open, or an iteration that stops on corruption, raises FormatError (an iterator that just
-    becomes invalid would otherwise look like the end of the data).
+    becomes invalid would otherwise look like the end of the data). SSTs are compressed too:
+    the bytes of keys and values are held to ``limits`` against the directory's size, and a
+    ``LimitExceededError`` names ``path`` (the zip) when given.
     """
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
     where = str(dest_dir)
+    limits = limits or Limits.current()
+    on_disk = _dir_bytes(Path(dest_dir))
+    allowed = limits.allowed(on_disk)
     try:
         db = Rdict(where, options=Options(raw_mode=True), access_type=AccessType.read_only())
     except Exception as exc:  # rocksdict raises a plain Exception for RocksDB errors
@@ -288,13 +424,20 @@ def iter_db(dest_dir: str | os.PathLike[str]) -> Iterator[tuple[bytes, bytes]]:
         read_options = ReadOptions()
         read_options.set_verify_checksums(True)
         it = db.iter(read_options)
+        total = 0
         try:
             it.seek_to_first()
             while it.valid():
                 # raw mode yields bytes; the stubs type key()/value() loosely.
-                yield cast(bytes, it.key()), cast(bytes, it.value())
+                key, value = cast(bytes, it.key()), cast(bytes, it.value())
+                total += len(key) + len(value)
+                if total > allowed:
+                    limits.check_inflation(path or where, on_disk, total, "the RocksDB data")
+                yield key, value
                 it.next()
             it.status()
+        except LimitExceededError:
+            raise
         except Exception as exc:
             raise FormatError(where, f"RocksDB stopped reading the SST data: {exc}") from None
         finally:
