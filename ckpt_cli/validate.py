@@ -712,18 +712,25 @@ class _Validator:
             for f in files:
                 self._queue(f)
 
+    @functools.cached_property
+    def _shared_by_dir(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        """SSTs/logs present, with sizes, by store directory (one pass over the listing, not
+        one per zip)."""
+        found: dict[str, list[tuple[str, int]]] = {}
+        for e in self.ckpt.listing:
+            parts = e.path.rsplit("/", 2)
+            if len(parts) == 3 and parts[1] in ("SSTs", "logs"):
+                found.setdefault(parts[0], []).append((e.path, e.size))
+        return {d: tuple(files) for d, files in found.items()}
+
     def _queue(self, f: CheckpointFile) -> None:
         if f.path in self.tasks:
             return
         sidecars = tuple((c.path, c.kind) for c in self._sidecars.get(f.path, ()))
         shared: tuple[tuple[str, int], ...] = ()
-        if f.kind is FileKind.ZIP and f.store is not None:
-            prefix = f.path.rsplit("/", 1)[0] + "/"
-            shared = tuple(
-                (e.path, e.size)
-                for e in self.ckpt.listing
-                if e.path.startswith(prefix + "SSTs/") or e.path.startswith(prefix + "logs/")
-            )
+        if self.deep and f.kind is FileKind.ZIP and f.store is not None:
+            # Only a deep check rebuilds the RocksDB from them.
+            shared = self._shared_by_dir.get(f.path.rsplit("/", 1)[0], ())
         self.tasks[f.path] = FileTask(
             f.path, f.kind, f.entry.size, codec_of(self.ckpt), sidecars, self.deep, shared
         )
