@@ -11,8 +11,11 @@ The rules work from the one listing and read only what they need:
 * with ``--all-versions``/``--deep``, the lineage line of every retained format-v2 changelog
   (against the commit log's uniqueIds and the files present: a rollback, a replay or the
   change feed follows it as Spark does, even where a zip of its version hides it from a
-  restart), and the files no version needs as info: SSTs/logs no zip names, files of
-  attempts the commit log did not choose.
+  restart);
+* in every scope, the files no version needs, as info (decided by ``retention``, as
+  ``ckpt orphans`` decides): files of attempts the commit log did not choose, SSTs/logs no
+  zip names. The restart scope reads the commits of versions with several attempts only, and
+  the older zips of partitions with few of them (``RESTART_SCOPE_ZIP_READS``).
 
 Findings carry a stable code, a severity, the paths, a message and a hint. The reading of
 files runs in a pool: threads for I/O, processes for ``--deep`` decoding of many files.
