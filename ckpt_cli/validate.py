@@ -865,8 +865,8 @@ class _Validator:
             # A zip no other check reads (restart scope): a rollback to it fails.
             self.add(
                 "CORRUPT_FILE",
-                f"{exc}; read to see which SSTs it names, so the untracked SSTs of its "
-                "partition are unknown",
+                f"{exc} (read to see which SSTs it names: a rollback to it fails, and which "
+                "SSTs of its partition no zip names is unknown)",
                 [exc.path],
                 severity=WARNING,
                 operator=op,

@@ -276,3 +276,18 @@ def test_restart_scope_leaves_partitions_with_many_zips_to_all_versions(tmp_path
     assert code == 0 and [f["paths"] for f in orphan_findings(found)] == [
         [str(extra.relative_to(root))]
     ]
+
+
+def test_default_validate_reports_an_unreadable_older_zip_it_reads(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    add_untracked_sst(root)
+    part = root / "state/0/0"
+    oldest = min(int(p.stem) for p in part.glob("*.zip"))
+    (part / f"{oldest}.zip").write_bytes(b"not a zip")
+    (part / f".{oldest}.zip.crc").unlink()
+    code, found = validate(root)
+    bad = [f for f in found if f["code"] == "CORRUPT_FILE"]
+    assert code == 0 and [(f["severity"], f["paths"]) for f in bad] == [
+        ("warning", [f"state/0/0/{oldest}.zip"])
+    ]
+    assert "rollback" in bad[0]["message"] and not orphan_findings(found)
