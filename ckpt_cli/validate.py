@@ -11,8 +11,11 @@ The rules work from the one listing and read only what they need:
 * with ``--all-versions``/``--deep``, the lineage line of every retained format-v2 changelog
   (against the commit log's uniqueIds and the files present: a rollback, a replay or the
   change feed follows it as Spark does, even where a zip of its version hides it from a
-  restart), and the files no version needs as info: SSTs/logs no zip names, files of
-  attempts the commit log did not choose.
+  restart);
+* in every scope, the files no version needs, as info (decided by ``retention``, as
+  ``ckpt orphans`` decides): files of attempts the commit log did not choose, SSTs/logs no
+  zip names. The restart scope reads the commits of versions with several attempts only, and
+  the older zips of partitions with few of them (``RESTART_SCOPE_ZIP_READS``).
 
 Findings carry a stable code, a severity, the paths, a message and a hint. The reading of
 files runs in a pool: threads for I/O, processes for ``--deep`` decoding of many files.
@@ -42,6 +45,7 @@ from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.retention import unchosen_attempt, untracked_shared_files
 from ckpt_cli.state import (
     WHOLE_ZIP_BYTES,
     ReplayPlan,
@@ -54,6 +58,10 @@ from ckpt_cli.state import (
 from ckpt_cli.storage import Storage
 
 ERROR, WARNING, INFO = "error", "warning", "info"
+# Restart scope: to see which SSTs/logs no zip names, the older zips of a partition are read
+# when there are at most this many (settling it can take every one of them: a partition with
+# more is left to --all-versions, and its unnamed files are counted in the stats).
+RESTART_SCOPE_ZIP_READS = 3
 SEVERITY_RANK = {INFO: 0, WARNING: 1, ERROR: 2}
 
 # code -> (default severity, hint). The severity of some codes depends on where they occur.
@@ -141,7 +149,7 @@ CODES: dict[str, tuple[str, str]] = {
         "checksum",
     ),
     "ORPHAN_FILE": (
-        WARNING,
+        INFO,
         "no retained version needs it; `ckpt orphans` lists such files (and why any is kept), "
         "`ckpt cleanup` removes them",
     ),
@@ -417,6 +425,8 @@ class _Validator:
         self.needed_logs: set[str] = set()
         self.tasks: dict[str, FileTask] = {}
         self.versions_checked = 0
+        # Restart scope: SST/log files the zips read within the budget leave unnamed.
+        self.orphans_unresolved = 0
         self.zip_metadata: dict[str, rocksdb.RocksDBCheckpointMetadata] = {}
         # Changelogs whose lineage is checked: one read and one finding each.
         self._lineage_checked: set[str] = set()
@@ -885,27 +895,18 @@ class _Validator:
         """Every retained format-v2 changelog: a rollback, a replay from an older snapshot or
         the change feed follows its lineage (as Spark does), even where a zip of the same
         version hides it from a restart. Files of attempts the commit log did not choose are
-        orphans (Spark never reads them)."""
+        orphans (Spark never reads them; ``check_orphans`` reports them)."""
         for f in part.files:
-            if f.unique_id is None or f.version is None:
+            if f.kind is not FileKind.CHANGELOG or f.unique_id is None or f.version is None:
                 continue
-            if f.kind not in (FileKind.CHANGELOG, FileKind.ZIP):
-                continue
-            chosen = self._unique_id(op, store, part.id, f.version)
-            if chosen is not None and chosen != f.unique_id:
-                self.add(
-                    "ORPHAN_FILE",
-                    f"{f.path}: written by a task attempt the commit log did not choose "
-                    f"(commits/{f.version - 1} records {chosen}); Spark never reads it",
-                    [f.path],
-                    severity=INFO,
-                    operator=op,
-                    store=store,
-                    partition=part.id,
-                    version=f.version,
-                )
-            elif f.kind is FileKind.CHANGELOG:
+            if self._unchosen(op, store, part.id, f) is None:
                 self._check_changelog_lineage(op, store, part.id, f)
+
+    def _unchosen(self, op: int, store: str, pid: int, f: CheckpointFile) -> str | None:
+        try:
+            return unchosen_attempt(self.ckpt, op, store, pid, f)
+        except CkptError:
+            return None  # an unreadable commit is reported by check_logs
 
     def _check_changelog_lineage(self, op: int, store: str, pid: int, f: CheckpointFile) -> None:
         from ckpt_cli.state import read_changelog_header
@@ -981,18 +982,25 @@ class _Validator:
             for f in files:
                 self._queue(f)
 
+    @functools.cached_property
+    def _shared_by_dir(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        """SSTs/logs present, with sizes, by store directory (one pass over the listing, not
+        one per zip)."""
+        found: dict[str, list[tuple[str, int]]] = {}
+        for e in self.ckpt.listing:
+            parts = e.path.rsplit("/", 2)
+            if len(parts) == 3 and parts[1] in ("SSTs", "logs"):
+                found.setdefault(parts[0], []).append((e.path, e.size))
+        return {d: tuple(files) for d, files in found.items()}
+
     def _queue(self, f: CheckpointFile) -> None:
         if f.path in self.tasks:
             return
         sidecars = tuple((c.path, c.kind) for c in self._sidecars.get(f.path, ()))
         shared: tuple[tuple[str, int], ...] = ()
-        if f.kind is FileKind.ZIP and f.store is not None:
-            prefix = f.path.rsplit("/", 1)[0] + "/"
-            shared = tuple(
-                (e.path, e.size)
-                for e in self.ckpt.listing
-                if e.path.startswith(prefix + "SSTs/") or e.path.startswith(prefix + "logs/")
-            )
+        if self.deep and f.kind is FileKind.ZIP and f.store is not None:
+            # Only a deep check rebuilds the RocksDB from them.
+            shared = self._shared_by_dir.get(f.path.rsplit("/", 1)[0], ())
         self.tasks[f.path] = FileTask(
             f.path, f.kind, f.entry.size, codec_of(self.ckpt), sidecars, self.deep, shared
         )
@@ -1087,48 +1095,80 @@ class _Validator:
             initargs=(storage,),
         )
 
-    def check_untracked_shared_files(self) -> None:
-        """SSTs/logs no zip of their partition names: Spark keeps such a file until it is
-        older than every file a zip names (it may belong to a zip not written yet), so it can
-        sit there unseen; say so. Needs every zip's metadata: the ones the pool did not read
-        are read here, by range when large."""
+    def check_orphans(self) -> None:
+        """Files no retained version needs, as info, decided as ``ckpt orphans`` decides
+        (``retention``): format-v2 files of attempts the commit log did not choose, and
+        SSTs/logs no zip names (Spark keeps those until they are older than every file a zip
+        names, so they can sit there unseen). Restart scope reads only the commits of
+        versions with files of several attempts, and per partition only the zips it takes to
+        name every SST/log present (the plans' zips are already read)."""
+        every = self.all_versions or self.deep
+        candidates: list[tuple[int, str, Partition, CheckpointFile]] = []
         for op in self.ckpt.operators.values():
             for store in op.stores.values():
                 for part in store.partitions.values():
-                    shared = [f for f in part.shared_files if f.entry.size > 0]
-                    if shared:
-                        self._check_untracked(op.id, store.name, part, shared)
+                    for sv in part.versions.values():
+                        several = len(sv.files) > 1 and len(sv.unique_ids) > 1
+                        if several or (every and sv.unique_ids):
+                            candidates += [(op.id, store.name, part, f) for f in sv.files]
+        versions = {f.version for *_, f in candidates if f.version is not None}
+        self.ckpt.storage.prefetch(
+            [f"commits/{v - 1}" for v in sorted(versions) if v - 1 in self.ckpt.batches.commits]
+        )
+        for op_id, store_name, part, f in candidates:
+            chosen = self._unchosen(op_id, store_name, part.id, f)
+            if chosen is not None and f.version is not None:
+                self.add(
+                    "ORPHAN_FILE",
+                    f"{f.path}: written by a task attempt the commit log did not choose "
+                    f"(commits/{f.version - 1} records {chosen}); Spark never reads it",
+                    [f.path],
+                    operator=op_id,
+                    store=store_name,
+                    partition=part.id,
+                    version=f.version,
+                    bytes=f.entry.size,
+                )
+        for op in self.ckpt.operators.values():
+            for store in op.stores.values():
+                self._check_untracked(op.id, store.name, list(store.partitions.values()))
 
-    def _check_untracked(
-        self, op: int, store: str, part: Partition, shared: list[CheckpointFile]
-    ) -> None:
-        named: set[str] = set()
-        for z in part.files:
-            if z.kind is not FileKind.ZIP:
-                continue
-            meta = self.zip_metadata.get(z.path)
-            if meta is None:
-                try:
-                    meta = read_zip_metadata(self.ckpt.storage, z.path, z.entry.size)
-                except CkptError:
-                    return  # an unreadable zip: which files it names is unknown
-            for subdir, files in (("SSTs", meta.sst_files), ("logs", meta.log_files)):
-                named.update(f"{part.path}/{subdir}/{sf.dfs_file_name}" for sf in files)
-        for f in shared:
-            if f.path in named:
-                continue
-            what = "SST" if f.kind is FileKind.SST else "RocksDB log"
+    def _check_untracked(self, op: int, store: str, parts: list[Partition]) -> None:
+        known = dict[str, rocksdb.RocksDBCheckpointMetadata | None](self.zip_metadata)
+        every = self.all_versions or self.deep
+        found = untracked_shared_files(
+            self.ckpt.storage, parts, known, None if every else RESTART_SCOPE_ZIP_READS
+        )
+        for exc in found.unreadable.values():
+            if exc.path in self.tasks:
+                continue  # decoded by the pool, which reported it
+            # A zip no other check reads (restart scope): a rollback to it fails.
             self.add(
-                "ORPHAN_FILE",
-                f"{f.path}: no zip names this {what} file ({f.entry.size} bytes); Spark deletes "
-                "it only once it is older than every file a zip names",
-                [f.path],
-                severity=INFO,
+                "CORRUPT_FILE",
+                f"{exc} (read to see which SSTs it names: a rollback to it fails, and which "
+                "SSTs of its partition no zip names is unknown)",
+                [exc.path],
+                severity=WARNING,
                 operator=op,
                 store=store,
-                partition=part.id,
-                bytes=f.entry.size,
             )
+        self.orphans_unresolved += sum(found.unresolved.values())
+        by_path = {p.path: p for p in parts}
+        for part_path, files in sorted(found.files.items()):
+            for f in files:
+                if f.entry.size == 0:
+                    continue  # EMPTY_FILE says it (an interrupted upload)
+                what = "SST" if f.kind is FileKind.SST else "RocksDB log"
+                self.add(
+                    "ORPHAN_FILE",
+                    f"{f.path}: no zip names this {what} file ({f.entry.size} bytes); Spark "
+                    "deletes it only once it is older than every file a zip names",
+                    [f.path],
+                    operator=op,
+                    store=store,
+                    partition=by_path[part_path].id,
+                    bytes=f.entry.size,
+                )
 
     def _check_zip_files(self, zip_path: str, meta: rocksdb.RocksDBCheckpointMetadata) -> None:
         store_dir = zip_path.rsplit("/", 1)[0]
@@ -1188,8 +1228,7 @@ def validate(
     v.check_state()
     v.check_files()
     pool_reads, pool_bytes = v.run_file_checks()
-    if all_versions or deep:
-        v.check_untracked_shared_files()
+    v.check_orphans()
     v.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code, f.paths))
     stats = ckpt.storage.stats
     target = v.target_version()
@@ -1206,6 +1245,7 @@ def validate(
             "files_listed": len(ckpt.files),
             "files_checked": len(v.tasks),
             "versions_checked": v.versions_checked,
+            "orphans_unresolved": v.orphans_unresolved,
             "list_calls": stats.list_calls,
             # Reads made in worker processes are counted by the workers.
             "files_read": stats.read_calls - before[0] + pool_reads,

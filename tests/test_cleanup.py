@@ -168,3 +168,37 @@ def test_deletion_order_is_crash_safe() -> None:
     last_own = max(i for i, c in enumerate(classes) if c in ("old_version", "old_log"))
     first_shared = min(i for i, c in enumerate(classes) if c.endswith("shared_file"))
     assert last_own < first_shared
+
+
+def test_an_sst_only_the_zip_of_a_batch_in_flight_names_is_never_deleted(tmp_path: Path) -> None:
+    """The zip of a version after the latest commit (a batch in flight) names an SST older
+    than every file the retained zips name: it is not an orphan, whatever its age."""
+    import zipfile
+
+    root = copy(ROCKS, tmp_path)
+    age_everything(root)
+    part = root / "state/0/0"
+    top = max(int(p.stem) for p in part.glob("*.zip"))
+    sst = sorted((part / "SSTs").glob("*.sst"))[0]
+    extra = sst.with_name("000099-0a0a0a0a-1111-4222-8333-444444444444.sst")
+    shutil.copyfile(sst, extra)
+    old = min(p.stat().st_mtime for p in (part / "SSTs").iterdir()) - 600
+    os.utime(extra, (old, old))
+    with zipfile.ZipFile(part / f"{top}.zip") as src:
+        entries = {n: src.read(n) for n in src.namelist()}
+    header, body = entries["metadata"].decode().split("\n", 1)
+    meta = json.loads(body)
+    meta["sstFiles"].append(
+        {
+            "localFileName": "000099.sst",
+            "dfsSstFileName": extra.name,
+            "sizeBytes": sst.stat().st_size,
+        }
+    )
+    entries["metadata"] = f"{header}\n{json.dumps(meta)}".encode()
+    with zipfile.ZipFile(part / f"{top + 1}.zip", "w") as dst:
+        for name, data in entries.items():
+            dst.writestr(name, data)
+    plan = plan_cleanup(Checkpoint.open(str(root)), retain=1, min_age=0)
+    rel = str(extra.relative_to(root))
+    assert rel not in {d.path for d in plan.deletions + plan.kept_young + plan.kept}

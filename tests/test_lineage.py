@@ -206,3 +206,88 @@ def test_validate_reports_an_unchosen_attempt_as_orphan_info(tmp_path: Path) -> 
     assert {d["class"] for d in plan["deletions"] if d["path"].endswith(lost.name)} == {
         "lost_attempt"
     }
+
+
+# -- the default (restart) scope reports every orphan class too ------------------------------
+
+
+def orphan_findings(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f for f in found if f["code"] == "ORPHAN_FILE"]
+
+
+def test_default_validate_reports_an_untracked_sst_as_orphan_info(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    extra = add_untracked_sst(root)
+    code, found = validate(root)
+    orphans = orphan_findings(found)
+    assert code == 0 and [f["paths"] for f in orphans] == [[str(extra.relative_to(root))]]
+    assert orphans[0]["severity"] == "info" and "ckpt orphans" in orphans[0]["hint"]
+    assert orphans[0]["bytes"] == extra.stat().st_size
+    # The same file `ckpt orphans` lists as kept: one place decides what is an orphan.
+    plan = run_cli("orphans", str(root), "--min-age", "0", "--json").json()
+    assert [k["path"] for k in plan["kept"]] == orphans[0]["paths"]
+
+
+def test_default_validate_reports_an_sst_copied_from_another_partition(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    ssts = root / "state/0/0/SSTs"
+    mtime = max(p.stat().st_mtime for p in ssts.glob("*.sst"))
+    stray = ssts / sorted((root / "state/0/1/SSTs").glob("*.sst"))[0].name
+    assert not stray.exists()
+    shutil.copyfile(root / "state/0/1/SSTs" / stray.name, stray)
+    os.utime(stray, (mtime, mtime))
+    code, found = validate(root)
+    assert code == 0 and [f["paths"] for f in orphan_findings(found)] == [
+        [str(stray.relative_to(root))]
+    ]
+
+
+@pytest.mark.parametrize("back", [0, 1], ids=["restart-version", "older-version"])
+def test_default_validate_reports_an_unchosen_attempt_as_orphan_info(
+    tmp_path: Path, back: int
+) -> None:
+    root = copy(V2, tmp_path)
+    version = latest_commit(root) + 1 - back
+    uid = commit_ids(root, version - 1)[0][0]
+    lost = root / f"state/0/0/{version}_{BOGUS_ID}.changelog"
+    shutil.copyfile(root / f"state/0/0/{version}_{uid}.changelog", lost)
+    code, found = validate(root)
+    orphans = orphan_findings(found)
+    assert code == 0 and [f["paths"] for f in orphans] == [[str(lost.relative_to(root))]]
+    assert orphans[0]["severity"] == "info" and uid in orphans[0]["message"]
+    assert orphans[0]["version"] == version and "ckpt orphans" in orphans[0]["hint"]
+
+
+def test_restart_scope_leaves_partitions_with_many_zips_to_all_versions(tmp_path: Path) -> None:
+    """Settling which SSTs no zip names can take every zip of a partition: the restart scope
+    does it only where there are few, and says how many files it left."""
+    root = copy(ROCKS, tmp_path)
+    extra = add_untracked_sst(root)
+    part = root / "state/0/0"
+    oldest = min(int(p.stem) for p in part.glob("*.zip"))
+    for v in range(oldest - 3, oldest):  # older retained versions
+        shutil.copyfile(part / f"{oldest}.zip", part / f"{v}.zip")
+    result = run_cli("validate", str(root), "--json")
+    data = result.json()
+    assert result.exit_code == 0 and not orphan_findings(data["findings"])
+    assert data["stats"]["orphans_unresolved"] >= 1
+    assert "--all-versions" in run_cli("validate", str(root)).stdout
+    code, found = validate(root, "--all-versions")
+    assert code == 0 and [f["paths"] for f in orphan_findings(found)] == [
+        [str(extra.relative_to(root))]
+    ]
+
+
+def test_default_validate_reports_an_unreadable_older_zip_it_reads(tmp_path: Path) -> None:
+    root = copy(ROCKS, tmp_path)
+    add_untracked_sst(root)
+    part = root / "state/0/0"
+    oldest = min(int(p.stem) for p in part.glob("*.zip"))
+    (part / f"{oldest}.zip").write_bytes(b"not a zip")
+    (part / f".{oldest}.zip.crc").unlink()
+    code, found = validate(root)
+    bad = [f for f in found if f["code"] == "CORRUPT_FILE"]
+    assert code == 0 and [(f["severity"], f["paths"]) for f in bad] == [
+        ("warning", [f"state/0/0/{oldest}.zip"])
+    ]
+    assert "rollback" in bad[0]["message"] and not orphan_findings(found)

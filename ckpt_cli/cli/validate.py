@@ -154,6 +154,11 @@ def render(data: dict[str, Any], console: Console, fail_on: str) -> None:
         f"{s['files_checked']} files checked · {s['files_read']} reads, "
         f"{s['bytes_read']:,} bytes · {s['seconds']} s[/]"
     )
+    if s.get("orphans_unresolved"):
+        console.print(
+            f"[dim]{s['orphans_unresolved']} SST/log files of partitions with many zips not "
+            "matched against the older zips (--all-versions does, as ckpt orphans)[/]"
+        )
     c = data["counts"]
     summary = f"{c[ERROR]} errors, {c[WARNING]} warnings, {c[INFO]} info"
     if data["ok"]:
