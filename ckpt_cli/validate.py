@@ -31,6 +31,7 @@ from ckpt_cli.errors import (
     FormatError,
     TruncatedFileError,
     UnsupportedVersionError,
+    unsupported_hint,
 )
 from ckpt_cli.formats import checksums, compression, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
@@ -117,6 +118,9 @@ CODES: dict[str, tuple[str, str]] = {
         "the file ends before its end marker (an interrupted copy or write); restore it",
     ),
     "CORRUPT_FILE": (ERROR, "the file cannot be decoded; restore it from a backup"),
+    # Not corruption: a version header ckpt does not know. An error all the same, because
+    # ckpt could not check what Spark needs from the file.
+    "UNSUPPORTED_VERSION": (ERROR, unsupported_hint()),
     "CRC_MISMATCH": (
         ERROR,
         "Hadoop refuses a file whose .crc does not match; if the file itself is right, delete the "
@@ -227,6 +231,8 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
             _verify_sidecars(storage, task, result, data)
     except TruncatedFileError as exc:
         result.findings.append(("TRUNCATED_FILE", str(exc), [task.path]))
+    except UnsupportedVersionError as exc:
+        result.findings.append(("UNSUPPORTED_VERSION", str(exc), [task.path]))
     except FormatError as exc:
         code = "CORRUPT_SCHEMA" if task.kind is FileKind.STATE_SCHEMA else "CORRUPT_FILE"
         result.findings.append((code, str(exc), [task.path]))
@@ -573,6 +579,9 @@ class _Validator:
                 partition=part,
                 version=version,
             )
+            return
+        except UnsupportedVersionError as exc:  # a changelog header of an unknown version
+            self.add("UNSUPPORTED_VERSION", str(exc), [exc.path], version=version)
             return
         except FormatError as exc:  # a changelog whose header cannot be read
             self.add("CORRUPT_FILE", str(exc), [exc.path], version=version)
