@@ -121,6 +121,11 @@ CODES: dict[str, tuple[str, str]] = {
     # Not corruption: a version header ckpt does not know. An error all the same, because
     # ckpt could not check what Spark needs from the file.
     "UNSUPPORTED_VERSION": (ERROR, unsupported_hint()),
+    "ZIP_METADATA_V2": (
+        INFO,
+        "Spark 4.0 restarts from these zips; Spark 4.1 and later expect 'v1' and fail with "
+        "CANNOT_LOAD_STATE_STORE.CANNOT_READ_CHECKPOINT, so keep this query on Spark 4.0",
+    ),
     "CRC_MISMATCH": (
         ERROR,
         "Hadoop refuses a file whose .crc does not match; if the file itself is right, delete the "
@@ -697,6 +702,7 @@ class _Validator:
             return 0, 0
         self.progress.start("Reading state files", total=len(tasks))
         reads = nbytes = 0
+        v2_zips: list[str] = []
         try:
             for result in self._map(tasks):
                 reads += result.reads
@@ -705,9 +711,21 @@ class _Validator:
                     self.add(code, message, paths)
                 if result.zip_metadata is not None:
                     self._check_zip_files(result.path, result.zip_metadata)
+                    if result.zip_metadata.version == 2:
+                        v2_zips.append(result.path)
                 self.progress.advance()
         finally:
             self.progress.close()
+        if v2_zips:
+            v2_zips.sort()
+            self.add(
+                "ZIP_METADATA_V2",
+                f"{v2_zips[0]}"
+                + (f" and {len(v2_zips) - 1} more zips" if len(v2_zips) > 1 else "")
+                + ": RocksDB checkpoint metadata v2, as Spark 4.0 writes it in checkpoint "
+                "format v2 (healthy)",
+                v2_zips,
+            )
         return reads, nbytes
 
     def _map(self, tasks: list[FileTask]) -> Iterable[FileResult]:
