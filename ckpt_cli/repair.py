@@ -44,7 +44,6 @@ WRITE_SNAPSHOT = "write_snapshot"
 _ROLLBACK_CODES = {
     "CORRUPT_OFFSETS",
     "CORRUPT_COMMIT",
-    "UNKNOWN_LOG_VERSION",
     "COMMIT_WITHOUT_OFFSETS",
     "BATCH_GAP",
     "UNCOMMITTED_BATCH",
@@ -63,6 +62,9 @@ _REFUSE_CODES = {
     "CORRUPT_METADATA": "the root metadata file (the query id) is unreadable",
     "PARTITION_COUNT_MISMATCH": "state partitions are missing or extra",
     "CORRUPT_SCHEMA": "a state schema file is unreadable",
+    # Not damage: the Spark that wrote the file may read it; rolling back would discard it.
+    "UNSUPPORTED_VERSION": "a file has a version ckpt does not read (maybe a newer Spark's)",
+    "UNKNOWN_LOG_VERSION": "a log entry has a version ckpt does not read (maybe a newer Spark's)",
 }
 
 

@@ -188,3 +188,25 @@ def test_spark40_format_v2_zip_metadata_is_v2_and_read() -> None:
         assert set(note["paths"]) <= {str(p.relative_to(SPARK40_V2)) for p in zips}
         assert "Spark 4.1 and later" in note["hint"]
         no_blame(note["message"] + " " + note["hint"])
+
+
+@pytest.mark.parametrize("name", [*sorted(CASES), "offsets"])
+def test_repair_refuses_and_touches_nothing(name: str, tmp_path: Path) -> None:
+    """A file ckpt cannot read may be healthy: repair must not roll it back or quarantine it."""
+    if name == "offsets":
+        root = copy(HDFS, tmp_path)
+        log = root / "offsets" / str(latest_batch(root))
+        rewrite(log, b"v9" + log.read_bytes()[2:])
+    else:
+        fixture, damage = CASES[name]
+        root = copy(fixture, tmp_path)
+        damage(root)
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    result = run_cli("repair", str(root), "--apply", "--yes", "--json")
+    if name == "changelog":  # the latest batch loads a zip, not this changelog
+        assert result.exit_code == 0 and result.json()["actions"] == []
+    else:
+        assert result.exit_code == 2, (result.stdout, result.stderr)
+        assert "cannot repair" in result.stderr and "ckpt does not read" in result.stderr
+        no_blame(result.stderr)
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
