@@ -83,7 +83,21 @@ class FormatError(CkptError):
 
 
 class UnsupportedVersionError(FormatError):
+    """A version header ckpt does not know: the file may well be healthy (written by a newer
+    Spark), so neither the message nor the hint may call it corrupt."""
+
     code = "unsupported-version"
+
+
+def unsupported_hint() -> str:
+    """The hint of an :class:`UnsupportedVersionError`."""
+    from ckpt_cli import __version__  # at call time: ckpt_cli imports this module
+
+    return (
+        f"ckpt {__version__} does not read this version; the file may be from a newer Spark "
+        "and is not known to be damaged: run the query with the Spark that wrote it, or "
+        "upgrade ckpt"
+    )
 
 
 class TruncatedFileError(FormatError):

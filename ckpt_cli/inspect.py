@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from ckpt_cli.errors import CkptError, FormatError, LimitExceededError
+from ckpt_cli.errors import CkptError, FormatError, LimitExceededError, UnsupportedVersionError
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
@@ -79,8 +79,10 @@ def inspect_file(ckpt: Checkpoint, rel: str, *, limit: int = DEFAULT_LIMIT) -> d
             handler(ckpt, f, report, limit)
         if f.kind in (FileKind.TEMP, FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
             report["target"] = f.target
-    except LimitExceededError:
-        raise  # not damage to report: ckpt would not read on (exit 2, with the limit's hint)
+    except (LimitExceededError, UnsupportedVersionError):
+        # Not damage to report: ckpt would not read on, or cannot read this version (one line,
+        # exit 2, with the limit's or the version's hint).
+        raise
     except FormatError as exc:
         problems.append(str(exc))
     _check_sidecars(ckpt, f, report)

@@ -51,7 +51,6 @@ WRITE_SNAPSHOT = "write_snapshot"
 _ROLLBACK_CODES = {
     "CORRUPT_OFFSETS",
     "CORRUPT_COMMIT",
-    "UNKNOWN_LOG_VERSION",
     "COMMIT_WITHOUT_OFFSETS",
     "BATCH_GAP",
     "UNCOMMITTED_BATCH",
@@ -72,6 +71,9 @@ _REFUSE_CODES = {
     "CORRUPT_SCHEMA": "a state schema file is unreadable",
     # Beyond ckpt's limits the file is not read, so whether it is damaged is unknown.
     "LIMIT_EXCEEDED": "a file is beyond ckpt's safety limits (raise the limit to check it)",
+    # Not damage: the Spark that wrote the file may read it; rolling back would discard it.
+    "UNSUPPORTED_VERSION": "a file has a version ckpt does not read (maybe a newer Spark's)",
+    "UNKNOWN_LOG_VERSION": "a log entry has a version ckpt does not read (maybe a newer Spark's)",
 }
 
 

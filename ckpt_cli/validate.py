@@ -40,6 +40,7 @@ from ckpt_cli.errors import (
     LimitExceededError,
     TruncatedFileError,
     UnsupportedVersionError,
+    unsupported_hint,
 )
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
@@ -141,6 +142,14 @@ CODES: dict[str, tuple[str, str]] = {
         ERROR,
         "the file inflates or lists more than ckpt's safety limits allow (a decompression "
         "bomb?); if it is genuine, raise the limit named in the message and run again",
+    ),
+    # Not corruption: a version header ckpt does not know. An error all the same, because
+    # ckpt could not check what Spark needs from the file.
+    "UNSUPPORTED_VERSION": (ERROR, unsupported_hint()),
+    "ZIP_METADATA_V2": (
+        INFO,
+        "Spark 4.0 restarts from these zips; Spark 4.1 and later expect 'v1' and fail with "
+        "CANNOT_LOAD_STATE_STORE.CANNOT_READ_CHECKPOINT, so keep this query on Spark 4.0",
     ),
     "CRC_MISMATCH": (
         ERROR,
@@ -259,6 +268,8 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
         result.findings.append(("TRUNCATED_FILE", str(exc), [task.path]))
     except LimitExceededError as exc:
         result.findings.append(("LIMIT_EXCEEDED", str(exc), [task.path]))
+    except UnsupportedVersionError as exc:
+        result.findings.append(("UNSUPPORTED_VERSION", str(exc), [task.path]))
     except FormatError as exc:
         code = "CORRUPT_SCHEMA" if task.kind is FileKind.STATE_SCHEMA else "CORRUPT_FILE"
         result.findings.append((code, str(exc), [task.path]))
@@ -872,6 +883,9 @@ class _Validator:
                 version=version,
             )
             return
+        except UnsupportedVersionError as exc:  # a changelog header of an unknown version
+            self.add("UNSUPPORTED_VERSION", str(exc), [exc.path], version=version)
+            return
         except FormatError as exc:  # a changelog whose header cannot be read
             self.add("CORRUPT_FILE", str(exc), [exc.path], version=version)
             return
@@ -1065,6 +1079,7 @@ class _Validator:
             return 0, 0
         self.progress.start("Reading state files", total=len(tasks))
         reads = nbytes = 0
+        v2_zips: list[str] = []
         try:
             for result in self._map(tasks):
                 reads += result.reads
@@ -1074,9 +1089,21 @@ class _Validator:
                 if result.zip_metadata is not None:
                     self.zip_metadata[result.path] = result.zip_metadata
                     self._check_zip_files(result.path, result.zip_metadata)
+                    if result.zip_metadata.version == 2:
+                        v2_zips.append(result.path)
                 self.progress.advance()
         finally:
             self.progress.close()
+        if v2_zips:
+            v2_zips.sort()
+            self.add(
+                "ZIP_METADATA_V2",
+                f"{v2_zips[0]}"
+                + (f" and {len(v2_zips) - 1} more zips" if len(v2_zips) > 1 else "")
+                + ": RocksDB checkpoint metadata v2, as Spark 4.0 writes it in checkpoint "
+                "format v2 (healthy)",
+                v2_zips,
+            )
         return reads, nbytes
 
     def _map(self, tasks: list[FileTask]) -> Iterable[FileResult]:

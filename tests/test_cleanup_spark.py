@@ -20,10 +20,14 @@ from tests.spark_support import spark  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
 
+# Spark 4.1+ cannot load Spark 4.0's "v2" zip metadata (CANNOT_READ_CHECKPOINT, checked with
+# 4.3.0): only Spark 4.0 restarts this case.
+ONLY_SPARK40_RESTARTS = "spark40-rocksdb-v2"
 SPARK4 = [
     pytest.param(c, id=c.name)
     for c in CASES
     if c.expected.get("spark_version", "").startswith("4") and "crash" not in c.name
+    if c.name != ONLY_SPARK40_RESTARTS
 ]
 
 

@@ -12,7 +12,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.errors import FormatError, TruncatedFileError, UnsupportedVersionError
+from ckpt_cli.errors import (
+    FormatError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+    unsupported_hint,
+)
 
 # Spark 3.5/4.x write offsets v1; a master snapshot has v2 (OffsetMap). Commits: v1, or v2 with
 # checkpoint format v2. Operator metadata: v1, and v2 for transformWithState.
@@ -47,9 +52,9 @@ def _split_header(path: str, data: bytes, max_version: int, what: str) -> tuple[
     if version > max_version:
         raise UnsupportedVersionError(
             path,
-            f"log version v{version} is newer than ckpt supports (up to v{max_version})",
+            f"{what} version v{version} is unsupported (ckpt reads v1-v{max_version})",
             line=1,
-            hint="this checkpoint was written by a newer Spark; upgrade ckpt",
+            hint=unsupported_hint(),
         )
     return version, lines[1:]
 

@@ -26,7 +26,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from ckpt_cli.errors import FormatError, TruncatedFileError, UnsupportedVersionError
+from ckpt_cli.errors import (
+    FormatError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+    unsupported_hint,
+)
 
 PUT: Final = "put"
 DELETE: Final = "delete"
@@ -305,10 +310,10 @@ def open_changelog(path: str, chunks: Iterable[bytes]) -> Changelog:
                 if not 1 <= version <= MAX_CHANGELOG_VERSION:
                     raise UnsupportedVersionError(
                         path,
-                        f"changelog format v{version} is not supported "
+                        f"changelog format v{version} is unsupported "
                         f"(ckpt reads v1-v{MAX_CHANGELOG_VERSION})",
                         offset=0,
-                        hint="this checkpoint was written by a newer Spark; upgrade ckpt",
+                        hint=unsupported_hint(),
                     )
                 win.pos += 2 + length
     lineage = None

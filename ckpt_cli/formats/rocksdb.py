@@ -24,12 +24,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ckpt_cli.errors import FormatError, LimitExceededError, UnsupportedVersionError
+from ckpt_cli.errors import (
+    FormatError,
+    LimitExceededError,
+    UnsupportedVersionError,
+    unsupported_hint,
+)
 from ckpt_cli.formats import limits as lim
 from ckpt_cli.formats.limits import Limits
 from ckpt_cli.formats.schema import StructType
 
 METADATA_ENTRY = "metadata"
+# The metadata's first line. Spark 3.2-3.5 and 4.1+ write "v1"; Spark 4.0 writes
+# "v" + spark.sql.streaming.stateStore.checkpointFormatVersion ("v2" in format-v2 zips; the
+# JSON is the same). RocksDBCheckpointMetadata.VERSION in each version's spark-sql jar.
+ZIP_METADATA_VERSIONS = (1, 2)
 STATE_ENCODING_VERSION = 0
 VIRTUAL_CF_PREFIX_BYTES = 2
 # A RocksDB version's "other files" are a few KB; this caps what a corrupt or hostile zip can
@@ -49,7 +58,7 @@ class RocksDBFile:
 
 @dataclass(frozen=True)
 class RocksDBCheckpointMetadata:
-    """The ``metadata`` entry of a ``<v>.zip`` (``v1`` header + JSON)."""
+    """The ``metadata`` entry of a ``<v>.zip`` (``v1`` or ``v2`` header + JSON)."""
 
     sst_files: tuple[RocksDBFile, ...]
     log_files: tuple[RocksDBFile, ...]
@@ -115,18 +124,21 @@ def parse_zip_metadata(
     else:
         text = data
     header, sep, body = text.partition("\n")
-    if header.strip() != "v1":
-        if len(header) >= 2 and header[0] == "v" and header[1:].isdigit():
-            raise UnsupportedVersionError(
-                path,
-                f"RocksDB checkpoint metadata version {header} is not supported (only v1)",
-                line=1,
-                hint="this checkpoint was written by a newer Spark; upgrade ckpt",
-            )
+    header = header.strip()
+    if not (len(header) >= 2 and header[0] == "v" and header[1:].isdigit()):
         shown = header if len(header) <= 40 else header[:40] + "..."
         raise FormatError(path, f"expected the metadata header 'v1', found {shown!r}", line=1)
+    version = int(header[1:])
+    if version not in ZIP_METADATA_VERSIONS:
+        raise UnsupportedVersionError(
+            path,
+            f"RocksDB checkpoint metadata version {header} is unsupported "
+            f"(ckpt reads v1-v{max(ZIP_METADATA_VERSIONS)})",
+            line=1,
+            hint=unsupported_hint(),
+        )
     if not sep or not body.strip():
-        raise FormatError(path, "metadata has no JSON after the 'v1' header", line=2)
+        raise FormatError(path, f"metadata has no JSON after the '{header}' header", line=2)
     try:
         obj = json.loads(body)
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -154,7 +166,7 @@ def parse_zip_metadata(
         column_family_mapping=dict(mapping),
         column_family_type_map=dict(type_map),
         max_column_family_id=_int(path, obj, "maxColumnFamilyId", ""),
-        version=1,
+        version=version,
         raw=obj,
     )
 

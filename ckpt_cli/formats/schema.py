@@ -24,7 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.errors import FormatError, TruncatedFileError, UnsupportedVersionError
+from ckpt_cli.errors import (
+    FormatError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+    unsupported_hint,
+)
 
 MAX_SCHEMA_VERSION = 3
 DEFAULT_COLUMN_FAMILY = "default"
@@ -585,10 +590,9 @@ def parse_state_schema(path: str, data: bytes) -> StateSchema:
     if version < 1 or version > MAX_SCHEMA_VERSION:
         raise UnsupportedVersionError(
             path,
-            f"state schema version v{version} is not supported "
-            f"(ckpt reads v1-v{MAX_SCHEMA_VERSION})",
+            f"state schema version v{version} is unsupported (ckpt reads v1-v{MAX_SCHEMA_VERSION})",
             offset=0,
-            hint="this checkpoint was written by a newer Spark; upgrade ckpt",
+            hint=unsupported_hint(),
         )
     families: list[ColumnFamilySchema] = []
     if version == 1:
