@@ -264,18 +264,23 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
             parse_state_schema(task.path, data or storage.read_bytes(task.path))
         if task.sidecars and task.size:
             _verify_sidecars(storage, task, result, data)
-    except TruncatedFileError as exc:
-        result.findings.append(("TRUNCATED_FILE", str(exc), [task.path]))
-    except LimitExceededError as exc:
-        result.findings.append(("LIMIT_EXCEEDED", str(exc), [task.path]))
-    except UnsupportedVersionError as exc:
-        result.findings.append(("UNSUPPORTED_VERSION", str(exc), [task.path]))
     except FormatError as exc:
-        code = "CORRUPT_SCHEMA" if task.kind is FileKind.STATE_SCHEMA else "CORRUPT_FILE"
-        result.findings.append((code, str(exc), [task.path]))
+        result.findings.append((format_error_code(exc, task.kind), str(exc), [task.path]))
     except StateUnavailable as exc:
         result.findings.append((exc.reason, exc.message, list(exc.paths)))
     return result
+
+
+def format_error_code(exc: FormatError, kind: FileKind | None = None) -> str:
+    """The finding code for a file that could not be read: damage only where ckpt knows it is
+    damage (a version it does not read, or a file beyond its limits, is not)."""
+    if isinstance(exc, TruncatedFileError):
+        return "TRUNCATED_FILE"
+    if isinstance(exc, LimitExceededError):
+        return "LIMIT_EXCEEDED"
+    if isinstance(exc, UnsupportedVersionError):
+        return "UNSUPPORTED_VERSION"
+    return "CORRUPT_SCHEMA" if kind is FileKind.STATE_SCHEMA else "CORRUPT_FILE"
 
 
 def _decode_stream(storage: Storage, task: FileTask, data: bytes | None) -> None:
@@ -1171,7 +1176,7 @@ class _Validator:
                 continue  # decoded by the pool, which reported it
             # A zip no other check reads (restart scope): a rollback to it fails.
             self.add(
-                "CORRUPT_FILE",
+                format_error_code(exc),
                 f"{exc} (read to see which SSTs it names: a rollback to it fails, and which "
                 "SSTs of its partition no zip names is unknown)",
                 [exc.path],

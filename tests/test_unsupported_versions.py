@@ -21,9 +21,9 @@ import pytest
 
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.rocksdb import parse_zip_metadata
-from ckpt_cli.repair import _spark_checksum_bytes, hadoop_crc_bytes
 from ckpt_cli.validate import CODES
 from tests.conftest import CASES_DIR, run_cli
+from tests.lineage_damage import write_checksums
 
 ROCKS = CASES_DIR / "spark4-rocksdb-agg" / "checkpoint"
 V2 = CASES_DIR / "spark4-rocksdb-v2" / "checkpoint"
@@ -40,12 +40,7 @@ def copy(root: Path, tmp_path: Path) -> Path:
 def rewrite(path: Path, data: bytes) -> None:
     """Replace a file's bytes and regenerate the checksums that cover it."""
     path.write_bytes(data)
-    hadoop = path.parent / f".{path.name}.crc"
-    if hadoop.exists():
-        hadoop.write_bytes(hadoop_crc_bytes(data))
-    spark = path.parent / f"{path.name}.crc"
-    if spark.exists():
-        spark.write_bytes(_spark_checksum_bytes(spark.read_bytes(), data))
+    write_checksums(path, data)
 
 
 def latest_batch(root: Path) -> int:
