@@ -12,6 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ckpt_cli.cli import app
+from tests.servers import azure_server, s3_server
+
+# One moto server and one Azurite for the whole session, whichever modules use them.
+__all__ = ["azure_server", "s3_server"]
 
 REPO = Path(__file__).resolve().parent.parent
 CASES_DIR = REPO / "fixtures" / "checkpoints"

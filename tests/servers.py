@@ -7,6 +7,7 @@ be started (no moto, no Azurite install), its tests are skipped with the reason,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -97,7 +98,10 @@ class _Server:
         """Upload ``local`` under ``bucket``/``prefix`` (bucket or container made once)."""
         fs = self.fs()
         if bucket not in self.created:
-            fs.mkdir(bucket)
+            # moto's backends are per process: a bucket made through another server object of
+            # this session already exists.
+            with contextlib.suppress(FileExistsError):
+                fs.mkdir(bucket)
             self.created.add(bucket)
         fs.put(str(local), f"{bucket}/{prefix}", recursive=True)
         return f"{self.scheme}://{bucket}/{prefix}"

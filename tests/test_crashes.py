@@ -21,9 +21,7 @@ from ckpt_cli.engine import LocalEngine, SparkEngine
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, CliResult, run_cli
-from tests.servers import S3Server, free_port, s3_server
-
-__all__ = ["s3_server"]  # pytest fixture, imported for this module
+from tests.servers import S3Server, free_port
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 

@@ -16,12 +16,10 @@ import pytest
 
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, run_cli
-from tests.servers import AzureServer, S3Server, azure_server, s3_server
+from tests.servers import AzureServer, S3Server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from synthetic import build  # noqa: E402
-
-__all__ = ["azure_server", "s3_server"]  # pytest fixtures, imported for this module
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 

@@ -28,9 +28,7 @@ from ckpt_cli.repair import apply_repair, plan_repair
 from ckpt_cli.retention import apply_cleanup, plan_cleanup
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, REPO, run_cli
-from tests.servers import AzureServer, S3Server, azure_server, s3_server
-
-__all__ = ["azure_server", "s3_server"]  # pytest fixtures, imported for this module
+from tests.servers import AzureServer, S3Server
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 
