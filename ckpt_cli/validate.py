@@ -982,21 +982,38 @@ class _Validator:
 
     def _check_operator_metadata(self, op: int) -> None:
         """``state/<op>/_metadata/metadata`` (v1) and ``_metadata/v2/<batch>`` (v2,
-        transformWithState). On the first batch of a restart Spark 4.x reads the operator's
-        metadata to compare it with the new plan, but catches any error reading it and only
-        logs "Error reading metadata path for stateful operator" (IncrementalExecution's
-        StateSchemaAndOperatorMetadataRule), so an unreadable v1 file does not stop a
-        restart (checked with a real one). transformWithState also reads its state schema
-        paths from the v2 file: not checked against a restart, so an error there."""
-        for f in self.ckpt.operators[op].metadata_files:
-            v1 = f.path == f"state/{op}/_metadata/metadata"
-            severity = WARNING if v1 else ERROR
-            effect = (
-                "Spark logs a warning and restarts without it (it does not rewrite it, and "
-                "cannot check the new plan's operators against it)"
-                if v1
-                else "transformWithState reads its state schema paths from it on restart"
-            )
+        transformWithState), as Spark 4.3 reads them on the first batch of a restart
+        (IncrementalExecution's StateSchemaAndOperatorMetadataRule). It catches an error
+        reading the v1 file and only logs "Error reading metadata path for stateful
+        operator", so an unreadable v1 file does not stop a restart; transformWithState reads
+        the newest v2 file for its state schema paths (SchemaValidationUtils.
+        validateAndWriteStateSchema, uncaught) and fails on an unreadable one, and ignores the
+        older ones (all checked with real restarts)."""
+        files = self.ckpt.operators[op].metadata_files
+        v2 = {
+            int(name): f
+            for f in files
+            if f.path.startswith(f"state/{op}/_metadata/v2/")
+            and (name := f.path.rsplit("/", 1)[1]).isdigit()
+        }
+        newest_v2 = v2[max(v2)] if v2 else None
+        for f in files:
+            if f.path == f"state/{op}/_metadata/metadata":
+                severity, effect = (
+                    WARNING,
+                    "Spark logs a warning and restarts without it (it does not rewrite it, "
+                    "and cannot check the new plan's operators against it)",
+                )
+            elif f is newest_v2:
+                severity, effect = (
+                    ERROR,
+                    "transformWithState reads its state schema paths from the newest one on "
+                    "restart, and fails",
+                )
+            elif f in v2.values():
+                severity, effect = WARNING, "Spark reads only the newest one on restart"
+            else:
+                continue  # not a file Spark reads here
             if f.entry.size == 0:
                 self.add(
                     "EMPTY_FILE",
