@@ -51,6 +51,19 @@ def find_file(ckpt: Checkpoint, rel: str) -> CheckpointFile:
             return f
     if any(f.path.startswith(rel + "/") for f in ckpt.files):
         raise CkptError(f"{rel}: is a directory; inspect one file in it (ckpt versions lists them)")
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        link = "/".join(parts[:i])
+        if link in ckpt.listing.symlinks:
+            # The listing does not enter linked directories, and a dangling link lists nothing.
+            target = ckpt.listing.symlinks[link]
+            raise CkptError(
+                f"{rel}: a symbolic link to {target}, which does not exist"
+                if link == rel
+                else f"{rel}: behind the symbolic link {link} (to {target}), which ckpt does "
+                "not follow",
+                hint="inspect the file where the link points",
+            )
     raise CkptError(f"{rel}: no such file in the checkpoint {ckpt.storage.url}")
 
 

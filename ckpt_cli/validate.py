@@ -168,7 +168,25 @@ CODES: dict[str, tuple[str, str]] = {
     ),
     "CORRUPT_SCHEMA": (ERROR, "Spark fails reading the state schema; restore it from a backup"),
     "UNKNOWN_FILE": (INFO, "not a file Spark writes in a checkpoint"),
+    "SYMLINK": (
+        WARNING,
+        "ckpt does not follow symbolic links to directories, and cleanup/repair never change "
+        "anything through a link; replace the link with what it points to for a full check",
+    ),
 }
+
+# Findings of a file missing from the listing: under a linked directory (which the listing does
+# not enter) or at a dangling link, they are counted by that link's SYMLINK finding instead.
+_MISSING_CODES = frozenset(
+    {
+        "MISSING_SST",
+        "MISSING_STATE_FILE",
+        "MISSING_UNIQUE_ID_FILE",
+        "MISSING_SOURCE_LOG",
+        "MISSING_METADATA",
+        "BATCH_GAP",
+    }
+)
 
 
 @dataclass
@@ -449,6 +467,8 @@ class _Validator:
         self._by_path = {f.path: f for f in ckpt.files}
         self._sidecars: dict[str, list[CheckpointFile]] = {}
         self._sidecars_checked: set[str] = set()  # verified outside the pool (source logs)
+        # Files Spark would read that are behind a symbolic link (not listed), by link.
+        self._behind_links: dict[str, set[str]] = {}
         for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
             if f.target:
                 self._sidecars.setdefault(f.target, []).append(f)
@@ -808,18 +828,22 @@ class _Validator:
                 counts[f"{op.path}:{store.name}"] = len(store.partitions)
         target = self.target_version()
         for op in ops.values():
+            self._check_operator_metadata(op.id)
             self._check_schema(op.id)
             for store in op.stores.values():
                 ids = sorted(store.partitions)
                 want = expected if expected is not None else max(counts.values())
                 missing = [p for p in range(want) if p not in store.partitions]
                 extra = [p for p in ids if p >= want]
-                if missing or extra:
+                # A partition directory that is a symbolic link is not listed: its SYMLINK
+                # finding says so, rather than a wrong count.
+                unlinked = [p for p in missing if self._link_of(f"{op.path}/{p}") is None]
+                if unlinked or extra:
                     where = f"{op.path} store {store.name}"
                     self.add(
                         "PARTITION_COUNT_MISMATCH",
                         f"{where}: {len(ids)} partitions, expected {want}"
-                        + (f"; missing {', '.join(map(str, missing))}" if missing else "")
+                        + (f"; missing {', '.join(map(str, unlinked))}" if unlinked else "")
                         + (f"; unexpected {', '.join(map(str, extra))}" if extra else ""),
                         [op.path],
                         operator=op.id,
@@ -984,13 +1008,76 @@ class _Validator:
                 commit_unique_id=recorded,
             )
 
+    def _check_operator_metadata(self, op: int) -> None:
+        """``state/<op>/_metadata/metadata`` (v1) and ``_metadata/v2/<batch>`` (v2,
+        transformWithState), as Spark 4.3 reads them on the first batch of a restart
+        (IncrementalExecution's StateSchemaAndOperatorMetadataRule). It catches an error
+        reading the v1 file and only logs "Error reading metadata path for stateful
+        operator", so an unreadable v1 file does not stop a restart; transformWithState reads
+        the newest v2 file for its state schema paths (SchemaValidationUtils.
+        validateAndWriteStateSchema, uncaught) and fails on an unreadable one, and ignores the
+        older ones (all checked with real restarts)."""
+        files = self.ckpt.operators[op].metadata_files
+        v2 = {
+            int(name): f
+            for f in files
+            if f.path.startswith(f"state/{op}/_metadata/v2/")
+            and (name := f.path.rsplit("/", 1)[1]).isdigit()
+        }
+        newest_v2 = v2[max(v2)] if v2 else None
+        for f in files:
+            if f.path == f"state/{op}/_metadata/metadata":
+                severity, effect = (
+                    WARNING,
+                    "Spark logs a warning and restarts without it (it does not rewrite it, "
+                    "and cannot check the new plan's operators against it)",
+                )
+            elif f is newest_v2:
+                severity, effect = (
+                    ERROR,
+                    "transformWithState reads its state schema paths from the newest one on "
+                    "restart, and fails",
+                )
+            elif f in v2.values():
+                severity, effect = WARNING, "Spark reads only the newest one on restart"
+            else:
+                continue  # not a file Spark reads here
+            if f.entry.size == 0:
+                self.add(
+                    "EMPTY_FILE",
+                    f"{f.path}: empty operator metadata file; {effect}",
+                    [f.path],
+                    severity=severity,
+                    operator=op,
+                )
+                continue
+            try:
+                logs.parse_operator_metadata(f.path, self.ckpt.storage.read_bytes(f.path))
+            except FormatError as exc:
+                self.add(
+                    "CORRUPT_FILE",
+                    f"{exc}; {effect}",
+                    [f.path],
+                    severity=severity,
+                    operator=op,
+                )
+
     def _check_schema(self, op: int) -> None:
         operator = self.ckpt.operators[op]
         for store in operator.stores.values():
             files = list(store.schema_files) or [
                 f for f in operator.schema_files if f"/_stateSchema/{store.name}/" in f"/{f.path}/"
             ]
-            if not files:
+            wheres = (
+                f"{operator.path}/0/_metadata/schema",
+                f"{operator.path}/0/{store.name}/_metadata/schema",
+                f"{operator.path}/_stateSchema/{store.name}/",
+            )
+            linked = [(link, w) for w in wheres if (link := self._link_of(w)) is not None]
+            if not files and linked:
+                link, where = linked[0]
+                self._behind_links.setdefault(link, set()).add(where.rstrip("/"))
+            elif not files:
                 self.add(
                     "MISSING_SCHEMA",
                     f"{operator.path}: store {store.name} has no schema file",
@@ -1127,6 +1214,81 @@ class _Validator:
             initargs=(storage,),
         )
 
+    def _link_of(self, path: str) -> str | None:
+        """The symbolic link ``path`` is, or is under (None: none)."""
+        links = self.ckpt.listing.symlinks
+        if not links:
+            return None
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            if prefix in links:
+                return prefix
+        return None
+
+    def check_symlinks(self) -> None:
+        """One SYMLINK finding per symbolic link in the checkpoint (local disk). The listing
+        does not enter linked directories, so files Spark reads through one look missing:
+        those findings are taken back and counted on the link. Hadoop's local file system
+        reads through links, so the files behind a link that resolves are only unchecked;
+        behind a dangling link Spark cannot read them: an error."""
+        links = self.ckpt.listing.symlinks
+        if not links:
+            return
+        behind: dict[str, set[str]] = {
+            link: set(self._behind_links.get(link, ())) for link in links
+        }
+        kept: list[Finding] = []
+        for finding in self.findings:
+            link = (
+                self._link_of(finding.paths[0])
+                if finding.code in _MISSING_CODES and finding.paths
+                else None
+            )
+            if link is None:
+                kept.append(finding)
+            else:
+                behind[link].add(finding.paths[0])
+        self.findings = kept
+        for link, target in links.items():
+            full = self.ckpt.storage.full_path(link)
+            needed = sorted(behind[link])
+            many = len(needed) > 1
+            count = (
+                f"{len(needed)} file{'s' if many else ''} the checkpoint needs "
+                f"({needed[0]}{', ...' if many else ''}) {'are' if many else 'is'} behind it"
+                if needed
+                else ""
+            )
+            severity = WARNING
+            if not os.path.exists(full):
+                message = f"{link}: symbolic link to {target}, which does not exist; " + (
+                    f"{count}, and Spark cannot read {'them' if many else 'it'}"
+                    if needed
+                    else "Spark and ckpt see no file there"
+                )
+                severity = ERROR if needed else WARNING
+            elif os.path.isdir(full):
+                message = (
+                    f"{link}: symbolic link to the directory {target}; ckpt does not follow "
+                    "links, so the files under it are not checked"
+                    + (f" ({count}, unchecked)" if needed else "")
+                    + "; cleanup and repair never change anything through it"
+                )
+            else:
+                message = (
+                    f"{link}: symbolic link to the file {target}; Spark and ckpt read it through "
+                    "the link; cleanup and repair never change it or anything through it"
+                )
+            self.add(
+                "SYMLINK",
+                message,
+                [link],
+                severity=severity,
+                target=target,
+                files_behind=len(needed),
+            )
+
     def check_orphans(self) -> None:
         """Files no retained version needs, as info, decided as ``ckpt orphans`` decides
         (``retention``): format-v2 files of attempts the commit log did not choose, and
@@ -1261,6 +1423,7 @@ def validate(
     v.check_files()
     pool_reads, pool_bytes = v.run_file_checks()
     v.check_orphans()
+    v.check_symlinks()
     v.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code, f.paths))
     stats = ckpt.storage.stats
     target = v.target_version()

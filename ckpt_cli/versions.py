@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ckpt_cli.errors import CkptError
+from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
 from ckpt_cli.model import Checkpoint, FileKind, Partition
 
@@ -63,7 +63,10 @@ def describe_versions(
     for op in ops.values():
         if operator is not None and op.id != operator:
             continue
-        meta = checkpoint.operator_metadata(op.id)
+        try:
+            meta = checkpoint.operator_metadata(op.id)
+        except FormatError:
+            meta = None  # Spark restarts without it too; validate reports it
         stores_json = []
         for store in op.stores.values():
             parts = [
