@@ -389,3 +389,11 @@ def test_stats_count_reads() -> None:
     assert report.stats["list_calls"] >= 1
     assert report.stats["files_read"] >= report.stats["files_checked"] > 0
     assert report.stats["bytes_read"] > 0
+
+
+def test_every_finding_code_is_in_the_readme() -> None:
+    from ckpt_cli.validate import CODES
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    missing = [code for code in CODES if f"| `{code}` | {CODES[code][0]} |" not in readme]
+    assert not missing, f"README's code table lacks (or has another severity for) {missing}"
