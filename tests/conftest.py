@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ckpt_cli.cli import app
-from tests.servers import azure_server, s3_server
+from tests.servers import azure_server, s3_server, store
 
 # One moto server and one Azurite for the whole session, whichever modules use them.
-__all__ = ["azure_server", "s3_server"]
+__all__ = ["azure_server", "s3_server", "store"]
 
 REPO = Path(__file__).resolve().parent.parent
 CASES_DIR = REPO / "fixtures" / "checkpoints"

@@ -267,3 +267,17 @@ def azure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServ
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("s3", marks=pytest.mark.s3),
+        pytest.param("azure", marks=pytest.mark.azure),
+    ]
+)
+def store(request: pytest.FixtureRequest) -> S3Server | AzureServer:
+    """Each test that takes it runs once on the moto S3 server and once on Azurite."""
+    server: S3Server | AzureServer = request.getfixturevalue(
+        "s3_server" if request.param == "s3" else "azure_server"
+    )
+    return server

@@ -34,19 +34,6 @@ CASE_NAMES = [
 ]
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("s3", marks=pytest.mark.s3),
-        pytest.param("azure", marks=pytest.mark.azure),
-    ]
-)
-def store(request: pytest.FixtureRequest) -> S3Server | AzureServer:
-    server: S3Server | AzureServer = request.getfixturevalue(
-        "s3_server" if request.param == "s3" else "azure_server"
-    )
-    return server
-
-
 _UNIQUE = iter(range(1_000_000))
 
 

@@ -331,19 +331,6 @@ def test_stale_lock_rule(tmp_path: Path) -> None:
     assert read_lock(Storage.from_url(str(root))) is None
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("s3", marks=pytest.mark.s3),
-        pytest.param("azure", marks=pytest.mark.azure),
-    ]
-)
-def store(request: pytest.FixtureRequest) -> S3Server | AzureServer:
-    server: S3Server | AzureServer = request.getfixturevalue(
-        "s3_server" if request.param == "s3" else "azure_server"
-    )
-    return server
-
-
 def test_lock_is_a_conditional_create_on_object_stores(store: S3Server | AzureServer) -> None:
     prefix = f"lock-{random.randrange(10**9)}"
     url = store.upload(HDFS, "ckpt-safety", prefix)
