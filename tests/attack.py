@@ -100,6 +100,7 @@ def damage(root: Path, rng: random.Random, outside: Path) -> Damage:
         "symlink_dir",
         "symlink_file",
         "append",
+        "crc_flip",
     ]
     kind = rng.choice(kinds)
     if kind == "truncate" and original:
@@ -123,6 +124,15 @@ def damage(root: Path, rng: random.Random, outside: Path) -> Damage:
         target.write_bytes(b"v9\n" + (lines[1] if len(lines) > 1 else b""))
     elif kind == "append":
         target.write_bytes(original + rng.randbytes(rng.randint(1, 64)))
+    elif kind == "crc_flip":
+        crcs = _sidecars(target)
+        if crcs:
+            target = rng.choice(crcs)
+            data = bytearray(target.read_bytes())
+            if data:
+                data[rng.randrange(len(data))] ^= 0xFF
+                target.write_bytes(bytes(data))
+            before = None
     elif kind == "duplicate_version":
         v = _version_of(target)
         if v is not None:
@@ -257,6 +267,13 @@ def attack_once(case: Case, seed: int, work: Path) -> Outcome:
                         args += ["--batch", str(batch)]
                     _check(fail, args, False)
                     outcome.runs += 1
+    # Destructive commands last: whatever the damage, nothing outside the checkpoint changes.
+    for args in (
+        ["cleanup", ck, "--apply", "--yes", "--force", "--min-age", "0s", "--json"],
+        ["repair", ck, "--apply", "--yes", "--force", "--min-age", "0s", "--json"],
+    ):
+        _check(fail, args, True)
+        outcome.runs += 1
     for p, mtime in outside_before.items():
         if not p.exists() or p.stat().st_mtime_ns != mtime:
             fail(["(any)"], f"touched outside the checkpoint: {p}", None)
