@@ -101,6 +101,7 @@ def damage(root: Path, rng: random.Random, outside: Path) -> Damage:
         "symlink_file",
         "append",
         "crc_flip",
+        "symlink_loop",
     ]
     kind = rng.choice(kinds)
     if kind == "truncate" and original:
@@ -124,6 +125,10 @@ def damage(root: Path, rng: random.Random, outside: Path) -> Damage:
         target.write_bytes(b"v9\n" + (lines[1] if len(lines) > 1 else b""))
     elif kind == "append":
         target.write_bytes(original + rng.randbytes(rng.randint(1, 64)))
+    elif kind == "symlink_loop":
+        target.unlink()
+        target.symlink_to(target)
+        before = None
     elif kind == "crc_flip":
         crcs = _sidecars(target)
         if crcs:
