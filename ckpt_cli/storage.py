@@ -459,7 +459,9 @@ class Storage:
                     for item in it:
                         if item.is_symlink():
                             symlinks[item.path[prefix_len:]] = os.path.realpath(item.path)
-                            if item.is_dir(follow_symlinks=True) or not os.path.exists(item.path):
+                            # os.path.isdir, not DirEntry.is_dir: a link loop (ELOOP) is a
+                            # dangling link here, as for Hadoop's listStatus, not a crash.
+                            if os.path.isdir(item.path) or not os.path.exists(item.path):
                                 continue  # not followed / a dangling link: nothing to list
                         elif item.is_dir(follow_symlinks=False):
                             stack.append(item.path)
