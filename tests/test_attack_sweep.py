@@ -40,5 +40,7 @@ def test_link_loop_in_place_of_a_snapshot_is_a_missing_file_not_a_listing_error(
     assert result.exit_code == 1, result.stderr
     codes = {f["code"] for f in result.json()["findings"]}
     assert {"MISSING_STATE_FILE", "SYMLINK"} <= codes
-    for command in ("versions", "orphans", "cleanup"):
-        assert run_cli(command, str(root)).exit_code == 0, command
+    # orphans exits 1 when the copy's files are old enough to remove (they keep the
+    # checkout's mtimes): either way not 2, a listing error.
+    for command, codes_ok in (("versions", {0}), ("orphans", {0, 1}), ("cleanup", {0})):
+        assert run_cli(command, str(root)).exit_code in codes_ok, command
