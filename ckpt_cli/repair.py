@@ -433,18 +433,25 @@ def _apply_repair(
             storage, manifest_path, json.dumps(body, indent=1).encode(), within=where
         )
 
-    # The manifest is written before the first change and after each one, so an interrupted
-    # repair can still be undone.
+    # Write-ahead: each change is in the manifest (not yet "done") before it is made, and
+    # marked done after, so a repair killed at any point can be undone (undo_repair).
     save_manifest(False)
     moved = rewritten = written = 0
     sidecars = _sidecars(ckpt)
     progress.start("Repairing", total=len(plan.actions))
+
+    def intend(*changes: dict[str, Any]) -> list[dict[str, Any]]:
+        pending = [{**c, "done": False} for c in changes]
+        entries.extend(pending)
+        save_manifest(False)
+        return pending
+
     try:
         for action in plan.actions:
             if action.kind == QUARANTINE:
                 dest = f"{where}/files/{action.path}"
+                pending = intend({"change": "moved", "path": action.path, "to": dest})
                 sw.move_out(storage, action.path, dest, within=where)
-                entries.append({"change": "moved", "path": action.path, "to": dest})
                 moved += 1
             elif action.kind == REWRITE_CRC:
                 main = action.details["covers"]
@@ -460,20 +467,28 @@ def _apply_repair(
                     else _spark_checksum_bytes(old, data)
                 )
                 dest = f"{where}/files/{action.path}"
+                # The original is saved whole before the change is recorded: undo can always
+                # write it back.
                 sw.write_bytes_absolute(storage, dest, old, within=where)
+                pending = intend({"change": "rewritten", "path": action.path, "original": dest})
                 sw.write_bytes(storage, action.path, new)
-                entries.append({"change": "rewritten", "path": action.path, "original": dest})
                 rewritten += 1
             elif action.kind == WRITE_SNAPSHOT:
                 data = _snapshot_bytes(ckpt, action)
+                parent, _, name = action.path.rpartition("/")
+                crc = f"{parent}/.{name}.crc"
+                pending = intend(
+                    {"change": "created", "path": action.path},
+                    *([{"change": "created", "path": crc}] if storage.is_local else []),
+                )
                 sw.write_bytes(storage, action.path, data, atomic=True)
-                entries.append({"change": "created", "path": action.path})
                 if storage.is_local:
-                    parent, _, name = action.path.rpartition("/")
-                    crc = f"{parent}/.{name}.crc"
                     sw.write_bytes(storage, crc, hadoop_crc_bytes(data))
-                    entries.append({"change": "created", "path": crc})
                 written += 1
+            else:
+                pending = []
+            for entry in pending:
+                entry["done"] = True
             save_manifest(False)
             progress.advance()
     finally:
@@ -512,7 +527,11 @@ def undo_repair(
     with checkpoint_lock(storage, "ckpt repair --undo", break_lock=break_lock):
         for change in reversed(body["changes"]):
             path = change["path"]
+            # A change not marked done was interrupted: it may or may not have happened.
+            interrupted = change.get("done") is False
             if change["change"] == "moved":
+                if interrupted and not sw.exists_absolute(storage, change["to"]):
+                    continue  # never moved
                 sw.move_in(storage, change["to"], path, within=within)
                 restored += 1
             elif change["change"] == "rewritten":
@@ -520,6 +539,8 @@ def undo_repair(
                 sw.write_bytes(storage, path, sw.read_bytes_absolute(storage, original))
                 restored += 1
             elif change["change"] == "created":
+                if interrupted and not sw.exists_absolute(storage, storage.contained(path)):
+                    continue  # never written
                 storage.delete_many([path])
                 removed += 1
             else:

@@ -75,6 +75,14 @@ def read_bytes_absolute(storage: Storage, location: str) -> bytes:
     return data
 
 
+def exists_absolute(storage: Storage, location: str) -> bool:
+    _count(storage, "head")
+    try:
+        return bool(storage.fs.exists(_strip_protocol(storage, location)))
+    except Exception as exc:
+        raise store_error(location, "look for", exc, storage.endpoint) from exc
+
+
 def move_out(storage: Storage, rel: str, location: str, *, within: str) -> None:
     """Move a checkpoint file to ``location`` in ``within`` (the quarantine). Both ends are
     checked: a file that resolves outside the checkpoint is never moved."""

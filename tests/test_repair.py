@@ -225,3 +225,43 @@ def test_killed_upload_leaves_an_empty_sst_that_repair_quarantines(tmp_path: Pat
     assert set(empty) <= moved
     after = run_cli("validate", str(root), "--json", "--fail-on", "warning").json()
     assert after["ok"], after["findings"]
+
+
+@pytest.mark.parametrize("moved_before_the_kill", [True, False])
+def test_a_repair_interrupted_mid_change_is_undone_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moved_before_the_kill: bool
+) -> None:
+    # A kill between a move and its manifest update used to lose that move: undo left the
+    # file in the quarantine (tests/test_kill_spark.py found it with SIGKILL).
+    from ckpt_cli import repair as repair_module
+    from ckpt_cli import storage_write
+
+    root = copy(HDFS, tmp_path)
+    n = latest(root)
+    delta = root / f"state/0/1/{n + 1}.delta"
+    delta.write_bytes(delta.read_bytes()[:-8])
+    age_everything(root)
+    before = tree(root)
+    real_move_out = storage_write.move_out
+    calls = 0
+
+    def killed_on_third_move(*args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            if moved_before_the_kill:
+                real_move_out(*args, **kwargs)
+            raise KeyboardInterrupt  # stands for the kill: nothing after it runs
+        real_move_out(*args, **kwargs)
+
+    monkeypatch.setattr(storage_write, "move_out", killed_on_third_move)
+    ckpt = Checkpoint.open(str(root))
+    plan = repair_module.plan_repair(ckpt)
+    with pytest.raises(KeyboardInterrupt):
+        repair_module.apply_repair(ckpt, plan)
+    monkeypatch.undo()
+    assert tree(root) != before
+    (manifest,) = tmp_path.glob("ckpt.ckpt-quarantine/*/manifest.json")
+    undo = run_cli("repair", "--undo", str(manifest))
+    assert undo.exit_code == 0, undo.stderr
+    assert tree(root) == before
