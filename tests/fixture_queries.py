@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,13 +57,6 @@ def recorded_input(case: Case, extra_steps: int = 1) -> Iterator[Path]:
         yield input_dir
     finally:
         shutil.rmtree(input_dir.parent, ignore_errors=True)
-
-
-def age(root: Path, seconds: float = 7200) -> None:
-    when = time.time() - seconds
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            os.utime(Path(dirpath) / name, (when, when))
 
 
 def restart(session: Any, case: Case, input_dir: Path, ckpt: Path) -> dict[int, list[str]]:

@@ -14,6 +14,7 @@ import pytest
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.retention import plan_cleanup
 from tests.conftest import CASES, CASES_DIR, Case, case_params, run_cli
+from tests.fixture_copies import age_everything
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 
@@ -25,14 +26,6 @@ def copy(root: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "ckpt"
     shutil.copytree(root, dest)
     return dest
-
-
-def age_everything(root: Path, seconds: float = 7200) -> None:
-    """Fixture files carry their checkout time; make them look like an idle query's."""
-    when = time.time() - seconds
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            os.utime(Path(dirpath) / name, (when, when))
 
 
 def replay_rows(root: Path, batch: int, args: list[str]) -> list[str] | None:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import CASES, Case, run_cli
-from tests.fixture_queries import age, recorded_input, restart
+from tests.fixture_copies import age_everything
+from tests.fixture_queries import recorded_input, restart
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
@@ -41,7 +42,7 @@ def test_restart_on_cleaned_checkpoint_equals_untouched(
     cleaned = tmp_path / "cleaned"
     shutil.copytree(case.checkpoint, untouched)
     shutil.copytree(case.checkpoint, cleaned)
-    age(cleaned)
+    age_everything(cleaned)
     result = run_cli("cleanup", str(cleaned), "--retain", "1", "--apply", "--yes", "--json")
     assert result.exit_code == 0, result.stderr
     assert result.json()["result"]["deleted"] > 0

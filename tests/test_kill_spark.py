@@ -22,7 +22,8 @@ import pytest
 
 from ckpt_cli.lock import LOCK_NAME
 from tests.conftest import CASES, run_cli
-from tests.fixture_queries import age, recorded_input, restart
+from tests.fixture_copies import age_everything
+from tests.fixture_queries import recorded_input, restart
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 from tests.test_repair_spark import final_state, truncate_latest_delta
 
@@ -77,7 +78,7 @@ def test_killed_cleanup_validates_touches_nothing_outside_and_restarts(
     killed = tmp_path / "killed"
     shutil.copytree(case.checkpoint, untouched)
     shutil.copytree(case.checkpoint, killed)
-    age(killed)
+    age_everything(killed)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "1.delta").write_bytes(b"not the checkpoint's")

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import pytest
 from ckpt_cli.formats.checksums import parse_hadoop_crc, verify_hadoop_crc
 from ckpt_cli.model import Checkpoint, FileKind
 from tests.conftest import CASES, CASES_DIR, run_cli
+from tests.fixture_copies import age_everything
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 
@@ -40,14 +39,6 @@ def tree(root: Path) -> dict[str, str]:
 
 def latest(root: Path) -> int:
     return max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
-
-
-def age_everything(root: Path, seconds: float = 7200) -> None:
-    """Make the damage look like a crash of an hour ago: repair --apply refuses files younger
-    than --min-age (a running query may be writing them) unless --force."""
-    when = time.time() - seconds
-    for path in root.rglob("*"):
-        os.utime(path, (when, when), follow_symlinks=False)
 
 
 def repair(root: Path, *args: str) -> tuple[int, dict[str, Any]]:

@@ -28,6 +28,7 @@ from ckpt_cli.repair import apply_repair, plan_repair
 from ckpt_cli.retention import apply_cleanup, plan_cleanup
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, REPO, run_cli
+from tests.fixture_copies import age_everything
 from tests.servers import AzureServer, S3Server
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
@@ -40,12 +41,6 @@ def copy(src: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "ckpt"
     shutil.copytree(src, dest)
     return dest
-
-
-def age_everything(root: Path, seconds: float = 7200) -> None:
-    when = time.time() - seconds
-    for path in root.rglob("*"):
-        os.utime(path, (when, when), follow_symlinks=False)
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
