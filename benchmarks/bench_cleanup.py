@@ -12,7 +12,9 @@ requests (tests/test_s3.py counts them on a moto server).
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -28,39 +30,64 @@ from ckpt_cli.model import Checkpoint  # noqa: E402
 from ckpt_cli.retention import apply_cleanup, plan_cleanup  # noqa: E402
 
 
+def _cpu() -> float:
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _figures(values: list[float]) -> str:
+    return f"min {min(values):.2f} s, median {statistics.median(values):.2f} s"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=200)
     parser.add_argument("--versions", type=int, default=100)
     parser.add_argument("--retain", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3, help="plan/apply rounds (alternating)")
     args = parser.parse_args()
     root = HERE / ".data" / f"validate-{args.partitions}x{args.versions}"
     files = build(root, args.partitions, args.versions)
     print(f"checkpoint: {args.partitions} partitions x {args.versions} versions, {files} files")
-    start = time.perf_counter()
-    ckpt = Checkpoint.open(str(root))
-    plan = plan_cleanup(ckpt, retain=args.retain, min_age=0)
-    took = time.perf_counter() - start
-    stats = ckpt.storage.stats
-    print(
-        f"plan (retain {args.retain}): {took:.2f} s, {stats.list_calls} listing calls "
-        f"(directories scanned in one recursive pass), {stats.read_calls} files read; "
-        f"{len(plan.deletions):,} files, {plan.bytes / 1e6:.1f} MB to delete"
-    )
-    with tempfile.TemporaryDirectory(dir=HERE / ".data") as tmp:
-        copy = Path(tmp) / "ckpt"
-        shutil.copytree(root, copy)
-        ckpt = Checkpoint.open(str(copy))
+    plans: list[float] = []
+    applies: list[float] = []
+    cpu: list[float] = []
+    for _ in range(args.runs):
+        # Plan, then apply on a fresh copy: the two alternate, each round the same work.
+        start, cpu0 = time.perf_counter(), _cpu()
+        ckpt = Checkpoint.open(str(root))
         plan = plan_cleanup(ckpt, retain=args.retain, min_age=0)
-        start = time.perf_counter()
-        # min_age=0 on files just built: force past the safety checks (nothing runs here).
-        result = apply_cleanup(ckpt, plan, manifest=str(Path(tmp) / "manifest.json"), force=True)
-        took = time.perf_counter() - start
-        print(
-            f"apply: {result.deleted:,} files deleted in {took:.2f} s, "
-            f"{result.delete_requests:,} delete requests (local files: one unlink each; "
-            f"object stores: ceil({result.deleted}/1000) = {-(-result.deleted // 1000)})"
-        )
+        plans.append(time.perf_counter() - start)
+        cpu.append(_cpu() - cpu0)
+        stats = ckpt.storage.stats
+        with tempfile.TemporaryDirectory(dir=HERE / ".data") as tmp:
+            copy = Path(tmp) / "ckpt"
+            shutil.copytree(root, copy)
+            ckpt = Checkpoint.open(str(copy))
+            to_apply = plan_cleanup(ckpt, retain=args.retain, min_age=0)
+            start = time.perf_counter()
+            # min_age=0 on files just built: force past the safety checks (nothing runs here).
+            result = apply_cleanup(
+                ckpt, to_apply, manifest=str(Path(tmp) / "manifest.json"), force=True
+            )
+            applies.append(time.perf_counter() - start)
+    # Cleanup runs in this one process (threads, no children): its peak RSS is the tree's.
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"plan (retain {args.retain}), {args.runs} runs: {_figures(plans)}, CPU "
+        f"{_figures(cpu)}; {stats.list_calls} listing calls (directories scanned in one "
+        f"recursive pass), {stats.read_calls} files read; {len(plan.deletions):,} files, "
+        f"{plan.bytes / 1e6:.1f} MB to delete"
+    )
+    print(
+        f"apply, {args.runs} runs: {_figures(applies)}; {result.deleted:,} files deleted, "
+        f"{result.delete_requests:,} delete requests (local files: one unlink each; object "
+        f"stores: ceil({result.deleted}/1000) = {-(-result.deleted // 1000)})"
+    )
+    print(f"peak RSS: {peak_mb:.0f} MB")
 
 
 if __name__ == "__main__":
