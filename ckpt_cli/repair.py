@@ -430,7 +430,7 @@ def _apply_repair(
             "changes": entries,
         }
         sw.write_bytes_absolute(
-            storage, manifest_path, json.dumps(body, indent=1).encode(), within=where
+            storage, manifest_path, json.dumps(body, indent=1).encode(), within=where, atomic=True
         )
 
     # Write-ahead: each change is in the manifest (not yet "done") before it is made, and

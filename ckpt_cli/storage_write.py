@@ -53,14 +53,23 @@ def write_bytes(storage: Storage, rel: str, data: bytes, *, atomic: bool = False
         raise store_error(rel, "write", exc, storage.endpoint) from exc
 
 
-def write_bytes_absolute(storage: Storage, location: str, data: bytes, *, within: str) -> None:
+def write_bytes_absolute(
+    storage: Storage, location: str, data: bytes, *, within: str, atomic: bool = False
+) -> None:
     """Write ``location`` (outside the checkpoint), refused unless it resolves in ``within``
-    (the quarantine)."""
+    (the quarantine). ``atomic``: on local disk through a temp file and a rename, so a kill
+    leaves the old content or the new, never a truncated file (the repair manifest)."""
     path = storage.check_within(_strip_protocol(storage, location), within, location)
     _count(storage, "put")
     try:
         if storage.is_local:
             os.makedirs(_parent(path), exist_ok=True)
+            if atomic:
+                tmp = f"{_parent(path)}/.{path.rsplit('/', 1)[-1]}.{uuid.uuid4()}.tmp"
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, path)
+                return
         storage.fs.pipe_file(path, data)
     except Exception as exc:
         raise store_error(location, "write", exc, storage.endpoint) from exc

@@ -13,3 +13,14 @@ def age_everything(root: Path, seconds: float = 7200) -> None:
     when = time.time() - seconds
     for path in [root, *root.rglob("*")]:
         os.utime(path, (when, when), follow_symlinks=False)
+
+
+def latest(root: Path) -> int:
+    return max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
+
+
+def truncate_latest_delta(root: Path) -> None:
+    """State of the last batch corrupted: its delta cut short."""
+    delta = root / f"state/0/0/{latest(root) + 1}.delta"
+    delta.write_bytes(delta.read_bytes()[:-10])
+    (delta.parent / f".{delta.name}.crc").unlink(missing_ok=True)

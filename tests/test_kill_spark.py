@@ -8,13 +8,8 @@ output (or, after a rollback, the final state) of an untouched run.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,45 +17,15 @@ import pytest
 
 from ckpt_cli.lock import LOCK_NAME
 from tests.conftest import CASES, run_cli
-from tests.fixture_copies import age_everything
+from tests.fixture_copies import age_everything, truncate_latest_delta
 from tests.fixture_queries import recorded_input, restart
+from tests.kill_support import kill_mid_command, tree
 from tests.spark_support import spark  # noqa: F401 - the session fixture
-from tests.test_repair_spark import final_state, truncate_latest_delta
+from tests.test_repair_spark import final_state
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
 BY_NAME = {c.name: c for c in CASES}
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (links not followed) with its bytes."""
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(dirpath) / name
-            if not path.is_symlink():
-                out[str(path.relative_to(root))] = path.read_bytes()
-    return out
-
-
-def kill_mid_command(args: list[str], root: Path, rng: random.Random) -> None:
-    """Run ``ckpt ARGS`` and SIGKILL it at a random point once it holds the checkpoint lock
-    (everything it changes, it changes under the lock); it may also finish first."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ckpt_cli", *args],
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while not (root / LOCK_NAME).exists() and proc.poll() is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
-    time.sleep(rng.uniform(0, 0.05))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
 
 
 @pytest.mark.parametrize(

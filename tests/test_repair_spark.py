@@ -14,23 +14,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import CASES, CASES_DIR, Case, run_cli
+from tests.fixture_copies import latest, truncate_latest_delta
 from tests.fixture_queries import recorded_input, restart
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
 
 BY_NAME = {c.name: c for c in CASES}
-
-
-def latest(root: Path) -> int:
-    return max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
-
-
-def truncate_latest_delta(root: Path) -> None:
-    """State of the last batch corrupted: its delta cut short."""
-    delta = root / f"state/0/0/{latest(root) + 1}.delta"
-    delta.write_bytes(delta.read_bytes()[:-10])
-    (delta.parent / f".{delta.name}.crc").unlink(missing_ok=True)
 
 
 def remove_needed_delta(root: Path) -> None:

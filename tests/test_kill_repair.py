@@ -1,0 +1,97 @@
+"""`repair --apply` killed part way (no Spark needed): whatever the kill left, `repair --undo`
+on its manifest puts the damaged checkpoint back byte for byte.
+
+Two ways to kill it: SIGKILL at a sweep of delays after it takes the lock, and death in the
+middle of writing its manifest (the process exits half way through the write), once for each
+manifest write of the run. The manifest is replaced whole, so the second never leaves an
+unreadable one."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckpt_cli.lock import LOCK_NAME
+from tests.conftest import CASES, run_cli
+from tests.fixture_copies import truncate_latest_delta
+from tests.kill_support import ENV, kill_after, tree
+
+CASE = next(c for c in CASES if c.name == "spark4-hdfs-agg")
+
+# Run the CLI with every file write under the quarantine counted; the Nth one writes half its
+# bytes and the process dies on the spot (no finally blocks, like SIGKILL).
+DIE_IN_NTH_WRITE = """
+import builtins, os, sys
+from ckpt_cli.cli import main
+
+real_open = builtins.open
+nth = int(sys.argv[1])
+seen = 0
+
+class Dying:
+    def __init__(self, fh):
+        self.fh = fh
+    def write(self, data):
+        self.fh.write(data[: len(data) // 2])
+        self.fh.flush()
+        os._exit(9)
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return self.fh.__exit__(*exc)
+
+def dying_open(file, mode="r", *args, **kwargs):
+    global seen
+    fh = real_open(file, mode, *args, **kwargs)
+    if "ckpt-quarantine" in str(file) and "manifest" in str(file) and "w" in mode:
+        seen += 1
+        if seen == nth:
+            return Dying(fh)
+    return fh
+
+builtins.open = dying_open
+sys.argv = ["ckpt", *sys.argv[2:]]
+main()
+"""
+
+
+def damaged_copy(tmp_path: Path) -> Path:
+    broken = tmp_path / "work" / "broken"
+    shutil.copytree(CASE.checkpoint, broken)
+    truncate_latest_delta(broken)  # repair plans a rollback: moves and a rewrite
+    return broken
+
+
+def undo_all(tmp_path: Path, broken: Path) -> None:
+    for manifest in sorted(tmp_path.glob("work/*.ckpt-quarantine/*/manifest.json")):
+        undone = run_cli("repair", "--undo", str(manifest), "--break-lock")
+        assert undone.exit_code == 0, undone.stderr
+    (broken / LOCK_NAME).unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3, 4])
+def test_a_repair_dying_while_it_writes_its_manifest_is_undone(nth: int, tmp_path: Path) -> None:
+    broken = damaged_copy(tmp_path)
+    damaged = tree(broken)
+    args = ["repair", str(broken), "--apply", "--yes", "--force"]
+    died = subprocess.run(
+        [sys.executable, "-c", DIE_IN_NTH_WRITE, str(nth), *args], env=ENV, capture_output=True
+    )
+    assert died.returncode == 9, died.stderr.decode()  # it did die in that write
+    undo_all(tmp_path, broken)
+    assert tree(broken) == damaged
+
+
+@pytest.mark.parametrize("delay_ms", [0, 3, 10, 40])
+def test_a_repair_killed_at_any_moment_is_undone(delay_ms: int, tmp_path: Path) -> None:
+    broken = damaged_copy(tmp_path)
+    damaged = tree(broken)
+    kill_after(["repair", str(broken), "--apply", "--yes", "--force"], broken, delay_ms / 1000)
+    undo_all(tmp_path, broken)
+    assert tree(broken) == damaged
