@@ -1,8 +1,9 @@
 """One model of a checkpoint that every command reads.
 
-:meth:`Checkpoint.open` lists the checkpoint once and classifies every file: metadata logs,
-state store files by operator / store / partition / version, the shared RocksDB files,
-and everything else (temp files of interrupted writes, checksum sidecars, unknown files).
+:meth:`Checkpoint.open` lists the checkpoint once, classifies every file
+(:mod:`ckpt_cli.layout`) and groups them: metadata logs, state store files by operator /
+store / partition / version, the shared RocksDB files, and everything else (temp files of
+interrupted writes, checksum sidecars, unknown files).
 Contents are read lazily: the small log files on first use, state files never (that is the
 job of the readers in :mod:`ckpt_cli.formats`).
 
@@ -11,31 +12,40 @@ Versions are *state store versions*: after batch N commits, each store is at ver
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import cached_property
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from ckpt_cli.errors import CkptError, FormatError, NotACheckpoint
 from ckpt_cli.formats import logs
-from ckpt_cli.formats.names import (
-    CKPT_LOCK_NAME,
-    StateFileType,
-    parse_batch_name,
-    parse_compact_name,
-    parse_hadoop_crc_name,
-    parse_spark_checksum_name,
-    parse_state_file_name,
-    parse_temp_name,
+from ckpt_cli.layout import (
+    DEFAULT_STORE,
+    STATE_FILE_KINDS,
+    CheckpointFile,
+    FileKind,
+    classify_listing,
 )
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.storage import FileEntry, Listing, Storage
+from ckpt_cli.storage import Listing, Storage
+
+__all__ = [
+    "DEFAULT_STORE",
+    "JOIN_STORES",
+    "Batches",
+    "Checkpoint",
+    "CheckpointFile",
+    "FileKind",
+    "Operator",
+    "Partition",
+    "Store",
+    "StoreVersion",
+]
 
 _T = TypeVar("_T")
 
-DEFAULT_STORE = "default"
 # Stream-stream join stores, in the order of the commit log's stateUniqueIds inner arrays.
 JOIN_STORES = (
     "left-keyToNumValues",
@@ -43,68 +53,9 @@ JOIN_STORES = (
     "right-keyToNumValues",
     "right-keyWithIndexToValue",
 )
-# Directories inside a store directory that are not named stores.
-_STORE_SUBDIRS = frozenset({"SSTs", "logs", "_metadata"})
-
-
-class FileKind(str, Enum):
-    """What a file in the checkpoint is."""
-
-    METADATA = "metadata"
-    OFFSETS = "offsets"
-    COMMIT = "commit"
-    SOURCE_LOG = "source_log"
-    OPERATOR_METADATA = "operator_metadata"
-    STATE_SCHEMA = "state_schema"
-    DELTA = "delta"
-    SNAPSHOT = "snapshot"
-    ZIP = "zip"
-    CHANGELOG = "changelog"
-    SST = "sst"
-    ROCKSDB_LOG = "rocksdb_log"
-    TEMP = "temp"
-    HADOOP_CRC = "hadoop_crc"
-    SPARK_CHECKSUM = "spark_checksum"
-    CKPT_LOCK = "ckpt_lock"  # ckpt's own lock file (.ckpt-lock at the root); Spark ignores it
-    UNKNOWN = "unknown"
-
-
-_STATE_KINDS = {
-    StateFileType.DELTA: FileKind.DELTA,
-    StateFileType.SNAPSHOT: FileKind.SNAPSHOT,
-    StateFileType.ZIP: FileKind.ZIP,
-    StateFileType.CHANGELOG: FileKind.CHANGELOG,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class StoreLocation:
-    operator: int
-    partition: int
-    store: str
-
-
-class CheckpointFile(NamedTuple):
-    """A listed file and what it is.
-
-    ``batch`` is set for log entries, ``version``/``unique_id`` for state files, ``store`` for
-    anything inside a store directory, ``target`` for temp files (the final path the write was
-    meant to produce) and checksum sidecars (the file they cover). A NamedTuple because there
-    is one per listed file.
-    """
-
-    entry: FileEntry
-    kind: FileKind
-    store: StoreLocation | None = None
-    operator: int | None = None
-    batch: int | None = None
-    version: int | None = None
-    unique_id: str | None = None
-    target: str | None = None
-
-    @property
-    def path(self) -> str:
-        return self.entry.path
+# Files that make a state store version, and those that hold all of its state.
+_VERSIONED_KINDS = frozenset(STATE_FILE_KINDS.values())
+_SNAPSHOT_KINDS = frozenset({FileKind.SNAPSHOT, FileKind.ZIP})
 
 
 @dataclass
@@ -231,151 +182,6 @@ def _gaps(ids: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(b for b in range(ids[0], ids[-1] + 1) if b not in present)
 
 
-@dataclass(frozen=True, slots=True)
-class _Dir:
-    """What a directory of the checkpoint is; worked out once and shared by its files."""
-
-    prefix: str  # "<dir>/" ("" for the root)
-    role: str  # root, offsets, commits, sources, operator_metadata, operator_schema, store,
-    # SSTs, logs, _metadata (store subdirectories) or other
-    location: StoreLocation | None
-    operator: int | None
-
-
-def _dir_of(parent: str) -> _Dir:
-    prefix = parent + "/" if parent else ""
-    if not parent:
-        return _Dir(prefix, "root", None, None)
-    parts = parent.split("/")
-    top = parts[0]
-    if top in ("offsets", "commits") and len(parts) == 1:
-        return _Dir(prefix, top, None, None)
-    if top == "sources":
-        return _Dir(prefix, "sources", None, None)
-    if top != "state" or len(parts) < 2 or not parts[1].isdigit():
-        return _Dir(prefix, "other", None, None)
-    operator = int(parts[1])
-    if len(parts) == 2:
-        return _Dir(prefix, "other", None, operator)
-    if parts[2] == "_metadata":
-        return _Dir(prefix, "operator_metadata", None, operator)
-    if parts[2] == "_stateSchema":
-        return _Dir(prefix, "operator_schema", None, operator)
-    if not parts[2].isdigit():
-        return _Dir(prefix, "other", None, operator)
-    # state/<op>/<partition>                       -> default store
-    # state/<op>/<partition>/{SSTs,logs,_metadata} -> default store's subdirectories
-    # state/<op>/<partition>/<store>[/...]         -> a named store (e.g. the join stores)
-    rest = parts[3:]
-    store = DEFAULT_STORE
-    if rest and rest[0] not in _STORE_SUBDIRS:
-        store = rest[0]
-        rest = rest[1:]
-    location = StoreLocation(operator, int(parts[2]), store)
-    if not rest:
-        return _Dir(prefix, "store", location, operator)
-    if len(rest) == 1 and rest[0] in _STORE_SUBDIRS:
-        return _Dir(prefix, rest[0], location, operator)
-    return _Dir(prefix, "other", location, operator)
-
-
-def classify(entry: FileEntry, dirs: dict[str, _Dir] | None = None) -> CheckpointFile:
-    """Say what one listed file is, from its checkpoint-relative path alone.
-
-    ``dirs`` caches directory contexts across calls (a listing has few directories).
-    """
-    path = entry.path
-    cut = path.rfind("/")
-    parent, name = (path[:cut], path[cut + 1 :]) if cut >= 0 else ("", path)
-    d = dirs.get(parent) if dirs is not None else None
-    if d is None:
-        d = _dir_of(parent)
-        if dirs is not None:
-            dirs[parent] = d
-    loc, op = d.location, d.operator
-
-    if name.startswith("."):
-        final = parse_temp_name(name) if name.endswith(".tmp") else None
-        if final is not None:
-            return CheckpointFile(entry, _TEMP, loc, op, target=d.prefix + final)
-        covered = parse_hadoop_crc_name(name)
-        if covered is not None:
-            return CheckpointFile(entry, _HADOOP_CRC, loc, op, target=d.prefix + covered)
-        if name == CKPT_LOCK_NAME and not parent:
-            return CheckpointFile(entry, FileKind.CKPT_LOCK)
-        return CheckpointFile(entry, _UNKNOWN, loc, op)
-
-    role = d.role
-    if role == "store":
-        state = parse_state_file_name(name)
-        if state is not None:
-            return CheckpointFile(
-                entry,
-                _STATE_KINDS[state.type],
-                loc,
-                op,
-                version=state.version,
-                unique_id=state.unique_id,
-            )
-        covered_state = parse_spark_checksum_name(name)
-        if covered_state is not None:
-            return CheckpointFile(
-                entry,
-                _SPARK_CHECKSUM,
-                loc,
-                op,
-                version=covered_state.version,
-                unique_id=covered_state.unique_id,
-                target=d.prefix + name[:-4],
-            )
-    elif role == "SSTs":
-        if name.endswith(".sst"):
-            return CheckpointFile(entry, _SST, loc, op)
-    elif role == "logs":
-        if name.endswith(".log"):
-            return CheckpointFile(entry, _ROCKSDB_LOG, loc, op)
-    elif role == "_metadata":
-        if name == "schema":
-            return CheckpointFile(entry, _STATE_SCHEMA, loc, op)
-    elif role in ("offsets", "commits"):
-        batch = parse_batch_name(name)
-        if batch is not None:
-            kind = _OFFSETS if role == "offsets" else _COMMIT
-            return CheckpointFile(entry, kind, batch=batch)
-    elif role == "root":
-        if name == "metadata":
-            return CheckpointFile(entry, _METADATA)
-    elif role == "sources":
-        # Source logs are the source's own business (file source log, Kafka initial offsets).
-        batch = parse_batch_name(name)
-        if batch is None:
-            batch = parse_compact_name(name)
-        return CheckpointFile(entry, _SOURCE_LOG, batch=batch)
-    elif role == "operator_metadata":
-        return CheckpointFile(entry, _OPERATOR_METADATA, None, op)
-    elif role == "operator_schema":
-        return CheckpointFile(entry, _STATE_SCHEMA, None, op)
-    return CheckpointFile(entry, _UNKNOWN, loc, op)
-
-
-# Plain module constants: Enum member lookups are slow in the per-file hot loop.
-_METADATA, _OFFSETS, _COMMIT, _SOURCE_LOG = (
-    FileKind.METADATA,
-    FileKind.OFFSETS,
-    FileKind.COMMIT,
-    FileKind.SOURCE_LOG,
-)
-_OPERATOR_METADATA, _STATE_SCHEMA = FileKind.OPERATOR_METADATA, FileKind.STATE_SCHEMA
-_SST, _ROCKSDB_LOG, _TEMP = FileKind.SST, FileKind.ROCKSDB_LOG, FileKind.TEMP
-_HADOOP_CRC, _SPARK_CHECKSUM, _UNKNOWN = (
-    FileKind.HADOOP_CRC,
-    FileKind.SPARK_CHECKSUM,
-    FileKind.UNKNOWN,
-)
-_VERSIONED_KINDS = frozenset(_STATE_KINDS.values())
-_SNAPSHOT_KINDS = frozenset({FileKind.SNAPSHOT, FileKind.ZIP})
-
-
 class Checkpoint:
     """A streaming query's checkpoint, as found in one listing.
 
@@ -387,10 +193,8 @@ class Checkpoint:
         self.storage = storage
         self.listing = listing
         storage.use_listing(listing)  # sizes for reads without HEADs
-        dirs: dict[str, _Dir] = {}
-        self.files: list[CheckpointFile] = [classify(e, dirs) for e in listing]
-        # Validation reads a damaged checkpoint as far as it can: an unreadable latest log
-        # entry is then a finding, and confs come from the newest readable one.
+        self.files: list[CheckpointFile] = classify_listing(listing)
+        # See tolerant_view: False raises on an unreadable latest log entry.
         self.tolerant = False
         self._offsets_cache: dict[int, logs.OffsetSeq] = {}
         self._commit_cache: dict[int, logs.CommitMetadata] = {}
@@ -410,6 +214,16 @@ class Checkpoint:
             else Storage.from_url(location, storage_options)
         )
         return cls(storage, storage.list_all(progress))
+
+    def tolerant_view(self) -> Checkpoint:
+        """This checkpoint read as far as it can be, for validation: an unreadable latest log
+        entry is then a finding rather than an error, and confs come from the newest readable
+        one. A copy sharing the listing, the files and the parsed logs; ``self`` is unchanged."""
+        if self.tolerant:
+            return self
+        view = copy.copy(self)
+        view.tolerant = True
+        return view
 
     def _check_is_checkpoint(self) -> None:
         # ckpt's own lock (taken before listing by cleanup/repair --apply) does not count.
@@ -604,21 +418,3 @@ def _sorted_stores(stores: dict[str, Store]) -> dict[str, Store]:
         return (10, name)
 
     return {name: stores[name] for name in sorted(stores, key=key)}
-
-
-def iter_partitions(
-    checkpoint: Checkpoint,
-    operators: Iterable[int] | None = None,
-    partitions: Iterable[int] | None = None,
-) -> list[tuple[Operator, Store, Partition]]:
-    """Every (operator, store, partition), optionally filtered."""
-    ops = set(operators) if operators is not None else None
-    parts = set(partitions) if partitions is not None else None
-    return [
-        (op, store, part)
-        for op in checkpoint.operators.values()
-        if ops is None or op.id in ops
-        for store in op.stores.values()
-        for part in store.partitions.values()
-        if parts is None or part.id in parts
-    ]

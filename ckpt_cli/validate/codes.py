@@ -1,0 +1,178 @@
+"""Severities and finding codes: the one list of what ``ckpt validate`` can report.
+
+Each code is a named constant (a typo is then a NameError, not a silent new code), and
+``CODES`` gives its default severity and its hint. README's code table lists the same codes
+(a test keeps them in step).
+"""
+
+from __future__ import annotations
+
+from ckpt_cli.errors import (
+    FormatError,
+    LimitExceededError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+    unsupported_hint,
+)
+from ckpt_cli.layout import FileKind
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITY_RANK = {INFO: 0, WARNING: 1, ERROR: 2}
+
+MISSING_METADATA = "MISSING_METADATA"
+CORRUPT_METADATA = "CORRUPT_METADATA"
+CORRUPT_OFFSETS = "CORRUPT_OFFSETS"
+CORRUPT_COMMIT = "CORRUPT_COMMIT"
+COMMIT_WITHOUT_OFFSETS = "COMMIT_WITHOUT_OFFSETS"
+BATCH_GAP = "BATCH_GAP"
+UNCOMMITTED_BATCH = "UNCOMMITTED_BATCH"
+MISSING_STATE_FILE = "MISSING_STATE_FILE"
+MISSING_SST = "MISSING_SST"
+SST_SIZE_MISMATCH = "SST_SIZE_MISMATCH"
+LINEAGE_MISMATCH = "LINEAGE_MISMATCH"
+MISSING_UNIQUE_ID_FILE = "MISSING_UNIQUE_ID_FILE"
+UNKNOWN_UNIQUE_ID = "UNKNOWN_UNIQUE_ID"
+PARTITION_COUNT_MISMATCH = "PARTITION_COUNT_MISMATCH"
+TEMP_FILE = "TEMP_FILE"
+EMPTY_FILE = "EMPTY_FILE"
+TRUNCATED_FILE = "TRUNCATED_FILE"
+CORRUPT_FILE = "CORRUPT_FILE"
+MISSING_SOURCE_LOG = "MISSING_SOURCE_LOG"
+LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+UNSUPPORTED_VERSION = "UNSUPPORTED_VERSION"
+ZIP_METADATA_V2 = "ZIP_METADATA_V2"
+CRC_MISMATCH = "CRC_MISMATCH"
+ORPHAN_FILE = "ORPHAN_FILE"
+MISSING_SCHEMA = "MISSING_SCHEMA"
+CORRUPT_SCHEMA = "CORRUPT_SCHEMA"
+UNKNOWN_FILE = "UNKNOWN_FILE"
+SYMLINK = "SYMLINK"
+
+_ROLL_BACK = (
+    "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"
+)
+
+# code -> (default severity, hint). The severity of some codes depends on where they occur.
+CODES: dict[str, tuple[str, str]] = {
+    MISSING_METADATA: (
+        ERROR,
+        "the root metadata file holds the query id; restore it from a backup, or start the "
+        "query on a new checkpoint",
+    ),
+    CORRUPT_METADATA: (ERROR, 'restore the metadata file from a backup ({"id":"<uuid>"})'),
+    CORRUPT_OFFSETS: (ERROR, _ROLL_BACK),
+    CORRUPT_COMMIT: (ERROR, _ROLL_BACK),
+    COMMIT_WITHOUT_OFFSETS: (
+        ERROR,
+        "a commit entry has no offsets entry; the logs were edited or copied partially",
+    ),
+    BATCH_GAP: (WARNING, "log entries are missing inside the retained range"),
+    UNCOMMITTED_BATCH: (
+        INFO,
+        "Spark re-runs the last planned batch on restart; nothing to do",
+    ),
+    MISSING_STATE_FILE: (
+        ERROR,
+        "restore the file from a backup, or restart from an older batch whose state is "
+        "complete (ckpt validate --all-versions shows which ones)",
+    ),
+    MISSING_SST: (ERROR, "restore the SST from a backup; the version cannot be loaded"),
+    SST_SIZE_MISMATCH: (
+        ERROR,
+        "Spark refuses a version whose SST size differs from its zip's metadata; restore the file",
+    ),
+    LINEAGE_MISMATCH: (
+        ERROR,
+        "the commit log's uniqueIds and the changelog lineage disagree; Spark fails with "
+        "CANNOT_LOAD_STATE_STORE",
+    ),
+    MISSING_UNIQUE_ID_FILE: (
+        ERROR,
+        "the commit log names a state file version that is not in the checkpoint",
+    ),
+    UNKNOWN_UNIQUE_ID: (
+        INFO,
+        "the commit recording this version's uniqueId is purged (normal: Spark keeps state "
+        "files back to a snapshot, and commits only minBatchesToRetain back); not checked",
+    ),
+    PARTITION_COUNT_MISMATCH: (
+        ERROR,
+        "the number of state partitions must stay equal to spark.sql.shuffle.partitions of the "
+        "first run",
+    ),
+    TEMP_FILE: (
+        WARNING,
+        "left by an interrupted write; Spark ignores it, ckpt cleanup removes it",
+    ),
+    EMPTY_FILE: (ERROR, "a zero-byte file where Spark wrote content; restore it or roll back"),
+    TRUNCATED_FILE: (
+        ERROR,
+        "the file ends before its end marker (an interrupted copy or write); restore it",
+    ),
+    CORRUPT_FILE: (ERROR, "the file cannot be decoded; restore it from a backup"),
+    MISSING_SOURCE_LOG: (
+        ERROR,
+        "the file source reads this log batch on restart and fails without it; restore it from "
+        "a backup",
+    ),
+    LIMIT_EXCEEDED: (
+        ERROR,
+        "the file inflates or lists more than ckpt's safety limits allow (a decompression "
+        "bomb?); if it is genuine, raise the limit named in the message and run again",
+    ),
+    # Not corruption: a version header ckpt does not know, in a log entry, a source log or a
+    # state file. An error all the same, because ckpt could not check what Spark needs.
+    UNSUPPORTED_VERSION: (ERROR, unsupported_hint()),
+    ZIP_METADATA_V2: (
+        INFO,
+        "Spark 4.0 restarts from these zips; Spark 4.1 and later expect 'v1' and fail with "
+        "CANNOT_LOAD_STATE_STORE.CANNOT_READ_CHECKPOINT, so keep this query on Spark 4.0",
+    ),
+    CRC_MISMATCH: (
+        ERROR,
+        "the file or its checksum changed after Spark wrote it (Hadoop's FileSystem and RocksDB's "
+        "file manager refuse such a file); if the file itself is right, ckpt repair rewrites the "
+        "checksum",
+    ),
+    ORPHAN_FILE: (
+        INFO,
+        "no retained version needs it; `ckpt orphans` lists such files (and why any is kept), "
+        "`ckpt cleanup` removes them",
+    ),
+    MISSING_SCHEMA: (
+        WARNING,
+        "Spark rewrites a missing schema file, but state cannot be decoded without it",
+    ),
+    CORRUPT_SCHEMA: (ERROR, "Spark fails reading the state schema; restore it from a backup"),
+    UNKNOWN_FILE: (INFO, "not a file Spark writes in a checkpoint"),
+    SYMLINK: (
+        WARNING,
+        "ckpt does not follow symbolic links to directories, and cleanup/repair never change "
+        "anything through a link; replace the link with what it points to for a full check",
+    ),
+}
+
+# Findings of a file missing from the listing: under a linked directory (which the listing does
+# not enter) or at a dangling link, they are counted by that link's SYMLINK finding instead.
+MISSING_CODES = frozenset(
+    {
+        MISSING_SST,
+        MISSING_STATE_FILE,
+        MISSING_UNIQUE_ID_FILE,
+        MISSING_SOURCE_LOG,
+        MISSING_METADATA,
+        BATCH_GAP,
+    }
+)
+
+
+def format_error_code(exc: FormatError, kind: FileKind | None = None) -> str:
+    """The finding code for a file that could not be read: damage only where ckpt knows it is
+    damage (a version it does not read, or a file beyond its limits, is not)."""
+    if isinstance(exc, TruncatedFileError):
+        return TRUNCATED_FILE
+    if isinstance(exc, LimitExceededError):
+        return LIMIT_EXCEEDED
+    if isinstance(exc, UnsupportedVersionError):
+        return UNSUPPORTED_VERSION
+    return CORRUPT_SCHEMA if kind is FileKind.STATE_SCHEMA else CORRUPT_FILE

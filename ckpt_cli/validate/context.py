@@ -1,0 +1,114 @@
+"""The state one validation run shares between its checks: the options, the findings so far,
+and the files queued for the decoding pool."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats import rocksdb
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.retention import unchosen_attempt
+from ckpt_cli.state import codec_of
+from ckpt_cli.validate.codes import CODES
+from ckpt_cli.validate.files import FileTask
+from ckpt_cli.validate.report import Finding
+
+
+class ValidationRun:
+    """What the checks of one ``validate`` call read and add to. Each check module has
+    functions taking the run; :func:`ckpt_cli.validate.runner.validate` calls them in order."""
+
+    def __init__(
+        self, ckpt: Checkpoint, *, batch: int | None, all_versions: bool, deep: bool
+    ) -> None:
+        self.ckpt = ckpt
+        self.batch = batch
+        self.all_versions = all_versions
+        self.deep = deep
+        # Every retained version is in scope, not only what a restart reads.
+        self.every = all_versions or deep
+        self.findings: list[Finding] = []
+        self.needed_logs: set[str] = set()  # log entries a restart reads
+        self.tasks: dict[str, FileTask] = {}  # files for the pool, by path
+        self.versions_checked = 0
+        # Restart scope: SST/log files the zips read within the budget leave unnamed.
+        self.orphans_unresolved = 0
+        self.zip_metadata: dict[str, rocksdb.RocksDBCheckpointMetadata] = {}
+        # Changelogs whose lineage is checked: one read and one finding each.
+        self.lineage_checked: set[str] = set()
+        self.by_path = {f.path: f for f in ckpt.files}
+        self.sidecars: dict[str, list[CheckpointFile]] = {}
+        self.sidecars_checked: set[str] = set()  # verified outside the pool (source logs)
+        # Files Spark would read that are behind a symbolic link (not listed), by link.
+        self.behind_links: dict[str, set[str]] = {}
+        for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
+            if f.target:
+                self.sidecars.setdefault(f.target, []).append(f)
+
+    def add(
+        self,
+        code: str,
+        message: str,
+        paths: Iterable[str] = (),
+        *,
+        severity: str | None = None,
+        **details: Any,
+    ) -> None:
+        default, hint = CODES[code]
+        self.findings.append(
+            Finding(code, severity or default, message, list(paths), hint, details)
+        )
+
+    def target_version(self) -> int | None:
+        """The state version a restart loads: the latest (or ``--batch``) commit + 1."""
+        if self.batch is not None:
+            return self.batch + 1
+        latest = self.ckpt.batches.latest_committed
+        return latest + 1 if latest is not None else None
+
+    def queue(self, f: CheckpointFile) -> None:
+        """Have the pool decode ``f`` end to end and verify its checksum sidecars."""
+        if f.path in self.tasks:
+            return
+        sidecars = tuple((c.path, c.kind) for c in self.sidecars.get(f.path, ()))
+        shared: tuple[tuple[str, int], ...] = ()
+        if self.deep and f.kind is FileKind.ZIP and f.store is not None:
+            # Only a deep check rebuilds the RocksDB from them.
+            shared = self._shared_by_dir.get(f.path.rsplit("/", 1)[0], ())
+        self.tasks[f.path] = FileTask(
+            f.path, f.kind, f.entry.size, codec_of(self.ckpt), sidecars, self.deep, shared
+        )
+
+    @functools.cached_property
+    def _shared_by_dir(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        """SSTs/logs present, with sizes, by store directory (one pass over the listing, not
+        one per zip)."""
+        found: dict[str, list[tuple[str, int]]] = {}
+        for e in self.ckpt.listing:
+            parts = e.path.rsplit("/", 2)
+            if len(parts) == 3 and parts[1] in ("SSTs", "logs"):
+                found.setdefault(parts[0], []).append((e.path, e.size))
+        return {d: tuple(files) for d, files in found.items()}
+
+    def unchosen(self, op: int, store: str, pid: int, f: CheckpointFile) -> str | None:
+        """The uniqueId the commit log chose for ``f``'s version when ``f`` is of another
+        attempt (None: it is the chosen one, or the commit is unreadable or purged)."""
+        try:
+            return unchosen_attempt(self.ckpt, op, store, pid, f)
+        except CkptError:
+            return None  # an unreadable commit is reported by check_logs
+
+    def link_of(self, path: str) -> str | None:
+        """The symbolic link ``path`` is, or is under (None: none)."""
+        links = self.ckpt.listing.symlinks
+        if not links:
+            return None
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            if prefix in links:
+                return prefix
+        return None
