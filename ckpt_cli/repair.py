@@ -73,7 +73,6 @@ _REFUSE_CODES = {
     "LIMIT_EXCEEDED": "a file is beyond ckpt's safety limits (raise the limit to check it)",
     # Not damage: the Spark that wrote the file may read it; rolling back would discard it.
     "UNSUPPORTED_VERSION": "a file has a version ckpt does not read (maybe a newer Spark's)",
-    "UNKNOWN_LOG_VERSION": "a log entry has a version ckpt does not read (maybe a newer Spark's)",
 }
 
 

@@ -2,7 +2,7 @@
 
 Each test copies a real fixture, rewrites one file's version line with code (its Hadoop
 ``.crc`` and Spark ``<name>.crc`` rewritten to match, so only the version is new) and checks
-that validate reports UNSUPPORTED_VERSION (or UNKNOWN_LOG_VERSION for a log entry) with a
+that validate reports UNSUPPORTED_VERSION (for a log entry too) with a
 hint that neither calls the file corrupt nor tells the user to restore a backup, and that
 replay and inspect stop with one line saying "unsupported" and exit code 2.
 """
@@ -113,7 +113,6 @@ def test_unsupported_version_hint_blames_nothing() -> None:
     assert severity == "error"  # ckpt could not check the file: never "OK"
     no_blame(hint)
     assert "newer Spark" in hint
-    no_blame(CODES["UNKNOWN_LOG_VERSION"][1])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -151,14 +150,14 @@ def test_replay_and_inspect_say_unsupported(name: str, tmp_path: Path) -> None:
         assert path in result.stderr
 
 
-def test_unknown_log_version_is_not_called_corrupt(tmp_path: Path) -> None:
+def test_unsupported_log_version_is_not_called_corrupt(tmp_path: Path) -> None:
     root = copy(HDFS, tmp_path)
     path = root / "offsets" / str(latest_batch(root))
     rewrite(path, b"v9" + path.read_bytes()[2:])
     result = run_cli("validate", str(root), "--json")
     assert result.exit_code == 1
     bad = [f for f in result.json()["findings"] if f["severity"] != "info"]
-    assert [f["code"] for f in bad] == ["UNKNOWN_LOG_VERSION"], bad
+    assert [f["code"] for f in bad] == ["UNSUPPORTED_VERSION"], bad
     assert "unsupported" in bad[0]["message"]
     no_blame(bad[0]["message"] + " " + bad[0]["hint"])
 

@@ -12,6 +12,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
+from ckpt_cli.errors import FormatError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.validate import CODES, validate
 from tests.conftest import CASES, CASES_DIR, Case, case_params, run_cli
@@ -105,10 +106,10 @@ def corrupt_commit(root: Path) -> tuple[str, str]:
     return "CORRUPT_COMMIT", f"commits/{n}"
 
 
-def unknown_log_version(root: Path) -> tuple[str, str]:
+def unsupported_log_version(root: Path) -> tuple[str, str]:
     n = latest(root, "offsets")
     rewrite(root / f"offsets/{n}", b"v99\n{}")
-    return "UNKNOWN_LOG_VERSION", f"offsets/{n}"
+    return "UNSUPPORTED_VERSION", f"offsets/{n}"
 
 
 def commit_without_offsets(root: Path) -> tuple[str, str]:
@@ -205,7 +206,7 @@ HDFS_CORRUPTIONS: list[Corruption] = [
     corrupt_metadata,
     corrupt_offsets,
     corrupt_commit,
-    unknown_log_version,
+    unsupported_log_version,
     commit_without_offsets,
     batch_gap,
     uncommitted_batches,
@@ -389,6 +390,29 @@ def test_stats_count_reads() -> None:
     assert report.stats["list_calls"] >= 1
     assert report.stats["files_read"] >= report.stats["files_checked"] > 0
     assert report.stats["bytes_read"] > 0
+
+
+def test_validate_leaves_the_callers_checkpoint_as_it_was(tmp_path: Path) -> None:
+    """validate reads an unreadable latest offsets entry as a finding, on its own view: the
+    caller's checkpoint still raises on it."""
+    root = copy(HDFS, tmp_path)
+    rewrite(root / f"offsets/{latest(root, 'offsets')}", b"v1\n{not json")
+    ckpt = Checkpoint.open(str(root))
+    report = validate(ckpt)
+    assert "CORRUPT_OFFSETS" in {f.code for f in report.findings}
+    assert not report.ok and report.status == "problems"
+    assert ckpt.tolerant is False
+    with pytest.raises(FormatError):
+        _ = ckpt.latest_offsets
+
+
+def test_report_ok_and_status_follow_fail_on() -> None:
+    report = validate(Checkpoint.open(str(HDFS)))
+    assert report.ok and report.status == "ok" and report.to_json()["ok"]
+    report.fail_on = "info"
+    assert report.ok == (not report.findings)
+    assert report.to_json()["ok"] == report.ok
+    assert report.status == ("ok" if report.ok else "problems")
 
 
 def test_every_finding_code_is_in_the_readme() -> None:

@@ -106,7 +106,7 @@ def test_bad_version_header_in_source_log(tmp_path: Path) -> None:
     path = root / "sources/0/9.compact"
     rewrite(path, b"v2" + path.read_bytes()[2:])
     _, found = findings(root)
-    assert named(errors(found, "UNKNOWN_LOG_VERSION"), "UNKNOWN_LOG_VERSION", "sources/0/9.compact")
+    assert named(errors(found, "UNSUPPORTED_VERSION"), "UNSUPPORTED_VERSION", "sources/0/9.compact")
     rewrite(path, b"x1" + path.read_bytes()[2:])
     _, found = findings(root)
     assert named(errors(found, "CORRUPT_FILE"), "CORRUPT_FILE", "sources/0/9.compact")
