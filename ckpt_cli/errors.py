@@ -8,11 +8,12 @@ from typing import Any
 class CkptError(Exception):
     """Base of every error ckpt reports to a user.
 
-    ``code`` is a stable kebab-case identifier (shown in ``--json`` errors), ``message`` a
-    one-line description naming the file and what is wrong, ``hint`` an optional next step.
+    ``code`` is a stable UPPER_SNAKE identifier like the finding codes of ``validate`` (the
+    ``"type"`` of ``--json`` errors), ``message`` a one-line description naming the file and
+    what is wrong, ``hint`` an optional next step.
     """
 
-    code = "error"
+    code = "ERROR"
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -37,19 +38,19 @@ def _rebuild(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
 
 
 class CheckpointNotFound(CkptError):
-    code = "checkpoint-not-found"
+    code = "CHECKPOINT_NOT_FOUND"
 
 
 class NotACheckpoint(CkptError):
-    code = "not-a-checkpoint"
+    code = "NOT_A_CHECKPOINT"
 
 
 class StorageAccessError(CkptError):
-    code = "storage-access"
+    code = "STORAGE_ACCESS"
 
 
 class MissingExtraError(CkptError):
-    code = "missing-extra"
+    code = "MISSING_EXTRA"
 
 
 class FormatError(CkptError):
@@ -59,7 +60,7 @@ class FormatError(CkptError):
     where decoding failed when known.
     """
 
-    code = "corrupt-file"
+    code = "CORRUPT_FILE"
 
     def __init__(
         self,
@@ -86,7 +87,7 @@ class UnsupportedVersionError(FormatError):
     """A version header ckpt does not know: the file may well be healthy (written by a newer
     Spark), so neither the message nor the hint may call it corrupt."""
 
-    code = "unsupported-version"
+    code = "UNSUPPORTED_VERSION"
 
 
 def unsupported_hint() -> str:
@@ -103,41 +104,41 @@ def unsupported_hint() -> str:
 class TruncatedFileError(FormatError):
     """The file ends before the format's end marker (Spark would fail reading it)."""
 
-    code = "truncated-file"
+    code = "TRUNCATED_FILE"
 
 
 class ChecksumMismatchError(FormatError):
     """A checksum stored in the file (or its sidecar) does not match the bytes."""
 
-    code = "checksum-mismatch"
+    code = "CHECKSUM_MISMATCH"
 
 
 class UsageError(CkptError):
     """A bad option value: one line naming the option and what it accepts."""
 
-    code = "usage"
+    code = "USAGE"
 
 
 class SafetyCheckError(CkptError):
     """A destructive command refused by a safety check (active query, --min-age, paths)."""
 
-    code = "safety-check"
+    code = "SAFETY_CHECK"
 
 
 class OutsideCheckpointError(SafetyCheckError):
     """A delete, move or write whose path resolves outside the checkpoint (or quarantine)."""
 
-    code = "outside-checkpoint"
+    code = "OUTSIDE_CHECKPOINT"
 
 
 class LockHeldError(CkptError):
     """Another cleanup or repair holds the checkpoint's lock."""
 
-    code = "lock-held"
+    code = "LOCK_HELD"
 
 
 class LimitExceededError(FormatError):
     """A file inflates (or lists) more than ckpt's safety limits allow: a decompression bomb,
     or a genuine file beyond the limits (the hint says how to raise them)."""
 
-    code = "limit-exceeded"
+    code = "LIMIT_EXCEEDED"
