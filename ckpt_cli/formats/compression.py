@@ -64,7 +64,6 @@ _SNAPPY_MAX_BLOCK = 64 << 20
 # input makes at most 32 MiB of output (an lz4 block's maximum too).
 _OUT_CHUNK = 256 << 10
 _ZSTD_IN_CHUNK = 1 << 10
-_READ_CHUNK = 1 << 20
 
 
 class Readable(Protocol):

@@ -32,7 +32,6 @@ from ckpt_cli.errors import (
 )
 from ckpt_cli.formats import limits as lim
 from ckpt_cli.formats.limits import Limits
-from ckpt_cli.formats.schema import StructType
 
 METADATA_ENTRY = "metadata"
 # The metadata's first line. Spark 3.2-3.5 and 4.1+ write "v1"; Spark 4.0 writes
@@ -529,48 +528,7 @@ def decode_rocksdb_value(data: bytes, *, path: str = "<value>") -> bytes:
     return _strip_version(path, bytes(data), 0, "value")
 
 
+# What RocksDB's StringAppend merge operator puts between merge operands (a list value's
+# elements): "," for mergeOperatorVersion=1; 4.3.0 with version 2 still wrote it between the
+# operands of different batches.
 MERGE_DELIMITER = b","
-
-
-def _element_fits(raw: bytes, pos: int) -> bool:
-    if len(raw) - pos < 5:
-        return False
-    (size,) = struct.unpack_from("<i", raw, pos)
-    return 0 < size <= len(raw) - pos - 4 and raw[pos + 4] == STATE_ENCODING_VERSION
-
-
-def decode_rocksdb_multi_value(data: bytes, *, path: str = "<value>") -> list[bytes]:
-    """A list value (transformWithState ListState): ``[int32 LE len][0x00 + row]`` elements.
-
-    RocksDB's StringAppend merge operator joins merge operands with a delimiter: ``,`` for
-    ``mergeOperatorVersion=1`` and none for 2 (4.3.0 bytecode). A real 4.3.0 checkpoint with
-    version 2 still had ``,`` between the operands of different batches and none between
-    elements appended in one batch, so a ``,`` between elements is skipped whenever reading
-    it as a length would not give a well-formed element. Returns the UnsafeRows.
-    """
-    raw = bytes(data)
-    rows: list[bytes] = []
-    pos = 0
-    while pos < len(raw):
-        if (
-            rows
-            and raw[pos : pos + 1] == MERGE_DELIMITER
-            and not _element_fits(raw, pos)
-            and (pos + 1 == len(raw) or _element_fits(raw, pos + 1))
-        ):
-            pos += 1
-            if pos == len(raw):
-                break
-        if len(raw) - pos < 4:
-            raise FormatError(path, "list value ends inside an element length", offset=pos)
-        (size,) = struct.unpack_from("<i", raw, pos)
-        if not 0 < size <= len(raw) - pos - 4:
-            raise FormatError(path, f"list element size {size} does not fit", offset=pos)
-        rows.append(_strip_version(path, raw[pos + 4 : pos + 4 + size], pos + 4, "list element"))
-        pos += 4 + size
-    return rows
-
-
-def split_key_schema(schema: StructType, prefix_key_cols: int) -> tuple[StructType, StructType]:
-    """The schemas of the prefix row and the remaining row of a prefix-scan key."""
-    return StructType(schema.fields[:prefix_key_cols]), StructType(schema.fields[prefix_key_cols:])

@@ -1,6 +1,6 @@
 """Spark SQL data types and the state schema files that store them.
 
-* ``parse_data_type`` / ``parse_struct_json``: Spark's ``DataType.json`` into frozen dataclasses.
+* ``parse_struct_json``: Spark's ``StructType.json`` into frozen dataclasses.
 * ``parse_state_schema``: ``state/<op>/0[/<store>]/_metadata/schema`` (versions 1 and 2) and
   the 4.x ``state/<op>/_stateSchema/<store>/<batch>_<uuid>`` files (version 3).
 
@@ -356,14 +356,6 @@ def _parse_struct(obj: Mapping[str, Any], depth: int) -> StructType:
             )
         )
     return StructType(tuple(fields))
-
-
-def parse_data_type(path: str, obj: Any) -> DataType:
-    """A parsed JSON value (``json.loads`` of Spark's ``DataType.json``) to a DataType."""
-    try:
-        return _parse_type(obj)
-    except _TypeError as exc:
-        raise FormatError(path, f"invalid Spark data type: {exc}") from None
 
 
 def parse_struct_json(path: str, text: str, *, offset: int | None = None) -> StructType:

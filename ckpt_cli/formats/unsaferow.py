@@ -544,19 +544,3 @@ def decode_row(
     For many rows, use ``make_decoder`` once instead.
     """
     return make_decoder(schema, path=path, as_tuple=as_tuple)(data)
-
-
-def hex_row(data: bytes | bytearray | memoryview, num_fields: int | None = None) -> str:
-    """Schema-less display: 8-byte words in hex; with ``num_fields``, ``|`` between the null
-    bitset, the slots and the variable-length data."""
-    raw = bytes(data)
-    words = [raw[i : i + 8].hex() for i in range(0, len(raw), 8)]
-    if num_fields is None or num_fields < 0:
-        return " ".join(words)
-    bitset_words = (num_fields + 63) // 64
-    groups = [
-        words[:bitset_words],
-        words[bitset_words : bitset_words + num_fields],
-        words[bitset_words + num_fields :],
-    ]
-    return " | ".join(" ".join(g) for g in groups if g)

@@ -22,7 +22,6 @@ from ckpt_cli.formats.unsaferow import (
     CalendarInterval,
     Variant,
     decode_row,
-    hex_row,
     make_decoder,
 )
 
@@ -200,8 +199,6 @@ def test_doc_sample_row() -> None:
     schema = S.StructType((field("key", S.STRING),))
     assert decode_row(data, schema) == {"key": "key0"}
     assert write_row(schema, {"key": "key0"}) == data
-    assert hex_row(data, 1) == "0000000000000000 | 0400000010000000 | 6b65793000000000"
-    assert hex_row(data) == "0000000000000000 0400000010000000 6b65793000000000"
 
 
 def test_doc_sample_aggregation_value() -> None:
