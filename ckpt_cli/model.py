@@ -275,27 +275,25 @@ class Checkpoint:
 
     def offsets(self, batch: int) -> logs.OffsetSeq:
         """Parse ``offsets/<batch>`` (which must be in the listing)."""
-        if batch not in self._offsets_cache:
-            path = f"offsets/{batch}"
-            self._require(path)
-            self._offsets_cache[batch] = logs.parse_offsets(
-                path, batch, self.storage.read_bytes(path)
-            )
-        return self._offsets_cache[batch]
+        return self._log_entry(self._offsets_cache, "offsets", batch, logs.parse_offsets)
 
     def commit(self, batch: int) -> logs.CommitMetadata:
         """Parse ``commits/<batch>`` (which must be in the listing)."""
-        if batch not in self._commit_cache:
-            path = f"commits/{batch}"
-            self._require(path)
-            self._commit_cache[batch] = logs.parse_commit(
-                path, batch, self.storage.read_bytes(path)
-            )
-        return self._commit_cache[batch]
+        return self._log_entry(self._commit_cache, "commits", batch, logs.parse_commit)
 
-    def _require(self, path: str) -> None:
-        if self.listing.get(path) is None:
-            raise CkptError(f"{path}: not in the checkpoint")
+    def _log_entry(
+        self,
+        cache: dict[int, _T],
+        log: str,
+        batch: int,
+        parse: Callable[[str, int, bytes], _T],
+    ) -> _T:
+        if batch not in cache:
+            path = f"{log}/{batch}"
+            if self.listing.get(path) is None:
+                raise CkptError(f"{path}: not in the checkpoint")
+            cache[batch] = parse(path, batch, self.storage.read_bytes(path))
+        return cache[batch]
 
     @cached_property
     def latest_offsets(self) -> logs.OffsetSeq | None:
