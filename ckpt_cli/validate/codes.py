@@ -14,7 +14,7 @@ from ckpt_cli.errors import (
     UnsupportedVersionError,
     unsupported_hint,
 )
-from ckpt_cli.layout import FileKind
+from ckpt_cli.model import FileKind
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITY_RANK = {INFO: 0, WARNING: 1, ERROR: 2}
