@@ -426,9 +426,9 @@ def _check_in_worker(task: FileTask) -> FileResult:
     """In a worker process: its own storage, so it counts its own requests."""
     assert _WORKER_STORAGE is not None
     stats = _WORKER_STORAGE.stats
-    before = (stats.read_calls, stats.bytes_read)
+    before = (stats.files_read, stats.bytes_read)
     result = check_file(_WORKER_STORAGE, task)
-    result.reads = stats.read_calls - before[0]
+    result.reads = stats.files_read - before[0]
     result.bytes_read = stats.bytes_read - before[1]
     return result
 
@@ -1397,7 +1397,7 @@ def validate(
     """Check ``ckpt`` against every rule; see the module doc for what is read. ``engine``
     runs the file checks (default: this machine's threads or processes)."""
     started = time.perf_counter()
-    before = (ckpt.storage.stats.read_calls, ckpt.storage.stats.bytes_read)
+    before = (ckpt.storage.stats.files_read, ckpt.storage.stats.bytes_read)
     if batch is not None and batch not in ckpt.batches.commits:
         committed = ckpt.batches.commits
         raise CkptError(
@@ -1441,9 +1441,9 @@ def validate(
             "files_checked": len(v.tasks),
             "versions_checked": v.versions_checked,
             "orphans_unresolved": v.orphans_unresolved,
-            "list_calls": stats.list_calls,
+            "list_calls": stats.list,
             # Reads made in worker processes are counted by the workers.
-            "files_read": stats.read_calls - before[0] + pool_reads,
+            "files_read": stats.files_read - before[0] + pool_reads,
             "bytes_read": stats.bytes_read - before[1] + pool_bytes,
             "seconds": round(time.perf_counter() - started, 3),
         },
