@@ -160,8 +160,8 @@ class Location:
         if self._is_local:
             real = self._realpath(path)
             real_base = self._realpath(base)
-            inside = real == real_base or real.startswith(real_base.rstrip(os.sep) + os.sep)
-            if not inside:
+            # Strictly inside, as on object stores: never the base directory itself.
+            if not real.startswith(real_base.rstrip(os.sep) + os.sep):
                 raise OutsideCheckpointError(
                     f"{name}: resolves to {real}, outside {base}; not touching it",
                     hint="a symbolic link points outside; ckpt never deletes, moves or writes "
