@@ -353,6 +353,27 @@ def test_move_out_and_back_in(backend: Backend) -> None:
         assert storage.stats.put >= 2 and storage.stats.delete >= 2  # copies and deletes
 
 
+def test_create_new_is_exclusive(backend: Backend) -> None:
+    storage, rival = backend.storage(), backend.storage()
+    assert storage.read_small(".ckpt-lock", 100) is None
+    assert storage.create_new(".ckpt-lock", b'{"token": "a"}')
+    assert not rival.create_new(".ckpt-lock", b'{"token": "b"}')  # the first one stays
+    assert rival.read_small(".ckpt-lock", 100) == b'{"token": "a"}'
+    assert rival.read_small(".ckpt-lock", 5) == b'{"tok'
+    rival.delete_many([".ckpt-lock"])
+    assert rival.create_new(".ckpt-lock", b'{"token": "b"}')
+    assert backend.get(".ckpt-lock") == b'{"token": "b"}'
+
+
+def test_create_new_on_a_missing_location_is_one_line(backend: Backend) -> None:
+    missing = Storage.from_url(backend.missing_url, backend.options)
+    if backend.name == "memory":
+        pytest.skip("memory:// has no missing locations: any path can be created")
+    with pytest.raises(CheckpointNotFound) as info:
+        missing.create_new(".ckpt-lock", b"{}")
+    one_line(info.value)
+
+
 # -- deleting ----------------------------------------------------------------------------------
 
 

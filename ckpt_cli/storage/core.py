@@ -12,10 +12,10 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
-from ckpt_cli.errors import CkptError, StorageAccessError
+from ckpt_cli.errors import CheckpointNotFound, CkptError, StorageAccessError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.storage.errors import classify_store_error, read_error, store_error
-from ckpt_cli.storage.listing import Listing, list_local, list_objects
+from ckpt_cli.storage.listing import Listing, list_local, list_objects, not_a_directory
 from ckpt_cli.storage.location import Location
 from ckpt_cli.storage.ranged import (
     HEADER_BLOCK,
@@ -230,6 +230,56 @@ class Storage(Location):
                     fh.write(text)
         except Exception as exc:
             raise store_error(location, "write", exc, self.endpoint) from exc
+
+    def create_new(self, rel: str, data: bytes) -> bool:
+        """Create ``rel`` holding ``data`` unless a file is there already (then False), in one
+        atomic step so that of two processes only one wins: ``O_CREAT | O_EXCL`` on local
+        disk, a conditional put on object stores (S3 ``If-None-Match: *``, Azure
+        ``overwrite=False``)."""
+        path = self.contained(rel)
+        where = f"{self.url.rstrip('/')}/{rel}"
+        self._count("put")
+        try:
+            if self._is_local:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                try:
+                    os.write(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            else:
+                self.fs.pipe_file(path, data, mode="create")
+            return True
+        except FileExistsError:
+            return False
+        except NotADirectoryError as exc:  # the root is a file
+            raise not_a_directory(self.url) from exc
+        except FileNotFoundError as exc:
+            if self._is_local:
+                raise CheckpointNotFound(f"{self.url}: no such file or directory") from exc
+            raise store_error(where, "create it", exc, self.endpoint) from exc
+        except Exception as exc:
+            # S3 answers a lost race with 412 PreconditionFailed (or 409 ConditionalRequestConflict)
+            text = str(exc)
+            if isinstance(exc, OSError) and any(
+                word in text for word in ("PreconditionFailed", "ConditionalRequestConflict")
+            ):
+                return False
+            raise store_error(where, "create it", exc, self.endpoint) from exc
+
+    def read_small(self, rel: str, limit: int) -> bytes | None:
+        """The first ``limit`` bytes of ``rel``, None when there is no such file; one ranged
+        GET (a plain one costs s3fs a HEAD first). For ckpt's own files (the lock), outside
+        the listing."""
+        self._count("get")
+        try:
+            return bytes(self.fs.cat_file(self.contained(rel), start=0, end=limit))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise store_error(
+                f"{self.url.rstrip('/')}/{rel}", "read it", exc, self.endpoint
+            ) from exc
 
     def move_out(self, rel: str, location: str, *, within: str) -> None:
         """Move checkpoint file ``rel`` to ``location`` in ``within`` (the quarantine). Both

@@ -60,7 +60,7 @@ class Listing:
         return self._by_path.get(path)
 
 
-def _not_a_directory(url: str) -> NotACheckpoint:
+def not_a_directory(url: str) -> NotACheckpoint:
     return NotACheckpoint(
         f"{url}: is a file, not a checkpoint directory",
         hint="pass the checkpointLocation directory of the query",
@@ -105,7 +105,7 @@ def list_local(
             ) from exc
         except NotADirectoryError as exc:
             if directory == root:
-                raise _not_a_directory(url) from exc
+                raise not_a_directory(url) from exc
             raise StorageAccessError(f"{directory}: {exc.strerror}") from exc
         except PermissionError as exc:
             where = url if directory == root else directory[prefix_len:]
@@ -137,7 +137,7 @@ def list_objects(
         if info.get("type") == "directory" or name.endswith("/"):
             continue  # S3 "folder" marker objects are not files of the checkpoint
         if name == base:
-            raise _not_a_directory(url)
+            raise not_a_directory(url)
         if not name.startswith(prefix):
             continue
         entries.append(FileEntry(name[len(prefix) :], int(info.get("size") or 0), _mtime_of(info)))
