@@ -210,6 +210,8 @@ class Storage(Location):
         return self.read_bytes_absolute(location).decode("utf-8")
 
     def exists_absolute(self, location: str) -> bool:
+        """Whether a file given by URL or absolute path on this filesystem exists (what an
+        interrupted repair did or did not do)."""
         self._count("head")
         try:
             return bool(self.fs.exists(self._strip(location)))
