@@ -223,6 +223,7 @@ class Storage(Location):
         ``location`` is a URL of another one."""
         import fsspec.core
 
+        self._count("put")
         try:
             if "://" in location:
                 with fsspec.core.open(location, "w", encoding="utf-8") as fh:
