@@ -78,8 +78,8 @@ def main() -> None:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"plan (retain {args.retain}), {args.runs} runs: {_figures(plans)}, CPU "
-        f"{_figures(cpu)}; {stats.list_calls} listing calls (directories scanned in one "
-        f"recursive pass), {stats.read_calls} files read; {len(plan.deletions):,} files, "
+        f"{_figures(cpu)}; {stats.list} listing calls (directories scanned in one "
+        f"recursive pass), {stats.files_read} files read; {len(plan.deletions):,} files, "
         f"{plan.bytes / 1e6:.1f} MB to delete"
     )
     print(

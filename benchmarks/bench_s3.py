@@ -37,7 +37,7 @@ from synthetic import build  # noqa: E402
 
 from ckpt_cli.model import Checkpoint  # noqa: E402
 from ckpt_cli.retention import apply_cleanup, plan_cleanup  # noqa: E402
-from ckpt_cli.storage import StorageStats, process_stats, reset_process_stats  # noqa: E402
+from ckpt_cli.storage import StorageStats  # noqa: E402
 from ckpt_cli.validate import validate  # noqa: E402
 from ckpt_cli.versions import describe_versions  # noqa: E402
 
@@ -183,11 +183,10 @@ def main() -> None:
         print(f"{'':<34} {'time':>10} {'list':>7} {'head':>7} {'get':>7} {'put':>5} {'delete':>7}")
 
         # versions
-        reset_process_stats()
         start = time.perf_counter()
         ckpt = Checkpoint.open(url, options)
         describe_versions(ckpt)
-        print(row("ckpt versions", time.perf_counter() - start, process_stats()))
+        print(row("ckpt versions", time.perf_counter() - start, ckpt.storage.stats))
         naive = Naive(endpoint, "ckpt")
         start = time.perf_counter()
         files = naive.walk()
@@ -196,11 +195,11 @@ def main() -> None:
         print(row("naive: list folders, HEAD files", time.perf_counter() - start, naive.calls))
 
         # validate
-        reset_process_stats()
         start = time.perf_counter()
-        report = validate(Checkpoint.open(url, options))
+        ckpt = Checkpoint.open(url, options)
+        report = validate(ckpt)
         assert report.to_json()["ok"], report.to_json()["findings"][:3]
-        print(row("ckpt validate", time.perf_counter() - start, process_stats()))
+        print(row("ckpt validate", time.perf_counter() - start, ckpt.storage.stats))
         naive = Naive(endpoint, "ckpt")
         start = time.perf_counter()
         files = naive.walk()
@@ -214,7 +213,6 @@ def main() -> None:
         print(row("naive: walk, HEAD, GET chain", time.perf_counter() - start, naive.calls))
 
         # cleanup: ckpt first, then the same deletions, re-uploaded, one by one
-        reset_process_stats()
         start = time.perf_counter()
         ckpt = Checkpoint.open(url, options)
         plan = plan_cleanup(ckpt, retain=args.retain, min_age=0)
@@ -224,7 +222,7 @@ def main() -> None:
             row(
                 f"ckpt cleanup ({result.deleted:,} files)",
                 time.perf_counter() - start,
-                process_stats(),
+                ckpt.storage.stats,
             )
         )
         deleted = [d.path for d in plan.deletions]

@@ -78,8 +78,8 @@ def main() -> None:
         checkpoint = Checkpoint.open(str(root))
         report = describe_versions(checkpoint)
         timings.append(time.perf_counter() - start)
-        list_calls = checkpoint.storage.stats.list_calls
-        reads = checkpoint.storage.stats.read_calls
+        list_calls = checkpoint.storage.stats.list
+        reads = checkpoint.storage.stats.files_read
     parts = len(report["operators"][0]["stores"][0]["partitions"])
 
     cli = [sys.executable, "-m", "ckpt_cli", "versions", str(root), "--json"]

@@ -28,13 +28,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ckpt_cli.errors import (
-    CheckpointNotFound,
     LockHeldError,
-    NotACheckpoint,
     StorageAccessError,
 )
 from ckpt_cli.formats.names import CKPT_LOCK_NAME as LOCK_NAME
-from ckpt_cli.storage import Storage, store_error
+from ckpt_cli.storage import Storage
 
 __all__ = ["LOCK_NAME", "acquire", "checkpoint_lock", "read_lock", "release"]
 STALE_AFTER_SECONDS = 12 * 3600.0
@@ -112,90 +110,28 @@ def _parse(data: bytes) -> LockInfo:
         return LockInfo("?", -1, "unknown (unreadable lock file)", None, "")
 
 
-def _create(storage: Storage, path: str, data: bytes) -> bool:
-    """Create the lock file atomically; False when it already exists."""
-    try:
-        if storage.is_local:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        else:
-            storage.fs.pipe_file(path, data, mode="create")
-        return True
-    except FileExistsError:
-        return False
-    except NotADirectoryError as exc:  # the lock is taken before listing: a wrong location
-        raise NotACheckpoint(
-            f"{storage.url}: is a file, not a checkpoint directory",
-            hint="pass the checkpointLocation directory of the query",
-        ) from exc
-    except FileNotFoundError as exc:
-        if storage.is_local:
-            raise CheckpointNotFound(f"{storage.url}: no such file or directory") from exc
-        raise store_error(_where(storage), "create the lock", exc, storage.endpoint) from exc
-    except OSError as exc:
-        # S3 answers a lost race with 412 PreconditionFailed (or 409 ConditionalRequestConflict)
-        if _precondition_failed(exc):
-            return False
-        raise store_error(_where(storage), "create the lock", exc, storage.endpoint) from exc
-    except Exception as exc:
-        raise store_error(_where(storage), "create the lock", exc, storage.endpoint) from exc
-
-
-def _where(storage: Storage) -> str:
-    return f"{storage.url.rstrip('/')}/{LOCK_NAME}"
-
-
-def _precondition_failed(exc: BaseException) -> bool:
-    text = str(exc)
-    return any(word in text for word in ("PreconditionFailed", "ConditionalRequestConflict"))
-
-
 def read_lock(storage: Storage) -> LockInfo | None:
     """The lock's holder, or None when the checkpoint is not locked."""
-    path = storage.contained(LOCK_NAME)
-    try:
-        # A ranged read: a plain one costs s3fs a HEAD first. Lock files are a few hundred bytes.
-        data = bytes(storage.fs.cat_file(path, start=0, end=64 << 10))
-    except FileNotFoundError:
-        return None
-    except Exception as exc:
-        raise store_error(_where(storage), "read the lock", exc, storage.endpoint) from exc
-    return _parse(data)
-
-
-def _remove(storage: Storage, path: str) -> None:
-    try:
-        if storage.is_local:
-            os.unlink(path)
-        else:
-            storage.fs.rm_file(path)
-    except FileNotFoundError:
-        pass
-    except Exception as exc:
-        raise store_error(_where(storage), "remove the lock", exc, storage.endpoint) from exc
+    data = storage.read_small(LOCK_NAME, 64 << 10)  # lock files are a few hundred bytes
+    return None if data is None else _parse(data)
 
 
 def acquire(storage: Storage, command: str, *, break_lock: bool = False) -> str:
     """Take the lock for ``command``; returns its token. Raises LockHeldError naming the
     holder and its age when another command holds it (``break_lock``: unless it is stale)."""
-    path = storage.contained(LOCK_NAME)
     token = uuid.uuid4().hex
     data = _body(command, token)
-    if _create(storage, path, data):
+    if storage.create_new(LOCK_NAME, data):
         return token
     held = read_lock(storage)
-    if held is None and _create(storage, path, data):  # released in between
+    if held is None and storage.create_new(LOCK_NAME, data):  # released in between
         return token
     if held is not None and break_lock and held.stale():
         # Only remove the lock that was judged stale, not one taken since.
         again = read_lock(storage)
         if again is None or again.token == held.token:
-            _remove(storage, path)
-        if _create(storage, path, data):
+            storage.delete_many([LOCK_NAME])
+        if storage.create_new(LOCK_NAME, data):
             return token
         held = read_lock(storage) or held
     if held is None:
@@ -223,7 +159,7 @@ def release(storage: Storage, token: str) -> None:
     """Remove the lock if it is still ours."""
     held = read_lock(storage)
     if held is not None and held.token == token:
-        _remove(storage, storage.contained(LOCK_NAME))
+        storage.delete_many([LOCK_NAME])
 
 
 @contextmanager

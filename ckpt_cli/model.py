@@ -29,7 +29,7 @@ from ckpt_cli.layout import (
     classify_listing,
 )
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.storage import Listing, Storage
+from ckpt_cli.storage import Listing, Storage, StorageStats
 
 __all__ = [
     "DEFAULT_STORE",
@@ -206,12 +206,14 @@ class Checkpoint:
         location: str | Storage,
         storage_options: Mapping[str, Any] | None = None,
         progress: ProgressSink = NULL_PROGRESS,
+        stats: StorageStats | None = None,
     ) -> Checkpoint:
-        """List ``location`` once and build the model. Raises a CkptError on bad input."""
+        """List ``location`` once and build the model, counting requests in ``stats`` when
+        given. Raises a CkptError on bad input."""
         storage = (
             location
             if isinstance(location, Storage)
-            else Storage.from_url(location, storage_options)
+            else Storage.from_url(location, storage_options, stats)
         )
         return cls(storage, storage.list_all(progress))
 

@@ -27,8 +27,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli import storage_write as sw
-from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.errors import CheckpointNotFound, CkptError, FormatError
 from ckpt_cli.formats import checksums, compression
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
@@ -40,7 +39,7 @@ from ckpt_cli.retention import (
     check_old_enough,
 )
 from ckpt_cli.state import codec_of, iter_state, plan_version
-from ckpt_cli.storage import Storage, fsspec_options
+from ckpt_cli.storage import Storage, StorageStats
 from ckpt_cli.validate import ERROR, Finding, ValidationReport, validate
 
 QUARANTINE = "quarantine"
@@ -428,8 +427,8 @@ def _apply_repair(
             "plan": plan.to_json(),
             "changes": entries,
         }
-        sw.write_bytes_absolute(
-            storage, manifest_path, json.dumps(body, indent=1).encode(), within=where, atomic=True
+        storage.write_bytes_absolute(
+            manifest_path, json.dumps(body, indent=1).encode(), within=where, atomic=True
         )
 
     # Write-ahead: each change is in the manifest (not yet "done") before it is made, and
@@ -450,7 +449,7 @@ def _apply_repair(
             if action.kind == QUARANTINE:
                 dest = f"{where}/files/{action.path}"
                 pending = intend({"change": "moved", "path": action.path, "to": dest})
-                sw.move_out(storage, action.path, dest, within=where)
+                storage.move_out(action.path, dest, within=where)
                 moved += 1
             elif action.kind == REWRITE_CRC:
                 main = action.details["covers"]
@@ -468,9 +467,9 @@ def _apply_repair(
                 dest = f"{where}/files/{action.path}"
                 # The original is saved whole before the change is recorded: undo can always
                 # write it back.
-                sw.write_bytes_absolute(storage, dest, old, within=where)
+                storage.write_bytes_absolute(dest, old, within=where)
                 pending = intend({"change": "rewritten", "path": action.path, "original": dest})
-                sw.write_bytes(storage, action.path, new)
+                storage.write_bytes(action.path, new)
                 rewritten += 1
             elif action.kind == WRITE_SNAPSHOT:
                 data = _snapshot_bytes(ckpt, action)
@@ -480,9 +479,9 @@ def _apply_repair(
                     {"change": "created", "path": action.path},
                     *([{"change": "created", "path": crc}] if storage.is_local else []),
                 )
-                sw.write_bytes(storage, action.path, data, atomic=True)
+                storage.write_bytes(action.path, data, atomic=True)
                 if storage.is_local:
-                    sw.write_bytes(storage, crc, hadoop_crc_bytes(data))
+                    storage.write_bytes(crc, hadoop_crc_bytes(data))
                 written += 1
             else:
                 pending = []
@@ -502,25 +501,27 @@ def undo_repair(
     storage_options: dict[str, Any] | None = None,
     *,
     break_lock: bool = False,
+    stats: StorageStats | None = None,
 ) -> dict[str, Any]:
     """Put every file a repair moved or rewrote back, and remove what it created, under the
-    checkpoint lock; nothing is moved from outside the manifest's quarantine."""
-    import fsspec.core
-
+    checkpoint lock; nothing is moved from outside the manifest's quarantine. ``stats``
+    counts the requests made (default: not kept)."""
+    # The manifest's folder: its filesystem (bucket, container) is where the manifest is read.
+    folder = Storage.from_url(manifest.rpartition("/")[0] or manifest, storage_options, stats)
     try:
-        options = fsspec_options(manifest, storage_options)
-        with fsspec.core.open(manifest, "r", encoding="utf-8", **options) as fh:
-            body = json.load(fh)
-    except FileNotFoundError as exc:
+        body = json.loads(folder.read_text_absolute(manifest))
+    except CheckpointNotFound as exc:
         raise CkptError(f"{manifest}: no such manifest") from exc
-    except (OSError, json.JSONDecodeError, RecursionError) as exc:
+    except CkptError as exc:
+        raise CkptError(f"{manifest}: not a readable repair manifest: {exc.message}") from exc
+    except (ValueError, RecursionError) as exc:
         raise CkptError(f"{manifest}: not a readable repair manifest: {exc}") from exc
     if not isinstance(body, dict) or "changes" not in body or "checkpoint" not in body:
         raise CkptError(f"{manifest}: not a ckpt repair manifest")
     root = body["checkpoint"]
     url = str(body.get("checkpoint_url") or root)
     location = root if "://" not in url else f"{url.split('://', 1)[0]}://{root.lstrip('/')}"
-    storage = Storage.from_url(location, storage_options)
+    storage = Storage.from_url(location, storage_options, stats)
     within = str(body.get("quarantine") or manifest.rsplit("/", 1)[0])
     restored = removed = 0
     with checkpoint_lock(storage, "ckpt repair --undo", break_lock=break_lock):
@@ -529,16 +530,16 @@ def undo_repair(
             # A change not marked done was interrupted: it may or may not have happened.
             interrupted = change.get("done") is False
             if change["change"] == "moved":
-                if interrupted and not sw.exists_absolute(storage, change["to"]):
+                if interrupted and not storage.exists_absolute(change["to"]):
                     continue  # never moved
-                sw.move_in(storage, change["to"], path, within=within)
+                storage.move_in(change["to"], path, within=within)
                 restored += 1
             elif change["change"] == "rewritten":
                 original = storage.check_within(change["original"], within, change["original"])
-                sw.write_bytes(storage, path, sw.read_bytes_absolute(storage, original))
+                storage.write_bytes(path, storage.read_bytes_absolute(original))
                 restored += 1
             elif change["change"] == "created":
-                if interrupted and not sw.exists_absolute(storage, storage.contained(path)):
+                if interrupted and not storage.exists_absolute(storage.contained(path)):
                     continue  # never written
                 storage.delete_many([path])
                 removed += 1

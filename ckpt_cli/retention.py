@@ -806,8 +806,7 @@ def _scan_one(unit: tuple[str, list[FileEntry]]) -> dict[str, Any]:
     assert settings is not None
     root, entries = unit
     base = settings.base
-    url = f"{base.url.rstrip('/')}/{root}" if root else base.url
-    storage = Storage(base.fs, base.full_path(root) if root else base.root, url)
+    storage = base.child(root)
     try:
         ckpt = Checkpoint(storage, Listing(entries))
         plan = plan_cleanup(

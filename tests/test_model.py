@@ -137,17 +137,17 @@ def test_memory_filesystem_gives_the_same_model(tmp_path: Path) -> None:
         (f.path, f.kind, f.entry.size) for f in local.files
     ]
     assert remote.batches == local.batches
-    assert remote.storage.stats.list_calls == 1
+    assert remote.storage.stats.list == 1
     mem.rm("/modeltest", recursive=True)
 
 
 def test_lazy_reads(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path)
-    assert ckpt.storage.stats.read_calls == 0  # opening reads nothing
+    assert ckpt.storage.stats.files_read == 0  # opening reads nothing
     ckpt.batches  # noqa: B018 - the listing alone answers this
-    assert ckpt.storage.stats.read_calls == 0
+    assert ckpt.storage.stats.files_read == 0
     ckpt.latest_offsets  # noqa: B018
-    assert ckpt.storage.stats.read_calls == 1
+    assert ckpt.storage.stats.files_read == 1
 
 
 def test_not_a_checkpoint(tmp_path: Path) -> None:

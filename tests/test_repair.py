@@ -13,6 +13,7 @@ import pytest
 
 from ckpt_cli.formats.checksums import parse_hadoop_crc, verify_hadoop_crc
 from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, run_cli
 from tests.fixture_copies import age_everything
 
@@ -225,7 +226,6 @@ def test_a_repair_interrupted_mid_change_is_undone_byte_for_byte(
     # A kill between a move and its manifest update used to lose that move: undo left the
     # file in the quarantine (tests/test_kill_spark.py found it with SIGKILL).
     from ckpt_cli import repair as repair_module
-    from ckpt_cli import storage_write
 
     root = copy(HDFS, tmp_path)
     n = latest(root)
@@ -233,7 +233,7 @@ def test_a_repair_interrupted_mid_change_is_undone_byte_for_byte(
     delta.write_bytes(delta.read_bytes()[:-8])
     age_everything(root)
     before = tree(root)
-    real_move_out = storage_write.move_out
+    real_move_out = Storage.move_out
     calls = 0
 
     def killed_on_third_move(*args: Any, **kwargs: Any) -> None:
@@ -245,7 +245,7 @@ def test_a_repair_interrupted_mid_change_is_undone_byte_for_byte(
             raise KeyboardInterrupt  # stands for the kill: nothing after it runs
         real_move_out(*args, **kwargs)
 
-    monkeypatch.setattr(storage_write, "move_out", killed_on_third_move)
+    monkeypatch.setattr(Storage, "move_out", killed_on_third_move)
     ckpt = Checkpoint.open(str(root))
     plan = repair_module.plan_repair(ckpt)
     with pytest.raises(KeyboardInterrupt):

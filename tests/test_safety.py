@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli import storage_write as sw
 from ckpt_cli.cli.cleanup import parse_duration
 from ckpt_cli.errors import LockHeldError, OutsideCheckpointError, SafetyCheckError, UsageError
 from ckpt_cli.lock import LOCK_NAME, acquire, checkpoint_lock, read_lock, release
@@ -112,12 +111,12 @@ def test_storage_refuses_paths_that_resolve_outside(tmp_path: Path) -> None:
     with pytest.raises(OutsideCheckpointError):
         storage.delete_many(["state/0/1/8.zip"])  # a linked file: its target is outside
     with pytest.raises(OutsideCheckpointError):
-        sw.write_bytes(storage, f"{through_dir}.new", b"x")
+        storage.write_bytes(f"{through_dir}.new", b"x")
     quarantine = str(tmp_path / "q")
     with pytest.raises(OutsideCheckpointError):
-        sw.move_out(storage, through_dir, f"{quarantine}/files/x", within=quarantine)
+        storage.move_out(through_dir, f"{quarantine}/files/x", within=quarantine)
     with pytest.raises(OutsideCheckpointError):
-        sw.move_out(storage, "state/0/0/9.zip", str(tmp_path / "elsewhere"), within=quarantine)
+        storage.move_out("state/0/0/9.zip", str(tmp_path / "elsewhere"), within=quarantine)
     with pytest.raises(OutsideCheckpointError):
         storage.contained("../outside/SSTs")
     assert snapshot(outside) == before

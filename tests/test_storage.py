@@ -24,7 +24,7 @@ def test_local_listing_is_one_pass_with_sizes_and_mtimes(tmp_path: Path) -> None
     ]
     assert all(e.mtime is not None for e in listing)
     # One scandir per directory: root, offsets, state, state/0, state/0/0.
-    assert storage.stats.list_calls == 5
+    assert storage.stats.list == 5
 
 
 def test_file_url_equals_path(tmp_path: Path) -> None:

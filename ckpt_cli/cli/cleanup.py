@@ -130,7 +130,7 @@ def orphans(
     options = parse_storage_options(storage_option)
     if recursive:
         plans = scan_orphans(
-            Storage.from_url(path, options),
+            Storage.from_url(path, options, STATE.requests),
             make_engine(engine, master=master),
             retain=retain,
             min_age=parse_duration(min_age),
@@ -144,7 +144,7 @@ def orphans(
         else:
             render_scan(plans, stdout_console())
         raise typer.Exit(exit_codes.PROBLEMS if any_found or failed else exit_codes.OK)
-    ckpt = Checkpoint.open(path, options, progress=progress_sink())
+    ckpt = Checkpoint.open(path, options, progress=progress_sink(), stats=STATE.requests)
     plan = plan_cleanup(ckpt, retain=retain, min_age=parse_duration(min_age))
     found = bool(plan.deletions)
     if json_output:
@@ -197,7 +197,7 @@ def cleanup(
     begin(json_output=json_output, quiet=quiet)
     age = parse_duration(min_age)
     check_min_age(age, force=force)
-    storage = Storage.from_url(path, parse_storage_options(storage_option))
+    storage = Storage.from_url(path, parse_storage_options(storage_option), STATE.requests)
     # --apply lists and plans under the lock, so a second cleanup cannot act on a stale plan.
     with ExitStack() as lock:
         if apply:

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
@@ -18,6 +18,7 @@ from ckpt_cli import exit_codes
 from ckpt_cli.errors import CkptError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.secrets import is_secret_option, remember, remember_urls, scrub
+from ckpt_cli.storage import StorageStats
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,6 +76,8 @@ class RunState:
     quiet: bool = False
     stats: bool = False  # --stats: report the storage requests made
     stats_reported: bool = False
+    # The requests of every storage the running command opens: pass it as their stats=.
+    requests: StorageStats = field(default_factory=StorageStats)
 
 
 STATE = RunState()
@@ -96,9 +99,7 @@ def begin(*, json_output: bool = False, quiet: bool = False) -> None:
 
 def write_json(obj: Any) -> None:
     if STATE.stats and isinstance(obj, dict):
-        from ckpt_cli.storage import process_stats
-
-        obj = {**obj, "requests": process_stats().to_json()}
+        obj = {**obj, "requests": STATE.requests.to_json()}
         STATE.stats_reported = True
     # Never through Rich: it wraps lines and interprets markup.
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
@@ -253,10 +254,8 @@ StatsOpt = Annotated[
 
 def _report_stats() -> None:
     if STATE.stats and not STATE.stats_reported:
-        from ckpt_cli.storage import process_stats
-
         STATE.stats_reported = True
-        stderr_console().print(process_stats().summary(), soft_wrap=True, markup=False)
+        stderr_console().print(STATE.requests.summary(), soft_wrap=True, markup=False)
 
 
 def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
@@ -267,11 +266,9 @@ def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        from ckpt_cli.storage import reset_process_stats
-
         STATE.stats = bool(kwargs.pop("stats", False))
         STATE.stats_reported = False
-        reset_process_stats()
+        STATE.requests = StorageStats()  # a command counts from zero
         try:
             return _guarded(func, *args, **kwargs)
         finally:

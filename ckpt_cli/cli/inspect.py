@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ckpt_cli import exit_codes
 from ckpt_cli.cli.common import (
+    STATE,
     JsonOpt,
     QuietOpt,
     StorageOpt,
@@ -69,7 +70,12 @@ def inspect(
         root, rel = split_file_location(file)
     else:
         root, rel = checkpoint, file
-    ckpt = Checkpoint.open(root, parse_storage_options(storage_option), progress=progress_sink())
+    ckpt = Checkpoint.open(
+        root,
+        parse_storage_options(storage_option),
+        progress=progress_sink(),
+        stats=STATE.requests,
+    )
     report = inspect_file(ckpt, rel, limit=limit)
     status = "problems" if report["problems"] else "ok"
     if json_output:

@@ -14,6 +14,7 @@ from rich.table import Table
 from ckpt_cli import exit_codes
 from ckpt_cli.cli.cleanup import BreakLockOpt, ForceOpt, parse_duration
 from ckpt_cli.cli.common import (
+    STATE,
     JsonOpt,
     QuietOpt,
     StorageOpt,
@@ -109,7 +110,7 @@ def repair(
     age = parse_duration(min_age)
     check_min_age(age, force=force)
     if undo is not None:
-        undone = undo_repair(undo, options, break_lock=break_lock)
+        undone = undo_repair(undo, options, break_lock=break_lock, stats=STATE.requests)
         if json_output:
             write_json({"status": "ok", **undone})
         else:
@@ -120,7 +121,7 @@ def repair(
         raise typer.Exit(exit_codes.OK)
     if path is None:
         raise CkptError("give the checkpoint location (or --undo MANIFEST)")
-    storage = Storage.from_url(path, options)
+    storage = Storage.from_url(path, options, STATE.requests)
     # --apply validates and plans under the lock: a second repair cannot act on a stale plan.
     with ExitStack() as lock:
         if apply:

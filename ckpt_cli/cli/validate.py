@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ckpt_cli import exit_codes
 from ckpt_cli.cli.common import (
+    STATE,
     EngineOpt,
     JsonOpt,
     MasterOpt,
@@ -92,7 +93,12 @@ def validate_command(
     validation could not run.
     """
     begin(json_output=json_output, quiet=quiet)
-    ckpt = Checkpoint.open(path, parse_storage_options(storage_option), progress=progress_sink())
+    ckpt = Checkpoint.open(
+        path,
+        parse_storage_options(storage_option),
+        progress=progress_sink(),
+        stats=STATE.requests,
+    )
     report = validate(
         ckpt,
         batch=batch,

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ckpt_cli import exit_codes
 from ckpt_cli.cli.common import (
+    STATE,
     JsonOpt,
     PathArg,
     QuietOpt,
@@ -54,7 +55,7 @@ def versions(
     """
     begin(json_output=json_output, quiet=quiet)
     checkpoint = Checkpoint.open(
-        path, parse_storage_options(storage_option), progress=progress_sink()
+        path, parse_storage_options(storage_option), progress=progress_sink(), stats=STATE.requests
     )
     report = describe_versions(checkpoint, operator=operator, partitions=partition)
     if json_output:

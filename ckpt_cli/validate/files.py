@@ -170,8 +170,8 @@ def check_in_worker(task: FileTask) -> FileResult:
     """In a worker process: its own storage, so it counts its own requests."""
     assert _WORKER_STORAGE is not None
     stats = _WORKER_STORAGE.stats
-    before = (stats.read_calls, stats.bytes_read)
+    before = (stats.files_read, stats.bytes_read)
     result = check_file(_WORKER_STORAGE, task)
-    result.reads = stats.read_calls - before[0]
+    result.reads = stats.files_read - before[0]
     result.bytes_read = stats.bytes_read - before[1]
     return result

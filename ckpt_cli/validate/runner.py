@@ -33,7 +33,7 @@ def validate(
     """Check ``ckpt`` against every rule; see :mod:`ckpt_cli.validate` for what is read.
     ``engine`` runs the file checks (default: this machine's threads or processes)."""
     started = time.perf_counter()
-    before = (ckpt.storage.stats.read_calls, ckpt.storage.stats.bytes_read)
+    before = (ckpt.storage.stats.files_read, ckpt.storage.stats.bytes_read)
     if batch is not None and batch not in ckpt.batches.commits:
         committed = ckpt.batches.commits
         raise CkptError(
@@ -70,9 +70,9 @@ def validate(
             "files_checked": len(run.tasks),
             "versions_checked": run.versions_checked,
             "orphans_unresolved": run.orphans_unresolved,
-            "list_calls": stats.list_calls,
+            "list_calls": stats.list,
             # Reads made in worker processes are counted by the workers.
-            "files_read": stats.read_calls - before[0] + pool_reads,
+            "files_read": stats.files_read - before[0] + pool_reads,
             "bytes_read": stats.bytes_read - before[1] + pool_bytes,
             "seconds": round(time.perf_counter() - started, 3),
         },

@@ -1,22 +1,70 @@
-"""Count the HTTP requests an object-store filesystem makes, by kind, for ``--stats``.
+"""Requests made through a storage, counted where they are made, for ``--stats``.
 
-Counting at the client rather than in ckpt's own calls catches what fsspec does on its own
-(a HEAD inside ``open``, the pages of one ``find``, the batches of one ``rm``). Hooks:
+On object stores the counts come from a hook on the filesystem's HTTP client, which also
+sees what fsspec does on its own (a HEAD inside ``open``, the pages of one ``find``, the
+batches of one ``rm``):
 
 * s3fs: botocore's ``before-call.s3`` event, one per API call, named by the operation.
 * adlfs: the Azure SDK's ``raw_request_hook`` policy, one per HTTP attempt, by method and
   query (``comp=list`` is a listing, ``comp=batch`` a batch delete).
 
-Other filesystems (``memory://``, ``gs://``) are counted by :class:`~ckpt_cli.storage.Storage`
-itself, one per call it makes.
+Other filesystems (local disk, ``memory://``, ``gs://``) are counted by
+:class:`~ckpt_cli.storage.Storage` itself, one per call it makes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import Any
 
-if TYPE_CHECKING:
-    from ckpt_cli.storage import StorageStats
+
+@dataclass
+class StorageStats:
+    """Requests made through one or more storages; the caller that wants them owns it.
+
+    On local disk a "list" is one directory scanned, a "get" one file opened, a "delete" one
+    unlink. ``files_read`` counts ckpt's own reads of checkpoint files, on any store.
+    """
+
+    list: int = 0
+    head: int = 0
+    get: int = 0
+    put: int = 0  # puts and copies
+    delete: int = 0
+    other: int = 0
+    bytes_read: int = 0
+    files_read: int = 0
+
+    def bump(self, kind: str, n: int = 1) -> None:
+        setattr(self, kind, getattr(self, kind) + n)
+
+    def to_json(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def summary(self) -> str:
+        """One line for humans: ``requests: 2 list, 0 head, 14 get, ...; 31.2 kB read``."""
+        counts = ", ".join(
+            f"{getattr(self, n)} {label}"
+            for n, label in (
+                ("list", "list"),
+                ("head", "head"),
+                ("get", "get"),
+                ("put", "put/copy"),
+                ("delete", "delete"),
+            )
+        )
+        extra = f", {self.other} other" if self.other else ""
+        return f"requests: {counts}{extra}; {_human_bytes(self.bytes_read)} read"
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
 
 _S3_KINDS = {
     "ListObjectsV2": "list",
@@ -72,10 +120,6 @@ def attach_request_counter(fs: Any, stats: StorageStats) -> bool:
     return False
 
 
-def _bump(stats: StorageStats, kind: str) -> None:
-    setattr(stats, kind, getattr(stats, kind) + 1)
-
-
 def _attach_s3(fs: Any, stats: StorageStats) -> bool:
     try:
         fs.connect()  # builds the client; no request is made
@@ -84,7 +128,7 @@ def _attach_s3(fs: Any, stats: StorageStats) -> bool:
         return False
 
     def before_call(model: Any = None, **_: Any) -> None:
-        _bump(stats, s3_kind(getattr(model, "name", "")))
+        stats.bump(s3_kind(getattr(model, "name", "")))
 
     events.register("before-call.s3", before_call)
     return True
@@ -103,7 +147,7 @@ def _attach_azure(fs: Any, stats: StorageStats) -> bool:
 
     def on_request(request: Any) -> None:
         http = request.http_request
-        _bump(stats, azure_kind(http.method, urlsplit(http.url).query))
+        stats.bump(azure_kind(http.method, urlsplit(http.url).query))
 
     for hook in hooks:
         hook._request_callback = on_request
