@@ -80,7 +80,7 @@ def main() -> None:
         timings.append(time.perf_counter() - start)
         list_calls = checkpoint.storage.stats.list_calls
         reads = checkpoint.storage.stats.read_calls
-    parts = len(report["operators"][0]["stores"][0]["partitions"])
+    parts = len(report.operators[0].stores[0].partitions)
 
     cli = [sys.executable, "-m", "ckpt_cli", "versions", str(root), "--json"]
     start = time.perf_counter()

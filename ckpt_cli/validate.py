@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_cli.cleanup.untracked import unchosen_attempt, untracked_shared_files
 from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.errors import (
     CkptError,
@@ -46,7 +47,6 @@ from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.retention import unchosen_attempt, untracked_shared_files
 from ckpt_cli.state import (
     WHOLE_ZIP_BYTES,
     ReplayPlan,

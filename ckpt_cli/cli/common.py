@@ -6,6 +6,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,12 +16,17 @@ import typer
 from rich.console import Console
 
 from ckpt_cli import exit_codes
+from ckpt_cli.cli.output import Renderer, exit_code, renderer
+from ckpt_cli.cli.output import write_json as write_json  # commands still import it from here
 from ckpt_cli.errors import CkptError
+from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.results import Confirm, Result
 from ckpt_cli.secrets import is_secret_option, remember, remember_urls, scrub
+from ckpt_cli.storage import Storage
 
 P = ParamSpec("P")
-R = TypeVar("R")
+ResultT = TypeVar("ResultT", bound=Result)
 
 # -- shared options (one spelling for every command) -------------------------------------------
 
@@ -92,17 +98,6 @@ def begin(*, json_output: bool = False, quiet: bool = False) -> None:
     """Record the output mode of the running command for the error boundary."""
     STATE.json = json_output
     STATE.quiet = quiet
-
-
-def write_json(obj: Any) -> None:
-    if STATE.stats and isinstance(obj, dict):
-        from ckpt_cli.storage import process_stats
-
-        obj = {**obj, "requests": process_stats().to_json()}
-        STATE.stats_reported = True
-    # Never through Rich: it wraps lines and interprets markup.
-    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
-    sys.stdout.flush()
 
 
 def parse_storage_options(values: list[str] | None) -> dict[str, Any]:
@@ -214,12 +209,65 @@ def progress_sink() -> ProgressSink:
     return RichProgress(console)
 
 
+@dataclass
+class Session:
+    """What the options every command shares set up: the output format and its renderer,
+    the storage options, and the progress sink."""
+
+    fmt: str
+    storage_options: dict[str, Any]
+    progress: ProgressSink
+    out: Renderer
+
+    def storage(self, location: str) -> Storage:
+        return Storage.from_url(location, self.storage_options)
+
+    def open(self, location: str) -> Checkpoint:
+        return Checkpoint.open(location, self.storage_options, progress=self.progress)
+
+    def render(self, result: ResultT) -> ResultT:
+        self.out.render(result)
+        return result
+
+    def confirm(self, *, yes: bool, action: str, unattended: str) -> Confirm:
+        """Show the plan, then ask (unless ``yes``); refuse without a terminal to ask on."""
+
+        def ask(plan: Result, question: str) -> bool:
+            self.out.show(plan)
+            if yes:
+                return True
+            if not sys.stdin.isatty():
+                raise CkptError(
+                    f"refusing to {action} without confirmation: stdin is not a terminal",
+                    hint=f"add --yes to {unattended} unattended",
+                )
+            return typer.confirm(question, err=True)
+
+        return ask
+
+
+def start(
+    *,
+    json_output: bool = False,
+    quiet: bool = False,
+    storage_option: list[str] | None = None,
+    **display: Any,
+) -> Session:
+    """The preamble of every command; ``display``: options of its text rendering."""
+    begin(json_output=json_output, quiet=quiet)
+    fmt = "json" if json_output else "text"
+    return Session(
+        fmt, parse_storage_options(storage_option), progress_sink(), renderer(fmt, **display)
+    )
+
+
 def report_error(exc: CkptError) -> None:
     """One line on stderr (and a JSON error object on stdout in --json mode)."""
     from rich.markup import escape
 
     err = stderr_console()
-    message, hint = scrub(exc.message), scrub(exc.hint) if exc.hint else None
+    message = scrub(cli_words(exc.message))
+    hint = scrub(cli_words(exc.hint)) if exc.hint else None
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     if hint and not STATE.quiet:
         err.print(f"[dim]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
@@ -227,6 +275,22 @@ def report_error(exc: CkptError) -> None:
         write_json(
             {"status": "error", "errors": [{**exc.to_json(), "message": message, "hint": hint}]}
         )
+
+
+# The library names its parameters (``min_age=0s``, ``force=True``); on the command line they
+# are options.
+_PARAMETERS = {
+    "min_age=": "--min-age ",
+    "retain=": "--retain ",
+    "rollback_to=": "--rollback-to ",
+    "force=True": "--force",
+}
+_PARAMETER_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PARAMETERS) + ")")
+
+
+def cli_words(text: str) -> str:
+    """A library message in the command line's words: its parameters as options."""
+    return _PARAMETER_RE.sub(lambda m: _PARAMETERS[m.group(1)], text)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -259,23 +323,26 @@ def _report_stats() -> None:
         stderr_console().print(process_stats().summary(), soft_wrap=True, markup=False)
 
 
-def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn library errors into one line and exit code 2; no traceback unless --debug.
+def error_boundary(func: Callable[P, Result | None]) -> Callable[P, None]:
+    """Exit with the code of the result the command returns (the one place that decides it);
+    turn library errors into one line and exit code 2, no traceback unless --debug.
 
     Also gives the command a ``--stats`` option, reported when it ends however it ends.
     """
 
     @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         from ckpt_cli.storage import reset_process_stats
 
         STATE.stats = bool(kwargs.pop("stats", False))
         STATE.stats_reported = False
         reset_process_stats()
         try:
-            return _guarded(func, *args, **kwargs)
+            result = _guarded(func, *args, **kwargs)
         finally:
             _report_stats()
+        if result is not None:
+            raise typer.Exit(exit_code(result))
 
     signature = inspect.signature(func, eval_str=True)  # typer reads __signature__ as is
     stats = inspect.Parameter("stats", inspect.Parameter.KEYWORD_ONLY, default=False)
@@ -286,7 +353,7 @@ def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _guarded(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+def _guarded(func: Callable[P, Result | None], *args: P.args, **kwargs: P.kwargs) -> Result | None:
     for value in [*args, *kwargs.values()]:
         # Checkpoint, output and option URLs: their passwords are masked in all we print.
         for text in value if isinstance(value, list) else [value]:

@@ -1,0 +1,20 @@
+"""Text rendering for people: one function per result type, chosen by the result's type."""
+
+from __future__ import annotations
+
+from functools import singledispatch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ckpt_cli.cli.output import TextRenderer
+
+
+@singledispatch
+def render_text(result: object, out: TextRenderer) -> None:
+    raise TypeError(f"no text rendering for {type(result).__name__}")
+
+
+# Each module registers its result types.
+from ckpt_cli.cli.text import cleanup, files, repair, validate, versions  # noqa: E402
+
+__all__ = ["cleanup", "files", "render_text", "repair", "validate", "versions"]
