@@ -17,7 +17,7 @@ from ckpt_cli.errors import CkptError, FormatError, LimitExceededError, Unsuppor
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, StoreLocation
-from ckpt_cli.results import status_of
+from ckpt_cli.results import Result
 from ckpt_cli.state import RowDecoder, codec_of, json_value, store_schema
 
 DEFAULT_LIMIT = 20
@@ -70,7 +70,7 @@ def find_file(ckpt: Checkpoint, rel: str) -> CheckpointFile:
 
 
 @dataclass
-class FileReport:
+class FileReport(Result):
     """``ckpt inspect``: what one file is, with its problems. What the file's kind adds (its
     header, records, lineage, zip contents, first rows...) is in ``details``, JSON-ready."""
 
@@ -90,14 +90,9 @@ class FileReport:
     def ok(self) -> bool:
         return not self.problems
 
-    @property
-    def status(self) -> str:
-        return status_of(self.ok)
-
-    def to_json(self) -> dict[str, Any]:
+    def body_json(self) -> dict[str, Any]:
         store = self.store
         return {
-            "status": self.status,
             "checkpoint": self.checkpoint,
             "path": self.path,
             "kind": self.kind.value,

@@ -7,31 +7,46 @@ change in either (see :mod:`ckpt_cli.cli.output`).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 OK = "ok"
 PROBLEMS = "problems"
 
 
-class Result(Protocol):
+def status_of(ok: bool) -> str:
+    return OK if ok else PROBLEMS
+
+
+class Result(ABC):
+    """A result: ``ok`` (False when problems were found: exit code 1), its ``status`` and its
+    JSON document (``status`` first, then ``body_json``)."""
+
     @property
-    def ok(self) -> bool:
-        """False when the operation found problems (exit code 1)."""
-        ...
+    @abstractmethod
+    def ok(self) -> bool: ...
 
     @property
     def status(self) -> str:
         """The ``status`` of the JSON document: ``ok`` or ``problems``."""
-        ...
+        return status_of(self.ok)
+
+    @abstractmethod
+    def body_json(self) -> dict[str, Any]:
+        """The document without its status (what a larger document embeds)."""
 
     def to_json(self) -> dict[str, Any]:
         """The whole JSON document, ``status`` included."""
-        ...
+        return {"status": self.status, **self.body_json()}
 
 
-def status_of(ok: bool) -> str:
-    return OK if ok else PROBLEMS
+class Report(Result):
+    """A result that describes and never fails (``versions``, ``repair --undo``)."""
+
+    @property
+    def ok(self) -> bool:
+        return True
 
 
 Confirm = Callable[[Result, str], bool]

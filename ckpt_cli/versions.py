@@ -13,7 +13,7 @@ from typing import Any
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
 from ckpt_cli.model import Checkpoint, FileKind, Partition
-from ckpt_cli.results import OK
+from ckpt_cli.results import Report
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class FileCounts:
 
 
 @dataclass(frozen=True)
-class VersionsReport:
+class VersionsReport(Report):
     """Everything ``ckpt versions`` shows. A description, never a problem: ``validate`` judges."""
 
     checkpoint: str
@@ -108,12 +108,8 @@ class VersionsReport:
     operators: list[OperatorVersions]
     files: FileCounts
 
-    ok = True
-    status = OK
-
-    def to_json(self) -> dict[str, Any]:
+    def body_json(self) -> dict[str, Any]:
         return {
-            "status": self.status,
             **asdict(self),
             "operators": [op.to_json() for op in self.operators],
         }

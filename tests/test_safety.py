@@ -21,7 +21,7 @@ import pytest
 
 from ckpt_cli import storage_write as sw
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup
-from ckpt_cli.cli.cleanup import parse_duration
+from ckpt_cli.cli.common import parse_duration
 from ckpt_cli.errors import LockHeldError, OutsideCheckpointError, SafetyCheckError, UsageError
 from ckpt_cli.lock import LOCK_NAME, acquire, checkpoint_lock, read_lock, release
 from ckpt_cli.model import Checkpoint, FileKind

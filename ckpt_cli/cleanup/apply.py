@@ -20,7 +20,7 @@ from ckpt_cli.cleanup.safety import (
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import OK, Confirm
+from ckpt_cli.results import Confirm, Report
 from ckpt_cli.storage import Storage
 from ckpt_cli.units import human_bytes
 
@@ -120,7 +120,7 @@ def _chunks(items: list[Deletion], size: int) -> Iterable[list[Deletion]]:
 
 
 @dataclass(frozen=True)
-class CleanupRun:
+class CleanupRun(Report):
     """``ckpt cleanup``: the plan, and what was deleted when it was applied. A dry run is not a
     problem (``ckpt orphans`` is the check that fails when there is something to remove)."""
 
@@ -128,15 +128,12 @@ class CleanupRun:
     result: CleanupResult | None = None
     declined: bool = False  # --apply, and the confirmation said no
 
-    ok = True
-    status = OK
-
     @property
     def applied(self) -> bool:
         return self.result is not None
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"status": self.status, "applied": self.applied, **self.plan.body_json()}
+    def body_json(self) -> dict[str, Any]:
+        out = {"applied": self.applied, **self.plan.body_json()}
         if self.result is not None:
             out["result"] = self.result.to_json()
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.results import status_of
+from ckpt_cli.results import Result
 
 # Deletion classes (codes in the JSON, like validate's finding codes), in the order they are
 # deleted.
@@ -84,7 +84,7 @@ class Skipped:
 
 
 @dataclass
-class CleanupPlan:
+class CleanupPlan(Result):
     """What cleanup would delete, in order. As the result of ``ckpt orphans``, it has problems
     when it deletes anything (a cron job can alert)."""
 
@@ -117,15 +117,8 @@ class CleanupPlan:
     def ok(self) -> bool:
         return not self.deletions
 
-    @property
-    def status(self) -> str:
-        return status_of(self.ok)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, **self.body_json()}
-
     def body_json(self) -> dict[str, Any]:
-        """The plan without a status: in manifests, scans and cleanup's own document."""
+        # Also what manifests, scans and cleanup's own document hold.
         return {
             "checkpoint": self.checkpoint,
             "retain": self.retain,

@@ -15,7 +15,7 @@ from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError, NotACheckpoint
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import status_of
+from ckpt_cli.results import Result
 from ckpt_cli.storage import FileEntry, Listing, Storage
 
 
@@ -72,7 +72,7 @@ class ScanFailure:
 
 
 @dataclass(frozen=True)
-class OrphanScan:
+class OrphanScan(Result):
     """``ckpt orphans --recursive``: a plan or a failure per checkpoint, in path order. Problems
     when any checkpoint has files to remove or could not be planned."""
 
@@ -82,13 +82,8 @@ class OrphanScan:
     def ok(self) -> bool:
         return all(isinstance(c, CleanupPlan) and c.ok for c in self.checkpoints)
 
-    @property
-    def status(self) -> str:
-        return status_of(self.ok)
-
-    def to_json(self) -> dict[str, Any]:
+    def body_json(self) -> dict[str, Any]:
         return {
-            "status": self.status,
             "checkpoints": [
                 c.body_json() if isinstance(c, CleanupPlan) else c.to_json()
                 for c in self.checkpoints

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 import typer
@@ -16,66 +15,21 @@ from ckpt_cli.cleanup import (
     scan_orphans,
 )
 from ckpt_cli.cli.common import (
+    BreakLockOpt,
     EngineOpt,
+    ForceOpt,
     JsonOpt,
     MasterOpt,
+    MinAgeOpt,
     PathArg,
     QuietOpt,
+    RetainOpt,
     StorageOpt,
     error_boundary,
+    parse_duration,
     start,
 )
 from ckpt_cli.engine import make_engine
-from ckpt_cli.errors import UsageError
-
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str, option: str = "--min-age") -> float:
-    """``30s``, ``15m``, ``12h``, ``3d``, ``1w`` or plain seconds; anything else is a usage
-    error (one line, exit 2)."""
-    match = re.fullmatch(r"\s*(\d{1,12}(?:\.\d{1,9})?)\s*([smhdw]?)\s*", text)
-    if not match:
-        raise UsageError(
-            f"{option} {text!r}: expected a duration like 30s, 15m, 12h, 3d, 1w or plain seconds"
-        )
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-RetainOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--retain",
-        min=1,
-        help="Batches to keep restartable (default: spark.sql.streaming.minBatchesToRetain "
-        "from the offsets conf, else Spark's default 100).",
-        show_default=False,
-    ),
-]
-MinAgeOpt = Annotated[
-    str,
-    typer.Option(
-        "--min-age",
-        help="Never delete files modified more recently than this (30s, 15m, 12h, 3d, 1w or "
-        "seconds). Below the default 1h, --apply needs --force.",
-    ),
-]
-ForceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--force",
-        help="Go ahead although the query looks active, a file is younger than --min-age, or "
-        "--min-age is below the default 1h.",
-    ),
-]
-BreakLockOpt = Annotated[
-    bool,
-    typer.Option(
-        "--break-lock",
-        help="Remove a stale checkpoint lock (its process is gone, or it is older than 12 h) "
-        "left by a killed cleanup or repair.",
-    ),
-]
 
 
 @error_boundary

@@ -18,7 +18,7 @@ from rich.console import Console
 from ckpt_cli import exit_codes
 from ckpt_cli.cli.output import Renderer, exit_code, renderer
 from ckpt_cli.cli.output import write_json as write_json  # commands still import it from here
-from ckpt_cli.errors import CkptError
+from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Confirm, Result
@@ -68,6 +68,58 @@ PathArg = Annotated[
         metavar="CHECKPOINT",
         help="Checkpoint location: a local path, file://, s3://, abfs://, memory://...",
         show_default=False,
+    ),
+]
+
+
+# -- options of the commands that change a checkpoint (cleanup, repair) ---------------------
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str, option: str = "--min-age") -> float:
+    """``30s``, ``15m``, ``12h``, ``3d``, ``1w`` or plain seconds; anything else is a usage
+    error (one line, exit 2)."""
+    match = re.fullmatch(r"\s*(\d{1,12}(?:\.\d{1,9})?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise UsageError(
+            f"{option} {text!r}: expected a duration like 30s, 15m, 12h, 3d, 1w or plain seconds"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+RetainOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--retain",
+        min=1,
+        help="Batches to keep restartable (default: spark.sql.streaming.minBatchesToRetain "
+        "from the offsets conf, else Spark's default 100).",
+        show_default=False,
+    ),
+]
+MinAgeOpt = Annotated[
+    str,
+    typer.Option(
+        "--min-age",
+        help="Never delete files modified more recently than this (30s, 15m, 12h, 3d, 1w or "
+        "seconds). Below the default 1h, --apply needs --force.",
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Go ahead although the query looks active, a file is younger than --min-age, or "
+        "--min-age is below the default 1h.",
+    ),
+]
+BreakLockOpt = Annotated[
+    bool,
+    typer.Option(
+        "--break-lock",
+        help="Remove a stale checkpoint lock (its process is gone, or it is older than 12 h) "
+        "left by a killed cleanup or repair.",
     ),
 ]
 
@@ -160,52 +212,13 @@ def _remember_nested(value: Any) -> None:
             _remember_nested(v)
 
 
-class RichProgress:
-    """A ProgressSink drawing a transient Rich progress bar (or spinner) on stderr."""
-
-    def __init__(self, console: Console) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
-        self._task: Any = None
-
-    def start(self, description: str, total: int | None = None) -> None:
-        if self._task is None:
-            self._progress.start()
-            self._task = self._progress.add_task(description, total=total)
-        else:
-            self._progress.update(self._task, description=description, total=total, completed=0)
-
-    def advance(self, n: int = 1) -> None:
-        if self._task is not None:
-            self._progress.advance(self._task, n)
-
-    def close(self) -> None:
-        if self._task is not None:
-            self._progress.stop()
-            self._task = None
-
-
 def progress_sink() -> ProgressSink:
     """A Rich progress bar when stderr is a terminal and the output is for humans."""
     console = stderr_console()
     if STATE.json or STATE.quiet or not console.is_terminal:
         return NULL_PROGRESS
+    from ckpt_cli.cli.progress import RichProgress
+
     return RichProgress(console)
 
 

@@ -6,12 +6,14 @@ from typing import Annotated
 
 import typer
 
-from ckpt_cli.cli.cleanup import BreakLockOpt, ForceOpt, parse_duration
 from ckpt_cli.cli.common import (
+    BreakLockOpt,
+    ForceOpt,
     JsonOpt,
     QuietOpt,
     StorageOpt,
     error_boundary,
+    parse_duration,
     start,
 )
 from ckpt_cli.errors import CkptError

@@ -21,12 +21,12 @@ from ckpt_cli.cli.common import (
 )
 from ckpt_cli.cli.output import render
 from ckpt_cli.engine import make_engine
-from ckpt_cli.results import status_of
+from ckpt_cli.results import Result
 from ckpt_cli.validate import ValidationReport, validate
 
 
 @dataclass(frozen=True)
-class Validation:
+class Validation(Result):
     """A validation judged at a ``--fail-on`` level: the result ``ckpt validate`` renders.
     (To move beside ``ValidationReport`` once validate is a package.)"""
 
@@ -37,13 +37,8 @@ class Validation:
     def ok(self) -> bool:
         return bool(self.report.to_json(self.fail_on)["ok"])
 
-    @property
-    def status(self) -> str:
-        return status_of(self.ok)
-
-    def to_json(self) -> dict[str, Any]:
-        data = self.report.to_json(self.fail_on)
-        return {"status": status_of(bool(data["ok"])), **data}
+    def body_json(self) -> dict[str, Any]:
+        return self.report.to_json(self.fail_on)
 
 
 class FailOn(str, Enum):

@@ -32,7 +32,7 @@ from ckpt_cli.repair.plan import (
     plan_repair,
     sidecars_by_file,
 )
-from ckpt_cli.results import Confirm, status_of
+from ckpt_cli.results import Confirm, Result
 from ckpt_cli.state import codec_of, iter_state, plan_version
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
@@ -218,7 +218,7 @@ def _apply_repair(
 
 
 @dataclass(frozen=True)
-class RepairRun:
+class RepairRun(Result):
     """``ckpt repair``: the plan, and what was changed when it was applied. Problems while
     repairs are left to apply, or when the checkpoint is still not healthy after them."""
 
@@ -236,12 +236,8 @@ class RepairRun:
             return bool(self.result.validation.to_json()["ok"])
         return self.declined or self.plan.ok
 
-    @property
-    def status(self) -> str:
-        return status_of(self.ok)
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"status": self.status, "applied": self.applied, **self.plan.body_json()}
+    def body_json(self) -> dict[str, Any]:
+        out = {"applied": self.applied, **self.plan.body_json()}
         if self.result is not None:
             out["result"] = self.result.to_json()
         return out

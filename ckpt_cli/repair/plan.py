@@ -26,7 +26,7 @@ from typing import Any
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import status_of
+from ckpt_cli.results import Result
 from ckpt_cli.validate import ERROR, Finding, validate
 
 QUARANTINE = "quarantine"
@@ -76,7 +76,7 @@ class Action:
 
 
 @dataclass
-class RepairPlan:
+class RepairPlan(Result):
     """The repairs to make; ``refused`` when the damage is beyond them (then nothing is done).
     Problems when there is anything to repair."""
 
@@ -91,15 +91,8 @@ class RepairPlan:
     def ok(self) -> bool:
         return not self.actions
 
-    @property
-    def status(self) -> str:
-        return status_of(self.ok)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, **self.body_json()}
-
     def body_json(self) -> dict[str, Any]:
-        """The plan without a status: in manifests and the repair's own document."""
+        # Also what manifests and the repair's own document hold.
         return {
             "checkpoint": self.checkpoint,
             "rollback_to": self.rollback_to,

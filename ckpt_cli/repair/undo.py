@@ -10,24 +10,20 @@ from typing import Any
 from ckpt_cli import storage_write as sw
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.lock import checkpoint_lock
-from ckpt_cli.results import OK
+from ckpt_cli.results import Report
 from ckpt_cli.storage import Storage, fsspec_options
 
 
 @dataclass(frozen=True)
-class UndoResult:
+class UndoResult(Report):
     """``ckpt repair --undo``: what was put back (always ok: a failed undo raises)."""
 
     checkpoint: str
     restored: int  # files moved back or rewritten with their original bytes
     removed: int  # files the repair had created
 
-    ok = True
-    status = OK
-
-    def to_json(self) -> dict[str, Any]:
+    def body_json(self) -> dict[str, Any]:
         return {
-            "status": self.status,
             "checkpoint": self.checkpoint,
             "restored": self.restored,
             "removed": self.removed,

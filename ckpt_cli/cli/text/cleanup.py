@@ -9,7 +9,7 @@ from rich.table import Table
 from ckpt_cli.cleanup import CleanupPlan, CleanupRun, OrphanScan, ScanFailure
 from ckpt_cli.cleanup.plan import DESCRIPTIONS
 from ckpt_cli.cli.common import STATE, stderr_console
-from ckpt_cli.cli.text import render_text
+from ckpt_cli.cli.text import plan_first, render_text
 from ckpt_cli.units import human_bytes
 
 if TYPE_CHECKING:
@@ -96,13 +96,10 @@ def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
 @render_text.register(CleanupRun)
 def _run(run: CleanupRun, out: TextRenderer) -> None:
     plan, result = run.plan, run.result
-    if not out.shown(plan):
-        out.render(plan)
-    if run.declined:
-        return
+    quiet = run.declined or not plan.deletions
+    note = "" if quiet else "Dry run: nothing was deleted. Add --apply to delete."
+    plan_first(plan, out, applied=result is not None, dry_run=note)
     if result is None:
-        if plan.deletions:
-            out.console.print("[dim]Dry run: nothing was deleted. Add --apply to delete.[/]")
         return
     out.console.print(
         f"[green]Deleted[/] {result.deleted} files ({human_bytes(result.bytes)}) in "

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from ckpt_cli.cli.text import render_text
+from ckpt_cli.cli.text import plan_first, render_text
 from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 
 if TYPE_CHECKING:
@@ -42,13 +42,10 @@ def _plan(plan: RepairPlan, out: TextRenderer) -> None:
 @render_text.register(RepairRun)
 def _run(run: RepairRun, out: TextRenderer) -> None:
     plan, result = run.plan, run.result
-    if not out.shown(plan):
-        out.render(plan)
-    if run.declined:
-        return
+    quiet = run.declined or not plan.actions
+    note = "" if quiet else "Dry run: nothing was changed. Add --apply to repair."
+    plan_first(plan, out, applied=result is not None, dry_run=note)
     if result is None:
-        if plan.actions:
-            out.console.print("[dim]Dry run: nothing was changed. Add --apply to repair.[/]")
         return
     out.console.print(
         f"[green]Repaired[/]: {result.moved} files quarantined, {result.rewritten} "
