@@ -64,20 +64,12 @@ def orphans(
     Exit code 1 when there are files to remove (a cron job can alert), 0 when there are none.
     Changes nothing: `ckpt cleanup` removes them.
     """
-    run = start(
-        json_output=json_output,
-        quiet=quiet,
-        storage_option=storage_option,
-        show_files=show_files,
-        title="Orphans",
-    )
+    run = start(json_output, quiet, storage_option, show_files=show_files, title="Orphans")
     age = parse_duration(min_age)
     if recursive:
-        engine_ = make_engine(engine, master=master)
-        storage = run.storage(path)
-        return run.render(
-            scan_orphans(storage, engine_, retain=retain, min_age=age, progress=run.progress)
-        )
+        storage, where = run.storage(path), make_engine(engine, master=master)
+        scan = scan_orphans(storage, where, retain=retain, min_age=age, progress=run.progress)
+        return run.render(scan)
     return run.render(plan_cleanup(run.open(path), retain=retain, min_age=age))
 
 
@@ -121,13 +113,7 @@ def cleanup(
     --min-age below the default 1h needs --force too. --apply holds the checkpoint lock
     (.ckpt-lock): a second cleanup or repair fails naming the holder.
     """
-    run = start(
-        json_output=json_output,
-        quiet=quiet,
-        storage_option=storage_option,
-        show_files=show_files,
-        title="Cleanup plan",
-    )
+    run = start(json_output, quiet, storage_option, show_files=show_files, title="Cleanup plan")
     age = parse_duration(min_age)
     cleanup_run = run_cleanup(
         run.storage(path),

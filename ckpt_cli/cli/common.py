@@ -260,7 +260,6 @@ class Session:
 
 
 def start(
-    *,
     json_output: bool = False,
     quiet: bool = False,
     storage_option: list[str] | None = None,

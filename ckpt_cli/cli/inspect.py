@@ -54,6 +54,6 @@ def inspect(
 
     Exit code 1 when the file is damaged (the report says how), 2 when it cannot be read.
     """
-    run = start(json_output=json_output, quiet=quiet, storage_option=storage_option)
+    run = start(json_output, quiet, storage_option)
     root, rel = split_file_location(file) if checkpoint is None else (checkpoint, file)
     return run.render(inspect_file(run.open(root), rel, limit=limit))

@@ -92,7 +92,7 @@ def repair(
     plan has repairs to apply or the checkpoint still has errors, 2 when repair refuses or
     cannot run.
     """
-    run = start(json_output=json_output, quiet=quiet, storage_option=storage_option)
+    run = start(json_output, quiet, storage_option)
     age = parse_duration(min_age)
     if undo is not None:
         return run.render(undo_repair(undo, run.storage_options, break_lock=break_lock))

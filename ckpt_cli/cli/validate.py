@@ -101,7 +101,7 @@ def validate_command(
     Exit code 0 when nothing at or above --fail-on is found, 1 when something is, 2 when
     validation could not run.
     """
-    run = start(json_output=json_output, quiet=quiet, storage_option=storage_option)
+    run = start(json_output, quiet, storage_option)
     report = validate(
         run.open(path),
         batch=batch,

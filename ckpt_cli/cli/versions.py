@@ -43,5 +43,5 @@ def versions(
     Reads the listing once plus metadata, the latest offsets and commit entries, and
     each operator's metadata file.
     """
-    run = start(json_output=json_output, quiet=quiet, storage_option=storage_option)
+    run = start(json_output, quiet, storage_option)
     return run.render(describe_versions(run.open(path), operator=operator, partitions=partition))
