@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 OK = "ok"
 PROBLEMS = "problems"
@@ -47,6 +48,34 @@ class Report(Result):
     @property
     def ok(self) -> bool:
         return True
+
+
+class Serialisable(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+PlanT = TypeVar("PlanT", bound=Result)
+DoneT = TypeVar("DoneT", bound=Serialisable)
+
+
+@dataclass(frozen=True)
+class PlanRun(Result, Generic[PlanT, DoneT]):
+    """A destructive command's result: its plan and, once applied, what applying did (None
+    after a dry run, or when the confirmation said no: ``declined``)."""
+
+    plan: PlanT
+    result: DoneT | None = None
+    declined: bool = False
+
+    @property
+    def applied(self) -> bool:
+        return self.result is not None
+
+    def body_json(self) -> dict[str, Any]:
+        out = {"applied": self.applied, **self.plan.body_json()}
+        if self.result is not None:
+            out["result"] = self.result.to_json()
+        return out
 
 
 Confirm = Callable[[Result, str], bool]

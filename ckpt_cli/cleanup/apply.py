@@ -6,7 +6,7 @@ import json
 import time
 from collections.abc import Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ckpt_cli.cleanup.plan import CleanupPlan, Deletion, delete_order
@@ -20,7 +20,7 @@ from ckpt_cli.cleanup.safety import (
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import Confirm, Report
+from ckpt_cli.results import Confirm, PlanRun
 from ckpt_cli.storage import Storage
 from ckpt_cli.units import human_bytes
 
@@ -37,13 +37,7 @@ class CleanupResult:
     refused: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "deleted": self.deleted,
-            "bytes": self.bytes,
-            "delete_requests": self.delete_requests,
-            "manifest": self.manifest,
-            "refused": self.refused,
-        }
+        return asdict(self)
 
 
 def default_manifest_location(ckpt: Checkpoint, now: float) -> str:
@@ -120,23 +114,13 @@ def _chunks(items: list[Deletion], size: int) -> Iterable[list[Deletion]]:
 
 
 @dataclass(frozen=True)
-class CleanupRun(Report):
-    """``ckpt cleanup``: the plan, and what was deleted when it was applied. A dry run is not a
-    problem (``ckpt orphans`` is the check that fails when there is something to remove)."""
-
-    plan: CleanupPlan
-    result: CleanupResult | None = None
-    declined: bool = False  # --apply, and the confirmation said no
+class CleanupRun(PlanRun[CleanupPlan, CleanupResult]):
+    """``ckpt cleanup``: never a problem, dry run or not (``ckpt orphans`` is the check that
+    fails when there is something to remove)."""
 
     @property
-    def applied(self) -> bool:
-        return self.result is not None
-
-    def body_json(self) -> dict[str, Any]:
-        out = {"applied": self.applied, **self.plan.body_json()}
-        if self.result is not None:
-            out["result"] = self.result.to_json()
-        return out
+    def ok(self) -> bool:
+        return True
 
 
 def run_cleanup(

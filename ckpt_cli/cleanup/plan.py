@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ckpt_cli.results import Result
@@ -80,7 +80,7 @@ class Skipped:
     reason: str
 
     def to_json(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+        return asdict(self)
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ckpt_cli.cleanup.plan import CleanupPlan
@@ -68,7 +68,7 @@ class ScanFailure:
     error: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"checkpoint": self.checkpoint, "error": self.error}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from ckpt_cli.repair.plan import (
     plan_repair,
     sidecars_by_file,
 )
-from ckpt_cli.results import Confirm, Result
+from ckpt_cli.results import Confirm, PlanRun
 from ckpt_cli.state import codec_of, iter_state, plan_version
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
@@ -218,29 +218,15 @@ def _apply_repair(
 
 
 @dataclass(frozen=True)
-class RepairRun(Result):
+class RepairRun(PlanRun[RepairPlan, RepairResult]):
     """``ckpt repair``: the plan, and what was changed when it was applied. Problems while
     repairs are left to apply, or when the checkpoint is still not healthy after them."""
-
-    plan: RepairPlan
-    result: RepairResult | None = None
-    declined: bool = False  # apply, and the confirmation said no
-
-    @property
-    def applied(self) -> bool:
-        return self.result is not None
 
     @property
     def ok(self) -> bool:
         if self.result is not None:
             return bool(self.result.validation.to_json()["ok"])
         return self.declined or self.plan.ok
-
-    def body_json(self) -> dict[str, Any]:
-        out = {"applied": self.applied, **self.plan.body_json()}
-        if self.result is not None:
-            out["result"] = self.result.to_json()
-        return out
 
 
 def run_repair(

@@ -4,7 +4,7 @@ removed."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ckpt_cli import storage_write as sw
@@ -23,11 +23,7 @@ class UndoResult(Report):
     removed: int  # files the repair had created
 
     def body_json(self) -> dict[str, Any]:
-        return {
-            "checkpoint": self.checkpoint,
-            "restored": self.restored,
-            "removed": self.removed,
-        }
+        return asdict(self)
 
 
 def undo_repair(
