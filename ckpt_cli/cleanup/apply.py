@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from contextlib import ExitStack
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -138,9 +138,8 @@ def run_cleanup(
     """``ckpt cleanup`` as one call: plan, and with ``apply`` delete. Applying lists and plans
     under the checkpoint lock, so a second cleanup cannot act on a stale plan; the lock is
     released before this returns."""
-    with ExitStack() as lock:
-        if apply:
-            lock.enter_context(checkpoint_lock(storage, "ckpt cleanup", break_lock=break_lock))
+    lock = checkpoint_lock(storage, "ckpt cleanup", break_lock=break_lock)
+    with lock if apply else nullcontext():
         ckpt = Checkpoint.open(storage, progress=progress)
         plan = plan_cleanup(ckpt, retain=retain, min_age=min_age, force=force)
         if not apply:

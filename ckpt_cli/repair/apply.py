@@ -7,7 +7,7 @@ import json
 import struct
 import time
 import zlib
-from contextlib import ExitStack
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,9 +246,8 @@ def run_repair(
     Applying validates and plans under the checkpoint lock, so a second repair cannot act on a
     stale plan; the lock is released before this returns."""
     check_min_age(min_age, force=force)
-    with ExitStack() as lock:
-        if apply:
-            lock.enter_context(checkpoint_lock(storage, "ckpt repair", break_lock=break_lock))
+    lock = checkpoint_lock(storage, "ckpt repair", break_lock=break_lock)
+    with lock if apply else nullcontext():
         ckpt = Checkpoint.open(storage, progress=progress)
         plan = plan_repair(ckpt, rollback_to=rollback_to, snapshot=snapshot, progress=progress)
         if plan.refused:
