@@ -26,8 +26,8 @@ sys.path.insert(0, str(HERE))
 
 from bench_validate import build  # noqa: E402
 
+from ckpt_cli.cleanup import apply_cleanup, plan_cleanup  # noqa: E402
 from ckpt_cli.model import Checkpoint  # noqa: E402
-from ckpt_cli.retention import apply_cleanup, plan_cleanup  # noqa: E402
 
 
 def _cpu() -> float:

@@ -35,8 +35,8 @@ sys.path.insert(0, str(HERE))
 
 from synthetic import build  # noqa: E402
 
+from ckpt_cli.cleanup import apply_cleanup, plan_cleanup  # noqa: E402
 from ckpt_cli.model import Checkpoint  # noqa: E402
-from ckpt_cli.retention import apply_cleanup, plan_cleanup  # noqa: E402
 from ckpt_cli.storage import StorageStats  # noqa: E402
 from ckpt_cli.validate import validate  # noqa: E402
 from ckpt_cli.versions import describe_versions  # noqa: E402

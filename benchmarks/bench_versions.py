@@ -80,7 +80,7 @@ def main() -> None:
         timings.append(time.perf_counter() - start)
         list_calls = checkpoint.storage.stats.list
         reads = checkpoint.storage.stats.files_read
-    parts = len(report["operators"][0]["stores"][0]["partitions"])
+    parts = len(report.operators[0].stores[0].partitions)
 
     cli = [sys.executable, "-m", "ckpt_cli", "versions", str(root), "--json"]
     start = time.perf_counter()

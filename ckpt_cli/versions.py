@@ -1,20 +1,121 @@
 """``ckpt versions``: batches, operators, stores, partitions and state store versions.
 
-:func:`describe_versions` returns one plain, JSON-ready dict (the schema is documented in the
-README); the CLI renders it as Rich tables or writes it as JSON.
+:func:`describe_versions` returns a :class:`VersionsReport` (its JSON is documented in the
+README); the CLI renders it as Rich tables or writes its JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
 from ckpt_cli.model import Checkpoint, FileKind, Partition
+from ckpt_cli.results import Report
 
 
-def _partition_json(part: Partition) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PartitionVersions:
+    id: int
+    path: str
+    versions: list[int]
+    min_version: int | None
+    max_version: int | None
+    snapshot_versions: list[int]  # .snapshot (HDFS) or .zip (RocksDB): a full copy of the state
+    files: int
+    bytes: int
+    shared_files: int
+    # Checkpoint format v2: the uniqueIds of each version's files (several after retries).
+    unique_ids: dict[str, list[str]]
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        if not self.unique_ids:
+            del out["unique_ids"]
+        return out
+
+
+@dataclass(frozen=True)
+class StoreVersions:
+    name: str
+    provider: str
+    schema_files: list[str]
+    num_partitions: int
+    min_version: int | None
+    max_version: int | None
+    partitions: list[PartitionVersions]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "partitions": [p.to_json() for p in self.partitions]}
+
+
+@dataclass(frozen=True)
+class OperatorVersions:
+    id: int
+    name: str | None  # from the operator metadata file (Spark 4.0+)
+    path: str
+    metadata_files: list[str]
+    stores: list[StoreVersions]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "stores": [s.to_json() for s in self.stores]}
+
+
+@dataclass(frozen=True)
+class Batches:
+    offsets: list[int]
+    commits: list[int]
+    latest_offsets: int | None
+    latest_committed: int | None
+    in_flight: list[int]
+    offsets_gaps: list[int]
+    commits_gaps: list[int]
+    commits_without_offsets: list[int]
+    latest_batch_watermark_ms: int | None
+    latest_batch_timestamp_ms: int | None
+
+
+@dataclass(frozen=True)
+class Settings:
+    shuffle_partitions: int | None
+    state_store_provider: str | None
+    compression_codec: str | None
+    checkpoint_format_version: int
+    offsets_log_version: int | None
+    sources: int | None
+
+
+@dataclass(frozen=True)
+class FileCounts:
+    count: int
+    bytes: int
+    by_kind: dict[str, int]
+    temp: list[str]  # leftovers of interrupted writes
+    unknown: list[str]
+
+
+@dataclass(frozen=True)
+class VersionsReport(Report):
+    """Everything ``ckpt versions`` shows. A description, never a problem: ``validate`` judges."""
+
+    checkpoint: str
+    query_id: str | None
+    batches: Batches
+    settings: Settings
+    conf: dict[str, str]
+    operators: list[OperatorVersions]
+    files: FileCounts
+
+    def body_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "operators": [op.to_json() for op in self.operators],
+        }
+
+
+def _partition_versions(part: Partition) -> PartitionVersions:
     versions = part.version_ids
     snapshots = []
     ids: dict[str, list[str]] = {}
@@ -25,20 +126,60 @@ def _partition_json(part: Partition) -> dict[str, Any]:
             unique = sv.unique_ids
             if unique:
                 ids[str(v)] = unique
-    out: dict[str, Any] = {
-        "id": part.id,
-        "path": part.path,
-        "versions": versions,
-        "min_version": versions[0] if versions else None,
-        "max_version": versions[-1] if versions else None,
-        "snapshot_versions": snapshots,
-        "files": len(part.files),
-        "bytes": part.bytes,
-        "shared_files": len(part.shared_files),
-    }
-    # Checkpoint format v2: the uniqueIds of each version's files (several after retries).
-    if ids:
-        out["unique_ids"] = ids
+    return PartitionVersions(
+        id=part.id,
+        path=part.path,
+        versions=versions,
+        min_version=versions[0] if versions else None,
+        max_version=versions[-1] if versions else None,
+        snapshot_versions=snapshots,
+        files=len(part.files),
+        bytes=part.bytes,
+        shared_files=len(part.shared_files),
+        unique_ids=ids,
+    )
+
+
+def _operators(
+    checkpoint: Checkpoint, operator: int | None, partitions: Sequence[int] | None
+) -> list[OperatorVersions]:
+    wanted_parts = set(partitions) if partitions else None
+    out = []
+    for op in checkpoint.operators.values():
+        if operator is not None and op.id != operator:
+            continue
+        try:
+            meta = checkpoint.operator_metadata(op.id)
+        except FormatError:
+            meta = None  # Spark restarts without it too; validate reports it
+        stores = []
+        for store in op.stores.values():
+            parts = [
+                _partition_versions(p)
+                for p in store.partitions.values()
+                if wanted_parts is None or p.id in wanted_parts
+            ]
+            all_versions = [v for p in store.partitions.values() for v in p.versions]
+            stores.append(
+                StoreVersions(
+                    name=store.name,
+                    provider=store.provider,
+                    schema_files=[f.path for f in store.schema_files],
+                    num_partitions=len(store.partitions),
+                    min_version=min(all_versions) if all_versions else None,
+                    max_version=max(all_versions) if all_versions else None,
+                    partitions=parts,
+                )
+            )
+        out.append(
+            OperatorVersions(
+                id=op.id,
+                name=meta.operator_name if meta else None,
+                path=op.path,
+                metadata_files=[f.path for f in op.metadata_files],
+                stores=stores,
+            )
+        )
     return out
 
 
@@ -46,87 +187,47 @@ def describe_versions(
     checkpoint: Checkpoint,
     operator: int | None = None,
     partitions: Sequence[int] | None = None,
-) -> dict[str, Any]:
-    """Everything ``ckpt versions`` shows, as a JSON-ready dict."""
+) -> VersionsReport:
+    """Everything ``ckpt versions`` shows, optionally for one operator and some partitions."""
     ops = checkpoint.operators
     if operator is not None and operator not in ops:
         known = ", ".join(str(o) for o in ops) or "none"
         raise CkptError(
             f"{checkpoint.storage.url}: operator {operator} has no state (operators: {known})"
         )
-    wanted_parts = set(partitions) if partitions else None
     batches = checkpoint.batches
     latest = checkpoint.latest_offsets
     conf = checkpoint.conf
-
-    operators_json = []
-    for op in ops.values():
-        if operator is not None and op.id != operator:
-            continue
-        try:
-            meta = checkpoint.operator_metadata(op.id)
-        except FormatError:
-            meta = None  # Spark restarts without it too; validate reports it
-        stores_json = []
-        for store in op.stores.values():
-            parts = [
-                _partition_json(p)
-                for p in store.partitions.values()
-                if wanted_parts is None or p.id in wanted_parts
-            ]
-            all_versions = [v for p in store.partitions.values() for v in p.versions]
-            stores_json.append(
-                {
-                    "name": store.name,
-                    "provider": store.provider,
-                    "schema_files": [f.path for f in store.schema_files],
-                    "num_partitions": len(store.partitions),
-                    "min_version": min(all_versions) if all_versions else None,
-                    "max_version": max(all_versions) if all_versions else None,
-                    "partitions": parts,
-                }
-            )
-        operators_json.append(
-            {
-                "id": op.id,
-                "name": meta.operator_name if meta else None,
-                "path": op.path,
-                "metadata_files": [f.path for f in op.metadata_files],
-                "stores": stores_json,
-            }
-        )
-
-    total_bytes = sum(f.entry.size for f in checkpoint.files)
-    return {
-        "checkpoint": checkpoint.storage.url,
-        "query_id": checkpoint.query_id,
-        "batches": {
-            "offsets": list(batches.offsets),
-            "commits": list(batches.commits),
-            "latest_offsets": batches.latest_offsets,
-            "latest_committed": batches.latest_committed,
-            "in_flight": list(batches.in_flight),
-            "offsets_gaps": list(batches.offsets_gaps),
-            "commits_gaps": list(batches.commits_gaps),
-            "commits_without_offsets": list(batches.commits_without_offsets),
-            "latest_batch_watermark_ms": latest.batch_watermark_ms if latest else None,
-            "latest_batch_timestamp_ms": latest.batch_timestamp_ms if latest else None,
-        },
-        "settings": {
-            "shuffle_partitions": latest.shuffle_partitions if latest else None,
-            "state_store_provider": checkpoint.configured_provider,
-            "compression_codec": conf.get(logs.COMPRESSION_CODEC, "lz4") if latest else None,
-            "checkpoint_format_version": checkpoint.checkpoint_format_version,
-            "offsets_log_version": latest.log_version if latest else None,
-            "sources": len(latest.source_offsets) if latest else None,
-        },
-        "conf": conf,
-        "operators": operators_json,
-        "files": {
-            "count": len(checkpoint.files),
-            "bytes": total_bytes,
-            "by_kind": checkpoint.count_by_kind(),
-            "temp": [f.path for f in checkpoint.of_kind(FileKind.TEMP)],
-            "unknown": [f.path for f in checkpoint.of_kind(FileKind.UNKNOWN)],
-        },
-    }
+    return VersionsReport(
+        checkpoint=checkpoint.storage.url,
+        query_id=checkpoint.query_id,
+        batches=Batches(
+            offsets=list(batches.offsets),
+            commits=list(batches.commits),
+            latest_offsets=batches.latest_offsets,
+            latest_committed=batches.latest_committed,
+            in_flight=list(batches.in_flight),
+            offsets_gaps=list(batches.offsets_gaps),
+            commits_gaps=list(batches.commits_gaps),
+            commits_without_offsets=list(batches.commits_without_offsets),
+            latest_batch_watermark_ms=latest.batch_watermark_ms if latest else None,
+            latest_batch_timestamp_ms=latest.batch_timestamp_ms if latest else None,
+        ),
+        settings=Settings(
+            shuffle_partitions=latest.shuffle_partitions if latest else None,
+            state_store_provider=checkpoint.configured_provider,
+            compression_codec=conf.get(logs.COMPRESSION_CODEC, "lz4") if latest else None,
+            checkpoint_format_version=checkpoint.checkpoint_format_version,
+            offsets_log_version=latest.log_version if latest else None,
+            sources=len(latest.source_offsets) if latest else None,
+        ),
+        conf=conf,
+        operators=_operators(checkpoint, operator, partitions),
+        files=FileCounts(
+            count=len(checkpoint.files),
+            bytes=sum(f.entry.size for f in checkpoint.files),
+            by_kind=checkpoint.count_by_kind(),
+            temp=[f.path for f in checkpoint.of_kind(FileKind.TEMP)],
+            unknown=[f.path for f in checkpoint.of_kind(FileKind.UNKNOWN)],
+        ),
+    )

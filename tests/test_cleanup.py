@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.cleanup import plan_cleanup
 from ckpt_cli.model import Checkpoint
-from ckpt_cli.retention import plan_cleanup
 from tests.conftest import CASES, CASES_DIR, Case, case_params, run_cli
 from tests.fixture_copies import age_everything
 
@@ -94,7 +94,7 @@ def test_dry_run_changes_nothing(tmp_path: Path) -> None:
     before = sorted(p for p in root.rglob("*"))
     result = run_cli("cleanup", str(root), "--retain", "1")
     assert result.exit_code == 0
-    assert "Dry run" in result.stdout and "old_version" in result.stdout
+    assert "Dry run" in result.stdout and "OLD_VERSION" in result.stdout
     assert sorted(p for p in root.rglob("*")) == before
 
 
@@ -107,7 +107,7 @@ def test_orphans_exit_code_and_classes(tmp_path: Path) -> None:
     result = run_cli("orphans", str(root), "--retain", "1", "--json")
     assert result.exit_code == 1
     report: dict[str, Any] = result.json()
-    assert {"temp", "old_version", "old_shared_file", "old_log"} <= set(report["by_class"])
+    assert {"TEMP", "OLD_VERSION", "OLD_SHARED_FILE", "OLD_LOG"} <= set(report["by_class"])
     assert report["bytes"] == sum(d["size"] for d in report["deletions"])
 
 
@@ -157,9 +157,9 @@ def test_retain_default(tmp_path: Path) -> None:
 
 def test_deletion_order_is_crash_safe() -> None:
     plan = plan_cleanup(Checkpoint.open(str(ROCKS)), retain=1, min_age=0)
-    classes = [d.klass for d in plan.deletions if d.klass != "checksum"]
-    last_own = max(i for i, c in enumerate(classes) if c in ("old_version", "old_log"))
-    first_shared = min(i for i, c in enumerate(classes) if c.endswith("shared_file"))
+    classes = [d.klass for d in plan.deletions if d.klass != "CHECKSUM"]
+    last_own = max(i for i, c in enumerate(classes) if c in ("OLD_VERSION", "OLD_LOG"))
+    first_shared = min(i for i, c in enumerate(classes) if c.endswith("SHARED_FILE"))
     assert last_own < first_shared
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.cleanup import scan_orphans
 from ckpt_cli.engine import LocalEngine, SparkEngine
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import plan_partition, resolve_target, write_dataset
-from ckpt_cli.retention import scan_orphans
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import validate
 from tests.conftest import CASES, CASES_DIR, Case
@@ -57,8 +57,10 @@ def test_orphans_recursive_same_on_spark(spark: Any) -> None:  # noqa: F811
     storage = Storage.from_url(str(CASES_DIR))
     local = scan_orphans(storage, LocalEngine(2), retain=1, min_age=0, now=2e9)
     remote = scan_orphans(storage, SparkEngine(spark), retain=1, min_age=0, now=2e9)
-    assert json.dumps(remote, sort_keys=True) == json.dumps(local, sort_keys=True)
-    assert len(local) == len(CASES)
+    assert json.dumps(remote.to_json(), sort_keys=True) == json.dumps(
+        local.to_json(), sort_keys=True
+    )
+    assert len(local.checkpoints) == len(CASES)
 
 
 def _cli_json(*args: str) -> dict[str, Any]:

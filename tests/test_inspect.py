@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.inspect import split_file_location
+from ckpt_cli.files import split_file_location
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.state import decoded_rows, json_value, load_state, plan_version
 from tests.conftest import CASES_DIR, run_cli

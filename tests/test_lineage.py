@@ -175,7 +175,7 @@ def test_orphans_lists_an_untracked_sst_spark_keeps(tmp_path: Path) -> None:
     assert rel not in {d["path"] for d in plan["deletions"] + plan["kept_too_young"]}
     kept = [k for k in plan["kept"] if k["path"] == rel]
     assert len(kept) == 1 and kept[0]["size"] == extra.stat().st_size
-    assert kept[0]["class"] == "orphan_shared_file" and "Spark keeps it" in kept[0]["reason"]
+    assert kept[0]["class"] == "ORPHAN_SHARED_FILE" and "Spark keeps it" in kept[0]["reason"]
     human = run_cli("orphans", str(root), "--min-age", "0")
     assert "kept" in human.stdout and extra.name in human.stdout.replace("\n", "")
 
@@ -204,7 +204,7 @@ def test_validate_reports_an_unchosen_attempt_as_orphan_info(tmp_path: Path) -> 
     assert orphans[0]["severity"] == "info" and uid in orphans[0]["message"]
     plan = run_cli("orphans", str(root), "--min-age", "0", "--json").json()
     assert {d["class"] for d in plan["deletions"] if d["path"].endswith(lost.name)} == {
-        "lost_attempt"
+        "LOST_ATTEMPT"
     }
 
 

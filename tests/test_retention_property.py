@@ -24,10 +24,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ckpt_cli.cleanup import plan_cleanup
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats.compression import compress
 from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.retention import plan_cleanup
 from ckpt_cli.state import StateUnavailable, plan_version
 from ckpt_cli.storage import Listing
 

@@ -6,6 +6,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,13 +16,17 @@ import typer
 from rich.console import Console
 
 from ckpt_cli import exit_codes
-from ckpt_cli.errors import CkptError
+from ckpt_cli.cli.output import Renderer, exit_code, renderer
+from ckpt_cli.cli.output import write_json as write_json  # commands still import it from here
+from ckpt_cli.errors import CkptError, UsageError
+from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.results import Confirm, Result
 from ckpt_cli.secrets import is_secret_option, remember, remember_urls, scrub
-from ckpt_cli.storage import StorageStats
+from ckpt_cli.storage import Storage, StorageStats
 
 P = ParamSpec("P")
-R = TypeVar("R")
+ResultT = TypeVar("ResultT", bound=Result)
 
 # -- shared options (one spelling for every command) -------------------------------------------
 
@@ -67,6 +72,58 @@ PathArg = Annotated[
 ]
 
 
+# -- options of the commands that change a checkpoint (cleanup, repair) ---------------------
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str, option: str = "--min-age") -> float:
+    """``30s``, ``15m``, ``12h``, ``3d``, ``1w`` or plain seconds; anything else is a usage
+    error (one line, exit 2)."""
+    match = re.fullmatch(r"\s*(\d{1,12}(?:\.\d{1,9})?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise UsageError(
+            f"{option} {text!r}: expected a duration like 30s, 15m, 12h, 3d, 1w or plain seconds"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+RetainOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--retain",
+        min=1,
+        help="Batches to keep restartable (default: spark.sql.streaming.minBatchesToRetain "
+        "from the offsets conf, else Spark's default 100).",
+        show_default=False,
+    ),
+]
+MinAgeOpt = Annotated[
+    str,
+    typer.Option(
+        "--min-age",
+        help="Never delete files modified more recently than this (30s, 15m, 12h, 3d, 1w or "
+        "seconds). Below the default 1h, --apply needs --force.",
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Go ahead although the query looks active, a file is younger than --min-age, or "
+        "--min-age is below the default 1h.",
+    ),
+]
+BreakLockOpt = Annotated[
+    bool,
+    typer.Option(
+        "--break-lock",
+        help="Remove a stale checkpoint lock (its process is gone, or it is older than 12 h) "
+        "left by a killed cleanup or repair.",
+    ),
+]
+
+
 @dataclass
 class RunState:
     """Set by the root callback and by each command, read by the error boundary."""
@@ -95,15 +152,6 @@ def begin(*, json_output: bool = False, quiet: bool = False) -> None:
     """Record the output mode of the running command for the error boundary."""
     STATE.json = json_output
     STATE.quiet = quiet
-
-
-def write_json(obj: Any) -> None:
-    if STATE.stats and isinstance(obj, dict):
-        obj = {**obj, "requests": STATE.requests.to_json()}
-        STATE.stats_reported = True
-    # Never through Rich: it wraps lines and interprets markup.
-    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
-    sys.stdout.flush()
 
 
 def parse_storage_options(values: list[str] | None) -> dict[str, Any]:
@@ -166,53 +214,67 @@ def _remember_nested(value: Any) -> None:
             _remember_nested(v)
 
 
-class RichProgress:
-    """A ProgressSink drawing a transient Rich progress bar (or spinner) on stderr."""
-
-    def __init__(self, console: Console) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
-        self._task: Any = None
-
-    def start(self, description: str, total: int | None = None) -> None:
-        if self._task is None:
-            self._progress.start()
-            self._task = self._progress.add_task(description, total=total)
-        else:
-            self._progress.update(self._task, description=description, total=total, completed=0)
-
-    def advance(self, n: int = 1) -> None:
-        if self._task is not None:
-            self._progress.advance(self._task, n)
-
-    def close(self) -> None:
-        if self._task is not None:
-            self._progress.stop()
-            self._task = None
-
-
 def progress_sink() -> ProgressSink:
     """A Rich progress bar when stderr is a terminal and the output is for humans."""
     console = stderr_console()
     if STATE.json or STATE.quiet or not console.is_terminal:
         return NULL_PROGRESS
+    from ckpt_cli.cli.progress import RichProgress
+
     return RichProgress(console)
+
+
+@dataclass
+class Session:
+    """What the options every command shares set up: the output format and its renderer,
+    the storage options, and the progress sink."""
+
+    fmt: str
+    storage_options: dict[str, Any]
+    progress: ProgressSink
+    out: Renderer
+
+    def storage(self, location: str) -> Storage:
+        return Storage.from_url(location, self.storage_options, STATE.requests)
+
+    def open(self, location: str) -> Checkpoint:
+        return Checkpoint.open(
+            location, self.storage_options, progress=self.progress, stats=STATE.requests
+        )
+
+    def render(self, result: ResultT) -> ResultT:
+        self.out.render(result)
+        return result
+
+    def confirm(self, *, yes: bool, action: str, unattended: str) -> Confirm:
+        """Show the plan, then ask (unless ``yes``); refuse without a terminal to ask on."""
+
+        def ask(plan: Result, question: str) -> bool:
+            self.out.show(plan)
+            if yes:
+                return True
+            if not sys.stdin.isatty():
+                raise CkptError(
+                    f"refusing to {action} without confirmation: stdin is not a terminal",
+                    hint=f"add --yes to {unattended} unattended",
+                )
+            return typer.confirm(question, err=True)
+
+        return ask
+
+
+def start(
+    json_output: bool = False,
+    quiet: bool = False,
+    storage_option: list[str] | None = None,
+    **display: Any,
+) -> Session:
+    """The preamble of every command; ``display``: options of its text rendering."""
+    begin(json_output=json_output, quiet=quiet)
+    fmt = "json" if json_output else "text"
+    return Session(
+        fmt, parse_storage_options(storage_option), progress_sink(), renderer(fmt, **display)
+    )
 
 
 def report_error(exc: CkptError) -> None:
@@ -220,7 +282,8 @@ def report_error(exc: CkptError) -> None:
     from rich.markup import escape
 
     err = stderr_console()
-    message, hint = scrub(exc.message), scrub(exc.hint) if exc.hint else None
+    message = scrub(cli_words(exc.message))
+    hint = scrub(cli_words(exc.hint)) if exc.hint else None
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     if hint and not STATE.quiet:
         err.print(f"[dim]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
@@ -228,6 +291,22 @@ def report_error(exc: CkptError) -> None:
         write_json(
             {"status": "error", "errors": [{**exc.to_json(), "message": message, "hint": hint}]}
         )
+
+
+# The library names its parameters (``min_age=0s``, ``force=True``); on the command line they
+# are options.
+_PARAMETERS = {
+    "min_age=": "--min-age ",
+    "retain=": "--retain ",
+    "rollback_to=": "--rollback-to ",
+    "force=True": "--force",
+}
+_PARAMETER_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PARAMETERS) + ")")
+
+
+def cli_words(text: str) -> str:
+    """A library message in the command line's words: its parameters as options."""
+    return _PARAMETER_RE.sub(lambda m: _PARAMETERS[m.group(1)], text)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -258,21 +337,24 @@ def _report_stats() -> None:
         stderr_console().print(STATE.requests.summary(), soft_wrap=True, markup=False)
 
 
-def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn library errors into one line and exit code 2; no traceback unless --debug.
+def error_boundary(func: Callable[P, Result | None]) -> Callable[P, None]:
+    """Exit with the code of the result the command returns (the one place that decides it);
+    turn library errors into one line and exit code 2, no traceback unless --debug.
 
     Also gives the command a ``--stats`` option, reported when it ends however it ends.
     """
 
     @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         STATE.stats = bool(kwargs.pop("stats", False))
         STATE.stats_reported = False
         STATE.requests = StorageStats()  # a command counts from zero
         try:
-            return _guarded(func, *args, **kwargs)
+            result = _guarded(func, *args, **kwargs)
         finally:
             _report_stats()
+        if result is not None:
+            raise typer.Exit(exit_code(result))
 
     signature = inspect.signature(func, eval_str=True)  # typer reads __signature__ as is
     stats = inspect.Parameter("stats", inspect.Parameter.KEYWORD_ONLY, default=False)
@@ -283,7 +365,7 @@ def error_boundary(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _guarded(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+def _guarded(func: Callable[P, Result | None], *args: P.args, **kwargs: P.kwargs) -> Result | None:
     for value in [*args, *kwargs.values()]:
         # Checkpoint, output and option URLs: their passwords are masked in all we print.
         for text in value if isinstance(value, list) else [value]:

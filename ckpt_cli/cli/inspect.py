@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from ckpt_cli import exit_codes
 from ckpt_cli.cli.common import (
-    STATE,
     JsonOpt,
     QuietOpt,
     StorageOpt,
-    begin,
     error_boundary,
-    parse_storage_options,
-    progress_sink,
-    stdout_console,
-    write_json,
+    start,
 )
-from ckpt_cli.cli.versions import human_bytes
-from ckpt_cli.inspect import DEFAULT_LIMIT, inspect_file, split_file_location
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.files import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
 
 
 @error_boundary
@@ -52,7 +41,7 @@ def inspect(
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
-) -> None:
+) -> FileReport:
     """Show what one checkpoint file is and what is in it.
 
     For a .delta, .snapshot or .changelog: the codec found in the bytes, the changelog
@@ -65,100 +54,6 @@ def inspect(
 
     Exit code 1 when the file is damaged (the report says how), 2 when it cannot be read.
     """
-    begin(json_output=json_output, quiet=quiet)
-    if checkpoint is None:
-        root, rel = split_file_location(file)
-    else:
-        root, rel = checkpoint, file
-    ckpt = Checkpoint.open(
-        root,
-        parse_storage_options(storage_option),
-        progress=progress_sink(),
-        stats=STATE.requests,
-    )
-    report = inspect_file(ckpt, rel, limit=limit)
-    status = "problems" if report["problems"] else "ok"
-    if json_output:
-        write_json({"status": status, **report})
-    else:
-        render(report, stdout_console())
-    raise typer.Exit(exit_codes.PROBLEMS if report["problems"] else exit_codes.OK)
-
-
-def _short(value: Any, width: int = 100) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def render(report: dict[str, Any], console: Console) -> None:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    grid.add_row("File", report["path"])
-    grid.add_row("Kind", report["kind"])
-    grid.add_row("Size", human_bytes(report["size"]))
-    if report.get("store"):
-        s = report["store"]
-        where = f"operator {s['operator']} · partition {s['partition']} · store {s['store']}"
-        if report.get("version") is not None:
-            where += f" · version {report['version']}"
-        if report.get("unique_id"):
-            where += f" · uniqueId {report['unique_id']}"
-        grid.add_row("State", where)
-    if report.get("batch") is not None:
-        grid.add_row("Batch", str(report["batch"]))
-    if report.get("target"):
-        grid.add_row("Covers", report["target"])
-    if "codec" in report:
-        codec = report["codec"] or "unknown"
-        if report["codec"] and report["codec"] != report["configured_codec"]:
-            codec += f" (conf says {report['configured_codec']})"
-        grid.add_row("Codec", codec)
-    if report.get("changelog_format_version") is not None:
-        grid.add_row("Changelog", f"format v{report['changelog_format_version']}")
-    if report.get("lineage") is not None:
-        lineage = ", ".join(f"{e['version']}_{e['unique_id'][:8]}" for e in report["lineage"])
-        grid.add_row("Lineage", lineage or "(empty: no ancestors)")
-    recs = report.get("records")
-    if recs:
-        if "puts" in recs:
-            text = (
-                f"{recs['total']} ({recs['puts']} puts, {recs['deletes']} deletes, "
-                f"{recs['merges']} merges) · {human_bytes(recs['decompressed_bytes'])} decompressed"
-            )
-            text += " · end marker found" if recs["complete"] else " · [red]no end marker[/]"
-        else:
-            text = f"{recs['total']} keys"
-        grid.add_row("Records", text)
-    meta = report.get("metadata")
-    if meta:
-        grid.add_row("numKeys", str(meta["num_keys"]))
-        files = meta["shared_files"]
-        ok = sum(1 for f in files if f["status"] == "ok")
-        grid.add_row("Shared files", f"{len(files)} named, {ok} present with the right size")
-        entries = ", ".join(e["name"] for e in report["zip_entries"])
-        grid.add_row("Zip entries", entries)
-    for check in report.get("checksums", []):
-        grid.add_row("Checksum", f"{check['path']}: {'ok' if check['ok'] else '[red]bad[/]'}")
-    header = report.get("header")
-    if header:
-        for key, value in header.items():
-            grid.add_row(key, _short(value))
-    console.print(grid)
-    rows = report.get("rows")
-    if rows:
-        table = Table(title=f"First {len(rows)} rows", title_justify="left")
-        has_type = "type" in rows[0]
-        if has_type:
-            table.add_column("type")
-        table.add_column("key", overflow="fold")
-        table.add_column("value", overflow="fold")
-        for row in rows:
-            cells = [
-                _short(row["key"], 60),
-                _short(row["value"], 80) if row["value"] is not None else "-",
-            ]
-            table.add_row(*([row["type"]] if has_type else []), *cells)
-        console.print(table)
-    for problem in report["problems"]:
-        console.print(f"[red]problem:[/] {problem}")
+    run = start(json_output, quiet, storage_option)
+    root, rel = split_file_location(file) if checkpoint is None else (checkpoint, file)
+    return run.render(inspect_file(run.open(root), rel, limit=limit))

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ckpt_cli.units import human_bytes
+
 
 @dataclass
 class StorageStats:
@@ -54,16 +56,7 @@ class StorageStats:
             )
         )
         extra = f", {self.other} other" if self.other else ""
-        return f"requests: {counts}{extra}; {_human_bytes(self.bytes_read)} read"
-
-
-def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{n} B"
+        return f"requests: {counts}{extra}; {human_bytes(self.bytes_read)} read"
 
 
 _S3_KINDS = {

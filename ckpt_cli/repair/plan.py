@@ -20,27 +20,14 @@ restores the checkpoint byte for byte. Every apply ends with ``validate``.
 
 from __future__ import annotations
 
-import json
-import struct
-import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.errors import CheckpointNotFound, CkptError, FormatError
-from ckpt_cli.formats import checksums, compression
-from ckpt_cli.lock import checkpoint_lock
+from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.retention import (
-    DEFAULT_MIN_AGE_SECONDS,
-    check_min_age,
-    check_not_active,
-    check_old_enough,
-)
-from ckpt_cli.state import codec_of, iter_state, plan_version
-from ckpt_cli.storage import Storage, StorageStats
-from ckpt_cli.validate import ERROR, Finding, ValidationReport, validate
+from ckpt_cli.results import Result
+from ckpt_cli.validate import ERROR, Finding, validate
 
 QUARANTINE = "quarantine"
 REWRITE_CRC = "rewrite_checksum"
@@ -72,6 +59,7 @@ _REFUSE_CODES = {
     "LIMIT_EXCEEDED": "a file is beyond ckpt's safety limits (raise the limit to check it)",
     # Not damage: the Spark that wrote the file may read it; rolling back would discard it.
     "UNSUPPORTED_VERSION": "a file has a version ckpt does not read (maybe a newer Spark's)",
+    "UNKNOWN_LOG_VERSION": "a log entry has a version ckpt does not read (maybe a newer Spark's)",
 }
 
 
@@ -88,7 +76,10 @@ class Action:
 
 
 @dataclass
-class RepairPlan:
+class RepairPlan(Result):
+    """The repairs to make; ``refused`` when the damage is beyond them (then nothing is done).
+    Problems when there is anything to repair."""
+
     checkpoint: str
     findings: list[Finding]
     actions: list[Action] = field(default_factory=list)
@@ -96,7 +87,12 @@ class RepairPlan:
     refused: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def ok(self) -> bool:
+        return not self.actions
+
+    def body_json(self) -> dict[str, Any]:
+        # Also what manifests and the repair's own document hold.
         return {
             "checkpoint": self.checkpoint,
             "rollback_to": self.rollback_to,
@@ -110,7 +106,7 @@ class RepairPlan:
 # -- planning ------------------------------------------------------------------------------------
 
 
-def _sidecars(ckpt: Checkpoint) -> dict[str, list[CheckpointFile]]:
+def sidecars_by_file(ckpt: Checkpoint) -> dict[str, list[CheckpointFile]]:
     out: dict[str, list[CheckpointFile]] = {}
     for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
         if f.target:
@@ -179,7 +175,7 @@ def plan_repair(
     if plan.refused:
         return plan
     planned: set[str] = set()
-    sidecars = _sidecars(ckpt)
+    sidecars = sidecars_by_file(ckpt)
 
     def add(kind: str, path: str, reason: str, order: int = 0, **details: Any) -> None:
         if path in planned:
@@ -207,12 +203,10 @@ def plan_repair(
             return plan
     if target is not None:
         if latest is not None and target > latest:
-            raise CkptError(f"--rollback-to {target}: the latest committed batch is {latest}")
+            raise CkptError(f"rollback_to={target}: the latest committed batch is {latest}")
         why = _batch_restartable(ckpt, target)
         if why is not None:
-            raise CkptError(
-                f"--rollback-to {target}: Spark could not restart from it either: {why}"
-            )
+            raise CkptError(f"rollback_to={target}: Spark could not restart from it either: {why}")
         later_logs = [x for x in ckpt.batches.offsets + ckpt.batches.commits if x > target]
         if later_logs:
             plan.rollback_to = target
@@ -314,235 +308,3 @@ def _plan_snapshots(ckpt: Checkpoint, plan: RepairPlan, add: Any) -> None:
                     partition=part.id,
                     version=version,
                 )
-
-
-# -- applying ------------------------------------------------------------------------------------
-
-
-@dataclass
-class RepairResult:
-    manifest: str
-    moved: int
-    rewritten: int
-    written: int
-    validation: ValidationReport
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "manifest": self.manifest,
-            "moved": self.moved,
-            "rewritten": self.rewritten,
-            "written": self.written,
-            "validation": self.validation.to_json(),
-        }
-
-
-def default_quarantine(ckpt: Checkpoint, now: float) -> str:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    return f"{ckpt.storage.root.rstrip('/')}.ckpt-quarantine/{stamp}"
-
-
-def hadoop_crc_bytes(data: bytes, bytes_per_checksum: int = 512) -> bytes:
-    """Hadoop's ``ChecksumFileSystem`` sidecar for ``data`` (CRC-32 per chunk)."""
-    sums = [
-        zlib.crc32(data[i : i + bytes_per_checksum])
-        for i in range(0, len(data), bytes_per_checksum)
-    ]
-    return (
-        checksums.HADOOP_CRC_MAGIC
-        + struct.pack(">i", bytes_per_checksum)
-        + struct.pack(f">{len(sums)}I", *sums)
-    )
-
-
-def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
-    import google_crc32c
-
-    obj = json.loads(old)
-    value = google_crc32c.value(data)
-    obj["value"] = value - (1 << 32) if value >= 1 << 31 else value
-    obj["mainFileSize"] = len(data)
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _snapshot_bytes(ckpt: Checkpoint, action: Action) -> bytes:
-    d = action.details
-    plan = plan_version(ckpt, d["operator"], d["partition"], d["version"], store=d["store"])
-    out = bytearray()
-    pack = struct.Struct(">i").pack
-    for key, value in iter_state(ckpt, plan):
-        out += pack(len(key)) + key + pack(len(value)) + value
-    out += pack(-1)
-    return compression.compress(bytes(out), codec_of(ckpt))
-
-
-def apply_repair(
-    ckpt: Checkpoint,
-    plan: RepairPlan,
-    *,
-    quarantine: str | None = None,
-    force: bool = False,
-    min_age: float = DEFAULT_MIN_AGE_SECONDS,
-    now: float | None = None,
-    break_lock: bool = False,
-    progress: ProgressSink = NULL_PROGRESS,
-) -> RepairResult:
-    """Carry ``plan`` out under the checkpoint lock, with cleanup's safety checks: a
-    ``min_age`` below the default, an active query and files younger than ``min_age`` are
-    refused unless ``force``; nothing resolving outside the checkpoint or the quarantine is
-    moved or written."""
-    if plan.refused:
-        raise CkptError(f"{ckpt.storage.url}: not repairing: {plan.refused[0]}")
-    storage = ckpt.storage
-    now = time.time() if now is None else now
-    check_min_age(min_age, force=force)
-    check_not_active(ckpt, min_age=min_age, now=now, force=force)
-    touched = [a.path for a in plan.actions if a.kind in (QUARANTINE, REWRITE_CRC)]
-    check_old_enough(ckpt, touched, min_age=min_age, now=now, force=force)
-    for action in plan.actions:
-        storage.contained(action.path)  # all checked before the first change
-    with checkpoint_lock(storage, "ckpt repair", break_lock=break_lock):
-        return _apply_repair(ckpt, plan, quarantine, now, progress)
-
-
-def _apply_repair(
-    ckpt: Checkpoint,
-    plan: RepairPlan,
-    quarantine: str | None,
-    now: float,
-    progress: ProgressSink,
-) -> RepairResult:
-    storage = ckpt.storage
-    where = (quarantine or default_quarantine(ckpt, now)).rstrip("/")
-    entries: list[dict[str, Any]] = []
-    manifest_path = f"{where}/manifest.json"
-
-    def save_manifest(done: bool) -> None:
-        body = {
-            "checkpoint": storage.root,
-            "checkpoint_url": storage.url,
-            "quarantine": where,
-            "created": now,
-            "complete": done,
-            "plan": plan.to_json(),
-            "changes": entries,
-        }
-        storage.write_bytes_absolute(
-            manifest_path, json.dumps(body, indent=1).encode(), within=where, atomic=True
-        )
-
-    # Write-ahead: each change is in the manifest (not yet "done") before it is made, and
-    # marked done after, so a repair killed at any point can be undone (undo_repair).
-    save_manifest(False)
-    moved = rewritten = written = 0
-    sidecars = _sidecars(ckpt)
-    progress.start("Repairing", total=len(plan.actions))
-
-    def intend(*changes: dict[str, Any]) -> list[dict[str, Any]]:
-        pending = [{**c, "done": False} for c in changes]
-        entries.extend(pending)
-        save_manifest(False)
-        return pending
-
-    try:
-        for action in plan.actions:
-            if action.kind == QUARANTINE:
-                dest = f"{where}/files/{action.path}"
-                pending = intend({"change": "moved", "path": action.path, "to": dest})
-                storage.move_out(action.path, dest, within=where)
-                moved += 1
-            elif action.kind == REWRITE_CRC:
-                main = action.details["covers"]
-                data = storage.read_bytes(main)
-                old = storage.read_bytes(action.path)
-                kind = next(
-                    (s.kind for s in sidecars.get(main, ()) if s.path == action.path),
-                    FileKind.HADOOP_CRC,
-                )
-                new = (
-                    hadoop_crc_bytes(data)
-                    if kind is FileKind.HADOOP_CRC
-                    else _spark_checksum_bytes(old, data)
-                )
-                dest = f"{where}/files/{action.path}"
-                # The original is saved whole before the change is recorded: undo can always
-                # write it back.
-                storage.write_bytes_absolute(dest, old, within=where)
-                pending = intend({"change": "rewritten", "path": action.path, "original": dest})
-                storage.write_bytes(action.path, new)
-                rewritten += 1
-            elif action.kind == WRITE_SNAPSHOT:
-                data = _snapshot_bytes(ckpt, action)
-                parent, _, name = action.path.rpartition("/")
-                crc = f"{parent}/.{name}.crc"
-                pending = intend(
-                    {"change": "created", "path": action.path},
-                    *([{"change": "created", "path": crc}] if storage.is_local else []),
-                )
-                storage.write_bytes(action.path, data, atomic=True)
-                if storage.is_local:
-                    storage.write_bytes(crc, hadoop_crc_bytes(data))
-                written += 1
-            else:
-                pending = []
-            for entry in pending:
-                entry["done"] = True
-            save_manifest(False)
-            progress.advance()
-    finally:
-        progress.close()
-        save_manifest(True)
-    after = validate(Checkpoint.open(storage))
-    return RepairResult(manifest_path, moved, rewritten, written, after)
-
-
-def undo_repair(
-    manifest: str,
-    storage_options: dict[str, Any] | None = None,
-    *,
-    break_lock: bool = False,
-    stats: StorageStats | None = None,
-) -> dict[str, Any]:
-    """Put every file a repair moved or rewrote back, and remove what it created, under the
-    checkpoint lock; nothing is moved from outside the manifest's quarantine. ``stats``
-    counts the requests made (default: not kept)."""
-    # The manifest's folder: its filesystem (bucket, container) is where the manifest is read.
-    folder = Storage.from_url(manifest.rpartition("/")[0] or manifest, storage_options, stats)
-    try:
-        body = json.loads(folder.read_text_absolute(manifest))
-    except CheckpointNotFound as exc:
-        raise CkptError(f"{manifest}: no such manifest") from exc
-    except CkptError as exc:
-        raise CkptError(f"{manifest}: not a readable repair manifest: {exc.message}") from exc
-    except (ValueError, RecursionError) as exc:
-        raise CkptError(f"{manifest}: not a readable repair manifest: {exc}") from exc
-    if not isinstance(body, dict) or "changes" not in body or "checkpoint" not in body:
-        raise CkptError(f"{manifest}: not a ckpt repair manifest")
-    root = body["checkpoint"]
-    url = str(body.get("checkpoint_url") or root)
-    location = root if "://" not in url else f"{url.split('://', 1)[0]}://{root.lstrip('/')}"
-    storage = Storage.from_url(location, storage_options, stats)
-    within = str(body.get("quarantine") or manifest.rsplit("/", 1)[0])
-    restored = removed = 0
-    with checkpoint_lock(storage, "ckpt repair --undo", break_lock=break_lock):
-        for change in reversed(body["changes"]):
-            path = change["path"]
-            # A change not marked done was interrupted: it may or may not have happened.
-            interrupted = change.get("done") is False
-            if change["change"] == "moved":
-                if interrupted and not storage.exists_absolute(change["to"]):
-                    continue  # never moved
-                storage.move_in(change["to"], path, within=within)
-                restored += 1
-            elif change["change"] == "rewritten":
-                original = storage.check_within(change["original"], within, change["original"])
-                storage.write_bytes(path, storage.read_bytes_absolute(original))
-                restored += 1
-            elif change["change"] == "created":
-                if interrupted and not storage.exists_absolute(storage.contained(path)):
-                    continue  # never written
-                storage.delete_many([path])
-                removed += 1
-            else:
-                raise FormatError(manifest, f"unknown change {change['change']!r}")
-    return {"checkpoint": url, "restored": restored, "removed": removed}

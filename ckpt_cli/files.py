@@ -1,6 +1,6 @@
 """``ckpt inspect``: what one checkpoint file is, its header facts and its first rows.
 
-The report is a JSON-ready dict. Problems found while reading (a truncated stream, a bad
+The report is a :class:`FileReport`. Problems found while reading (a truncated stream, a bad
 checksum, a zip naming a missing SST) go into ``problems`` with the rest of the facts still
 reported, so a damaged file can be looked at; a file that is not there is an error.
 """
@@ -10,12 +10,15 @@ from __future__ import annotations
 import io
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError, LimitExceededError, UnsupportedVersionError
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
+from ckpt_cli.layout import StoreLocation
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.results import Result
 from ckpt_cli.state import RowDecoder, codec_of, json_value, store_schema
 
 DEFAULT_LIMIT = 20
@@ -40,7 +43,7 @@ def split_file_location(location: str) -> tuple[str, str]:
         return head or "/", name
     raise CkptError(
         f"{location}: cannot tell which checkpoint this file belongs to",
-        hint="give the checkpoint with --checkpoint and the file relative to it",
+        hint="give the checkpoint root, and the file relative to it",
     )
 
 
@@ -67,31 +70,68 @@ def find_file(ckpt: Checkpoint, rel: str) -> CheckpointFile:
     raise CkptError(f"{rel}: no such file in the checkpoint {ckpt.storage.url}")
 
 
-def inspect_file(ckpt: Checkpoint, rel: str, *, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+@dataclass
+class FileReport(Result):
+    """``ckpt inspect``: what one file is, with its problems. What the file's kind adds (its
+    header, records, lineage, zip contents, first rows...) is in ``details``, JSON-ready."""
+
+    checkpoint: str
+    path: str
+    kind: FileKind
+    size: int
+    modified: float | None
+    store: StoreLocation | None
+    version: int | None
+    batch: int | None
+    unique_id: str | None
+    problems: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def body_json(self) -> dict[str, Any]:
+        store = self.store
+        return {
+            "checkpoint": self.checkpoint,
+            "path": self.path,
+            "kind": self.kind.value,
+            "size": self.size,
+            "modified": self.modified,
+            "store": (
+                {"operator": store.operator, "partition": store.partition, "store": store.store}
+                if store
+                else None
+            ),
+            "version": self.version,
+            "batch": self.batch,
+            "unique_id": self.unique_id,
+            "problems": self.problems,
+            **self.details,
+        }
+
+
+def inspect_file(ckpt: Checkpoint, rel: str, *, limit: int = DEFAULT_LIMIT) -> FileReport:
     f = find_file(ckpt, rel)
-    report: dict[str, Any] = {
-        "checkpoint": ckpt.storage.url,
-        "path": f.path,
-        "kind": f.kind.value,
-        "size": f.entry.size,
-        "modified": f.entry.mtime,
-        "store": (
-            {"operator": f.store.operator, "partition": f.store.partition, "store": f.store.store}
-            if f.store
-            else None
-        ),
-        "version": f.version,
-        "batch": f.batch,
-        "unique_id": f.unique_id,
-        "problems": [],
-    }
-    problems: list[str] = report["problems"]
+    report = FileReport(
+        ckpt.storage.url,
+        f.path,
+        f.kind,
+        f.entry.size,
+        f.entry.mtime,
+        f.store,
+        f.version,
+        f.batch,
+        f.unique_id,
+    )
+    problems = report.problems
     try:
         handler = _HANDLERS.get(f.kind)
         if handler is not None:
             handler(ckpt, f, report, limit)
         if f.kind in (FileKind.TEMP, FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
-            report["target"] = f.target
+            report.details["target"] = f.target
     except (LimitExceededError, UnsupportedVersionError):
         # Not damage to report: ckpt would not read on, or cannot read this version (one line,
         # exit 2, with the limit's or the version's hint).
@@ -105,27 +145,29 @@ def inspect_file(ckpt: Checkpoint, rel: str, *, limit: int = DEFAULT_LIMIT) -> d
 # -- per kind --------------------------------------------------------------------------------
 
 
-def _metadata(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int) -> None:
+def _metadata(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     meta = logs.parse_stream_metadata(f.path, ckpt.storage.read_bytes(f.path))
-    report["header"] = {"query_id": meta.query_id}
+    report.details["header"] = {"query_id": meta.query_id}
 
 
-def _offsets(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int) -> None:
+def _offsets(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     assert f.batch is not None
     seq = ckpt.offsets(f.batch)
-    report["header"] = {
+    report.details["header"] = {
         "log_version": seq.log_version,
         "batch_watermark_ms": seq.batch_watermark_ms,
         "batch_timestamp_ms": seq.batch_timestamp_ms,
         "conf": seq.conf,
     }
-    report["sources"] = [{"index": i, "offset": off} for i, off in enumerate(seq.source_offsets)]
+    report.details["sources"] = [
+        {"index": i, "offset": off} for i, off in enumerate(seq.source_offsets)
+    ]
 
 
-def _commit(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int) -> None:
+def _commit(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     assert f.batch is not None
     commit = ckpt.commit(f.batch)
-    report["header"] = {
+    report.details["header"] = {
         "log_version": commit.log_version,
         "next_batch_watermark_ms": commit.next_batch_watermark_ms,
         "state_unique_ids": (
@@ -136,11 +178,9 @@ def _commit(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: 
     }
 
 
-def _operator_metadata(
-    ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int
-) -> None:
+def _operator_metadata(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     meta = logs.parse_operator_metadata(f.path, ckpt.storage.read_bytes(f.path))
-    report["header"] = {
+    report.details["header"] = {
         "version": meta.version,
         "operator_id": meta.operator_id,
         "operator_name": meta.operator_name,
@@ -155,9 +195,9 @@ def _schema_json(schema: StructType) -> list[dict[str, Any]]:
     ]
 
 
-def _state_schema(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int) -> None:
+def _state_schema(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     schema = parse_state_schema(f.path, ckpt.storage.read_bytes(f.path))
-    report["header"] = _describe_schema(schema)
+    report.details["header"] = _describe_schema(schema)
 
 
 def _describe_schema(schema: StateSchema) -> dict[str, Any]:
@@ -176,15 +216,15 @@ def _describe_schema(schema: StateSchema) -> dict[str, Any]:
     }
 
 
-def _decoder_for(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any]) -> RowDecoder:
+def _decoder_for(ckpt: Checkpoint, f: CheckpointFile, report: FileReport) -> RowDecoder:
     assert f.store is not None
     provider = ckpt.operators[f.store.operator].stores[f.store.store].provider
     schema: StateSchema | None = None
     try:
         schema = store_schema(ckpt, f.store.operator, f.store.store)
     except FormatError as exc:
-        report["problems"].append(f"rows shown as hex: {exc}")
-    report["schema"] = (
+        report.problems.append(f"rows shown as hex: {exc}")
+    report.details["schema"] = (
         {"key": _schema_json(schema.key), "value": _schema_json(schema.value)} if schema else None
     )
     return RowDecoder(schema, provider, path=f.path)
@@ -202,22 +242,22 @@ def _decode_row(decoder: RowDecoder, key: bytes, value: bytes | None) -> dict[st
         }
 
 
-def _state_records(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int) -> None:
+def _state_records(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     decoder = _decoder_for(ckpt, f, report)
     stats = records.RecordStats()
     rows: list[dict[str, Any]] = []
-    report["rows"] = rows
+    report.details["rows"] = rows
     with ckpt.storage.open_stream(f.path) as fh:
         head = fh.read(8)
-        report["codec"] = compression.detect_codec(head)
-        report["configured_codec"] = codec_of(ckpt)
+        report.details["codec"] = compression.detect_codec(head)
+        report.details["configured_codec"] = codec_of(ckpt)
         stream = _Prefixed(head, fh)
         chunks = compression.decompressed_chunks(f.path, stream, codec=codec_of(ckpt))
         it: Iterator[tuple[str, bytes, bytes | None]]
         if f.kind is FileKind.CHANGELOG:
             changelog = records.open_changelog(f.path, chunks)
-            report["changelog_format_version"] = changelog.format_version
-            report["lineage"] = (
+            report.details["changelog_format_version"] = changelog.format_version
+            report.details["lineage"] = (
                 [{"version": e.version, "unique_id": e.unique_id} for e in changelog.lineage]
                 if changelog.lineage is not None
                 else None
@@ -231,7 +271,7 @@ def _state_records(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], 
                     f.path, chunks, snapshot=f.kind is FileKind.SNAPSHOT, stats=stats
                 )
             )
-        report["records"] = stats_json = {}
+        report.details["records"] = stats_json = {}
         try:
             for kind, key, value in it:
                 if len(rows) < limit:
@@ -249,7 +289,7 @@ def _state_records(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], 
                 }
             )
     if stats.trailing_bytes:
-        report["problems"].append(
+        report.problems.append(
             f"{f.path}: {stats.trailing_bytes} bytes after the end-of-file marker"
         )
 
@@ -268,7 +308,7 @@ class _Prefixed:
         return data
 
 
-def _zip(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int) -> None:
+def _zip(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     assert f.store is not None
     data = ckpt.storage.read_bytes(f.path)
     contents = rocksdb.read_zip(f.path, data)
@@ -282,10 +322,10 @@ def _zip(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int
             status = "ok"
             if entry is None:
                 status = "missing"
-                report["problems"].append(f"{f.path}: names {path}, which is not in the checkpoint")
+                report.problems.append(f"{f.path}: names {path}, which is not in the checkpoint")
             elif entry.size != sf.size_bytes:
                 status = "size-mismatch"
-                report["problems"].append(
+                report.problems.append(
                     f"{path}: {entry.size} bytes, {f.path} records {sf.size_bytes}"
                 )
             shared.append(
@@ -296,11 +336,11 @@ def _zip(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int
                     "status": status,
                 }
             )
-    report["zip_entries"] = [
+    report.details["zip_entries"] = [
         {"name": e.name, "size": e.size, "compressed_size": e.compressed_size}
         for e in contents.entries
     ]
-    report["metadata"] = {
+    report.details["metadata"] = {
         "num_keys": meta.num_keys,
         "num_internal_keys": meta.num_internal_keys,
         "column_family_mapping": meta.column_family_mapping,
@@ -309,8 +349,8 @@ def _zip(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int
     }
     decoder = _decoder_for(ckpt, f, report)
     rows: list[dict[str, Any]] = []
-    report["rows"] = rows
-    if report["problems"]:
+    report.details["rows"] = rows
+    if report.problems:
         return
     part_prefix = store_dir + "/"
     count = 0
@@ -319,16 +359,16 @@ def _zip(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any], limit: int
             data, lambda rel: ckpt.storage.read_bytes(part_prefix + rel), tmp, path=f.path
         )
         if meta.uses_column_families:
-            report["problems"].append(f"{f.path}: rows of column-family stores are shown raw (hex)")
+            report.problems.append(f"{f.path}: rows of column-family stores are shown raw (hex)")
             decoder = RowDecoder(None, "hdfs", path=f.path)
         for key, value in rocksdb.iter_db(tmp, path=f.path):
             count += 1
             if len(rows) < limit:
                 rows.append(_decode_row(decoder, key, value))
-    report["records"] = {"total": count}
+    report.details["records"] = {"total": count}
     keys_known = meta.num_keys is not None and meta.num_keys >= 0
     if keys_known and not meta.uses_column_families and meta.num_keys != count:
-        report["problems"].append(
+        report.problems.append(
             f"{f.path}: metadata says numKeys={meta.num_keys}, the SSTs hold {count} keys"
         )
 
@@ -346,7 +386,7 @@ _HANDLERS = {
 }
 
 
-def _check_sidecars(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any]) -> None:
+def _check_sidecars(ckpt: Checkpoint, f: CheckpointFile, report: FileReport) -> None:
     """Verify the checksum files that cover ``f`` (Hadoop ``.crc``, Spark ``<name>.crc``)."""
     checks: list[dict[str, Any]] = []
     covering = [
@@ -370,5 +410,5 @@ def _check_sidecars(ckpt: Checkpoint, f: CheckpointFile, report: dict[str, Any])
             problem = exc.problem
         checks.append({"path": c.path, "kind": c.kind.value, "ok": problem is None})
         if problem:
-            report["problems"].append(f"{c.path}: {problem}")
-    report["checksums"] = checks
+            report.problems.append(f"{c.path}: {problem}")
+    report.details["checksums"] = checks

@@ -1,0 +1,152 @@
+"""Carrying a cleanup plan out: the manifest first, then deletions in the plan's order."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ckpt_cli.cleanup.plan import CleanupPlan, Deletion, delete_order
+from ckpt_cli.cleanup.retention import plan_cleanup
+from ckpt_cli.cleanup.safety import (
+    DEFAULT_MIN_AGE_SECONDS,
+    check_min_age,
+    check_not_active,
+    check_old_enough,
+)
+from ckpt_cli.lock import checkpoint_lock
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.results import Confirm, PlanRun
+from ckpt_cli.storage import Storage
+from ckpt_cli.units import human_bytes
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    """What :func:`apply_cleanup` deleted."""
+
+    deleted: int
+    bytes: int
+    delete_requests: int
+    manifest: str | None
+    # Planned files left alone because they resolve outside the checkpoint: path -> why.
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def default_manifest_location(ckpt: Checkpoint, now: float) -> str:
+    """Beside the checkpoint (not inside it: Spark would see an unknown file)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    root = ckpt.storage.root.rstrip("/")
+    return f"{root}.ckpt-cleanup-{stamp}.json"
+
+
+def check_apply(ckpt: Checkpoint, plan: CleanupPlan, *, force: bool, now: float | None) -> None:
+    """The safety checks of :func:`apply_cleanup`, to run before asking for a confirmation."""
+    now = time.time() if now is None else now
+    check_min_age(plan.min_age, force=force)
+    check_not_active(ckpt, min_age=plan.min_age, now=now, force=force)
+    check_old_enough(
+        ckpt, (d.path for d in plan.deletions), min_age=plan.min_age, now=now, force=force
+    )
+
+
+def apply_cleanup(
+    ckpt: Checkpoint,
+    plan: CleanupPlan,
+    *,
+    manifest: str | None = None,
+    batch_size: int = 1000,
+    force: bool = False,
+    now: float | None = None,
+    break_lock: bool = False,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> CleanupResult:
+    """Write the manifest, then delete the plan's files in its order, in batches.
+
+    The safety checks are here, whatever the caller: a ``plan.min_age`` below the default, an
+    active query (newest offsets entry younger than ``plan.min_age``) and files younger than it
+    are refused unless ``force``; files resolving outside the checkpoint are left alone and
+    returned in ``refused``; the checkpoint lock is held while deleting (``break_lock``: take
+    over a stale one, see :mod:`ckpt_cli.lock`).
+    """
+    check_apply(ckpt, plan, force=force, now=now)
+    refused = ckpt.storage.outside([d.path for d in plan.deletions])
+    deletions = [d for d in plan.deletions if d.path not in refused]
+    if not deletions:
+        return CleanupResult(0, 0, 0, None, refused)
+    with checkpoint_lock(ckpt.storage, "ckpt cleanup", break_lock=break_lock):
+        location = manifest or default_manifest_location(ckpt, plan.now)
+        body = json.dumps({"plan": plan.body_json(), "written_at": time.time()}, indent=1)
+        ckpt.storage.write_text_absolute(location, body)
+        deleted = nbytes = requests = 0
+        progress.start("Deleting", total=len(deletions))
+        try:
+            for chunk in _chunks(deletions, batch_size):
+                requests += ckpt.storage.delete_many([d.path for d in chunk])
+                deleted += len(chunk)
+                nbytes += sum(d.size for d in chunk)
+                progress.advance(len(chunk))
+        finally:
+            progress.close()
+    return CleanupResult(deleted, nbytes, requests, location, refused)
+
+
+def _chunks(items: list[Deletion], size: int) -> Iterable[list[Deletion]]:
+    # Phases never share a chunk, so the crash-safe order holds between requests too.
+    chunk: list[Deletion] = []
+    phase: int | None = None
+    for d in items:
+        p = delete_order(d)[0]
+        if chunk and (len(chunk) >= size or p != phase):
+            yield chunk
+            chunk = []
+        chunk.append(d)
+        phase = p
+    if chunk:
+        yield chunk
+
+
+@dataclass(frozen=True)
+class CleanupRun(PlanRun[CleanupPlan, CleanupResult]):
+    """``ckpt cleanup``: never a problem, dry run or not (``ckpt orphans`` is the check that
+    fails when there is something to remove)."""
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+
+def run_cleanup(
+    storage: Storage,
+    *,
+    retain: int | None = None,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    apply: bool = False,
+    force: bool = False,
+    break_lock: bool = False,
+    manifest: str | None = None,
+    confirm: Confirm | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> CleanupRun:
+    """``ckpt cleanup`` as one call: plan, and with ``apply`` delete. Applying lists and plans
+    under the checkpoint lock, so a second cleanup cannot act on a stale plan; the lock is
+    released before this returns."""
+    lock = checkpoint_lock(storage, "ckpt cleanup", break_lock=break_lock)
+    with lock if apply else nullcontext():
+        ckpt = Checkpoint.open(storage, progress=progress)
+        plan = plan_cleanup(ckpt, retain=retain, min_age=min_age, force=force)
+        if not apply:
+            return CleanupRun(plan)
+        check_apply(ckpt, plan, force=force, now=None)  # fail before asking
+        question = f"Delete {len(plan.deletions)} files ({human_bytes(plan.bytes)})?"
+        if plan.deletions and confirm is not None and not confirm(plan, question):
+            return CleanupRun(plan, declined=True)
+        result = apply_cleanup(ckpt, plan, manifest=manifest, force=force, progress=progress)
+        return CleanupRun(plan, result)

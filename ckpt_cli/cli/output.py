@@ -1,0 +1,120 @@
+"""The one output layer: a result goes to a renderer chosen by name, and its exit code comes
+from the result alone.
+
+A command parses its options, calls the library, and hands the result to ``render``; the
+error boundary (:func:`ckpt_cli.cli.common.error_boundary`) turns the returned result into the
+exit code. Renderers only render: ``text`` (Rich, for people), ``json`` (one document on
+stdout, keys sorted) and ``junit`` (a JUnit XML file for CI, for ``validate``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+from rich.console import Console
+
+from ckpt_cli import exit_codes
+from ckpt_cli.errors import CkptError
+from ckpt_cli.results import Result
+
+
+def exit_code(result: Result) -> int:
+    """0 when the result is ok, 1 when it found problems (errors exit 2 in the boundary)."""
+    return exit_codes.OK if result.ok else exit_codes.PROBLEMS
+
+
+def write_json(obj: dict[str, Any]) -> None:
+    from ckpt_cli.cli.common import STATE
+
+    if STATE.stats:
+        obj = {**obj, "requests": STATE.requests.to_json()}
+        STATE.stats_reported = True
+    # Never through Rich: it wraps lines and interprets markup.
+    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+class Renderer(Protocol):
+    def show(self, result: Result) -> None:
+        """A step on the way (a plan before its confirmation): shown now to people, left out
+        of machine output, which is one document of the final result."""
+
+    def render(self, result: Result) -> None:
+        """The command's result."""
+
+
+class TextRenderer:
+    """Rich tables on stdout (notes on stderr); ``options`` are the command's display options
+    (``show_files``, ``title``...)."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.console = Console(highlight=False)
+        self._shown: list[object] = []
+
+    def shown(self, part: object) -> bool:
+        """Whether ``part`` was shown already (a plan shown before its confirmation)."""
+        return any(part is s for s in self._shown)
+
+    def show(self, result: Result) -> None:
+        if not self.shown(result):
+            self.render(result)
+
+    def render(self, result: Result) -> None:
+        from ckpt_cli.cli.text import render_text
+
+        self._shown.append(result)
+        render_text(result, self)
+
+
+class JsonRenderer:
+    def __init__(self, **options: Any) -> None:
+        pass
+
+    def show(self, result: Result) -> None:
+        return None
+
+    def render(self, result: Result) -> None:
+        write_json(result.to_json())
+
+
+class JunitRenderer:
+    """A JUnit XML report of a validation, written to ``target`` (CI systems read it)."""
+
+    def __init__(self, *, target: Path, **options: Any) -> None:
+        self.target = target
+
+    def show(self, result: Result) -> None:
+        return None
+
+    def render(self, result: Result) -> None:
+        from ckpt_cli.cli.validate import Validation
+        from ckpt_cli.validate import junit_xml
+
+        if not isinstance(result, Validation):
+            raise CkptError(f"{self.target}: a JUnit report is made of a validation only")
+        try:
+            self.target.write_text(junit_xml(result.report, result.fail_on))
+        except OSError as exc:
+            raise CkptError(
+                f"{self.target}: cannot write the JUnit report: {exc.strerror}"
+            ) from exc
+
+
+RENDERERS: dict[str, type[TextRenderer] | type[JsonRenderer] | type[JunitRenderer]] = {
+    "text": TextRenderer,
+    "json": JsonRenderer,
+    "junit": JunitRenderer,
+}
+
+
+def renderer(name: str, **options: Any) -> Renderer:
+    return RENDERERS[name](**options)
+
+
+def render(result: Result, fmt: str, **options: Any) -> None:
+    """Render ``result`` once with the renderer named ``fmt``."""
+    renderer(fmt, **options).render(result)

@@ -1,0 +1,107 @@
+"""``ckpt versions`` as tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from ckpt_cli.cli.text import render_text
+from ckpt_cli.units import human_bytes
+from ckpt_cli.versions import VersionsReport
+
+if TYPE_CHECKING:
+    from ckpt_cli.cli.output import TextRenderer
+
+
+def ranges(values: Sequence[int]) -> str:
+    """[1,2,3,5,7,8] -> '1-3, 5, 7-8'."""
+    if not values:
+        return "-"
+    out: list[str] = []
+    start = prev = values[0]
+    for v in values[1:]:
+        if v == prev + 1:
+            prev = v
+            continue
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        start = prev = v
+    out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(out)
+
+
+@render_text.register(VersionsReport)
+def _versions(report: VersionsReport, out: TextRenderer) -> None:
+    console = out.console
+    b = report.batches
+    s = report.settings
+    files = report.files
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column()
+    summary.add_row("Checkpoint", report.checkpoint)
+    summary.add_row("Query id", report.query_id or "[red]missing metadata file[/]")
+    in_flight = ranges(b.in_flight) if b.in_flight else "none"
+    summary.add_row(
+        "Batches",
+        f"offsets {ranges(b.offsets)} · commits {ranges(b.commits)} · "
+        f"last committed {b.latest_committed if b.latest_committed is not None else 'none'}"
+        f" · in flight {in_flight}",
+    )
+    if b.offsets_gaps or b.commits_gaps or b.commits_without_offsets:
+        summary.add_row(
+            "Log holes",
+            f"[yellow]offsets missing {ranges(b.offsets_gaps)} · commits missing "
+            f"{ranges(b.commits_gaps)} · commits without offsets "
+            f"{ranges(b.commits_without_offsets)}[/]",
+        )
+    settings = [
+        f"{s.shuffle_partitions} shuffle partitions" if s.shuffle_partitions else None,
+        f"provider {s.state_store_provider}" if s.state_store_provider else None,
+        f"codec {s.compression_codec}" if s.compression_codec else None,
+        f"checkpoint format v{s.checkpoint_format_version}",
+        f"{s.sources} source(s)" if s.sources is not None else None,
+    ]
+    summary.add_row("Settings", " · ".join(x for x in settings if x))
+    extra = []
+    if files.temp:
+        extra.append(f"[yellow]{len(files.temp)} temp files of interrupted writes[/]")
+    if files.unknown:
+        extra.append(f"[yellow]{len(files.unknown)} unknown files[/]")
+    summary.add_row(
+        "Files",
+        f"{files.count} files, {human_bytes(files.bytes)}"
+        + (" · " + " · ".join(extra) if extra else ""),
+    )
+    console.print(summary)
+
+    if not report.operators:
+        console.print("\nNo state: the query has no stateful operator (or it never ran a batch).")
+    for op in report.operators:
+        for store in op.stores:
+            title = f"Operator {op.id}"
+            if op.name:
+                title += f" ({op.name})"
+            title += f" · store {store.name} · {store.provider}"
+            table = Table(title=title, title_justify="left", title_style="bold")
+            table.add_column("partition", justify="right")
+            table.add_column("versions")
+            table.add_column("count", justify="right")
+            table.add_column("snapshots")
+            table.add_column("files", justify="right")
+            table.add_column("bytes", justify="right")
+            for part in store.partitions:
+                table.add_row(
+                    str(part.id),
+                    ranges(part.versions),
+                    str(len(part.versions)),
+                    ranges(part.snapshot_versions),
+                    str(part.files),
+                    human_bytes(part.bytes),
+                )
+            console.print()
+            console.print(table)
+    console.print(
+        "\n[dim]Versions are state store versions: version N+1 holds the state after batch N.[/]"
+    )

@@ -1,0 +1,266 @@
+"""Carrying a repair plan out: write-ahead manifest, quarantine instead of deletion, and a
+validation at the end."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import zlib
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from ckpt_cli.cleanup.safety import (
+    DEFAULT_MIN_AGE_SECONDS,
+    check_min_age,
+    check_not_active,
+    check_old_enough,
+)
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats import checksums, compression
+from ckpt_cli.lock import checkpoint_lock
+from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.repair.plan import (
+    QUARANTINE,
+    REWRITE_CRC,
+    WRITE_SNAPSHOT,
+    Action,
+    RepairPlan,
+    plan_repair,
+    sidecars_by_file,
+)
+from ckpt_cli.results import Confirm, PlanRun
+from ckpt_cli.state import codec_of, iter_state, plan_version
+from ckpt_cli.storage import Storage
+from ckpt_cli.validate import ValidationReport, validate
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """What :func:`apply_repair` changed, and the validation that followed."""
+
+    manifest: str
+    moved: int
+    rewritten: int
+    written: int
+    validation: ValidationReport
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "manifest": self.manifest,
+            "moved": self.moved,
+            "rewritten": self.rewritten,
+            "written": self.written,
+            "validation": self.validation.to_json(),
+        }
+
+
+def default_quarantine(ckpt: Checkpoint, now: float) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    return f"{ckpt.storage.root.rstrip('/')}.ckpt-quarantine/{stamp}"
+
+
+def hadoop_crc_bytes(data: bytes, bytes_per_checksum: int = 512) -> bytes:
+    """Hadoop's ``ChecksumFileSystem`` sidecar for ``data`` (CRC-32 per chunk)."""
+    sums = [
+        zlib.crc32(data[i : i + bytes_per_checksum])
+        for i in range(0, len(data), bytes_per_checksum)
+    ]
+    return (
+        checksums.HADOOP_CRC_MAGIC
+        + struct.pack(">i", bytes_per_checksum)
+        + struct.pack(f">{len(sums)}I", *sums)
+    )
+
+
+def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
+    import google_crc32c
+
+    obj = json.loads(old)
+    value = google_crc32c.value(data)
+    obj["value"] = value - (1 << 32) if value >= 1 << 31 else value
+    obj["mainFileSize"] = len(data)
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _snapshot_bytes(ckpt: Checkpoint, action: Action) -> bytes:
+    d = action.details
+    plan = plan_version(ckpt, d["operator"], d["partition"], d["version"], store=d["store"])
+    out = bytearray()
+    pack = struct.Struct(">i").pack
+    for key, value in iter_state(ckpt, plan):
+        out += pack(len(key)) + key + pack(len(value)) + value
+    out += pack(-1)
+    return compression.compress(bytes(out), codec_of(ckpt))
+
+
+def apply_repair(
+    ckpt: Checkpoint,
+    plan: RepairPlan,
+    *,
+    quarantine: str | None = None,
+    force: bool = False,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    now: float | None = None,
+    break_lock: bool = False,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> RepairResult:
+    """Carry ``plan`` out under the checkpoint lock, with cleanup's safety checks: a
+    ``min_age`` below the default, an active query and files younger than ``min_age`` are
+    refused unless ``force``; nothing resolving outside the checkpoint or the quarantine is
+    moved or written."""
+    if plan.refused:
+        raise CkptError(f"{ckpt.storage.url}: not repairing: {plan.refused[0]}")
+    storage = ckpt.storage
+    now = time.time() if now is None else now
+    check_min_age(min_age, force=force)
+    check_not_active(ckpt, min_age=min_age, now=now, force=force)
+    touched = [a.path for a in plan.actions if a.kind in (QUARANTINE, REWRITE_CRC)]
+    check_old_enough(ckpt, touched, min_age=min_age, now=now, force=force)
+    for action in plan.actions:
+        storage.contained(action.path)  # all checked before the first change
+    with checkpoint_lock(storage, "ckpt repair", break_lock=break_lock):
+        return _apply_repair(ckpt, plan, quarantine, now, progress)
+
+
+def _apply_repair(
+    ckpt: Checkpoint,
+    plan: RepairPlan,
+    quarantine: str | None,
+    now: float,
+    progress: ProgressSink,
+) -> RepairResult:
+    storage = ckpt.storage
+    where = (quarantine or default_quarantine(ckpt, now)).rstrip("/")
+    entries: list[dict[str, Any]] = []
+    manifest_path = f"{where}/manifest.json"
+
+    def save_manifest(done: bool) -> None:
+        body = {
+            "checkpoint": storage.root,
+            "checkpoint_url": storage.url,
+            "quarantine": where,
+            "created": now,
+            "complete": done,
+            "plan": plan.body_json(),
+            "changes": entries,
+        }
+        storage.write_bytes_absolute(
+            manifest_path, json.dumps(body, indent=1).encode(), within=where, atomic=True
+        )
+
+    # Write-ahead: each change is in the manifest (not yet "done") before it is made, and
+    # marked done after, so a repair killed at any point can be undone (undo_repair).
+    save_manifest(False)
+    moved = rewritten = written = 0
+    sidecars = sidecars_by_file(ckpt)
+    progress.start("Repairing", total=len(plan.actions))
+
+    def intend(*changes: dict[str, Any]) -> list[dict[str, Any]]:
+        pending = [{**c, "done": False} for c in changes]
+        entries.extend(pending)
+        save_manifest(False)
+        return pending
+
+    try:
+        for action in plan.actions:
+            if action.kind == QUARANTINE:
+                dest = f"{where}/files/{action.path}"
+                pending = intend({"change": "moved", "path": action.path, "to": dest})
+                storage.move_out(action.path, dest, within=where)
+                moved += 1
+            elif action.kind == REWRITE_CRC:
+                main = action.details["covers"]
+                data = storage.read_bytes(main)
+                old = storage.read_bytes(action.path)
+                kind = next(
+                    (s.kind for s in sidecars.get(main, ()) if s.path == action.path),
+                    FileKind.HADOOP_CRC,
+                )
+                new = (
+                    hadoop_crc_bytes(data)
+                    if kind is FileKind.HADOOP_CRC
+                    else _spark_checksum_bytes(old, data)
+                )
+                dest = f"{where}/files/{action.path}"
+                # The original is saved whole before the change is recorded: undo can always
+                # write it back.
+                storage.write_bytes_absolute(dest, old, within=where)
+                pending = intend({"change": "rewritten", "path": action.path, "original": dest})
+                storage.write_bytes(action.path, new)
+                rewritten += 1
+            elif action.kind == WRITE_SNAPSHOT:
+                data = _snapshot_bytes(ckpt, action)
+                parent, _, name = action.path.rpartition("/")
+                crc = f"{parent}/.{name}.crc"
+                pending = intend(
+                    {"change": "created", "path": action.path},
+                    *([{"change": "created", "path": crc}] if storage.is_local else []),
+                )
+                storage.write_bytes(action.path, data, atomic=True)
+                if storage.is_local:
+                    storage.write_bytes(crc, hadoop_crc_bytes(data))
+                written += 1
+            else:
+                pending = []
+            for entry in pending:
+                entry["done"] = True
+            save_manifest(False)
+            progress.advance()
+    finally:
+        progress.close()
+        save_manifest(True)
+    after = validate(Checkpoint.open(storage))
+    return RepairResult(manifest_path, moved, rewritten, written, after)
+
+
+@dataclass(frozen=True)
+class RepairRun(PlanRun[RepairPlan, RepairResult]):
+    """``ckpt repair``: the plan, and what was changed when it was applied. Problems while
+    repairs are left to apply, or when the checkpoint is still not healthy after them."""
+
+    @property
+    def ok(self) -> bool:
+        if self.result is not None:
+            return bool(self.result.validation.to_json()["ok"])
+        return self.declined or self.plan.ok
+
+
+def run_repair(
+    storage: Storage,
+    *,
+    rollback_to: int | None = None,
+    snapshot: bool = False,
+    apply: bool = False,
+    quarantine: str | None = None,
+    force: bool = False,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    break_lock: bool = False,
+    confirm: Confirm | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> RepairRun:
+    """``ckpt repair`` as one call: validate and plan, and with ``apply`` carry the plan out.
+    Applying validates and plans under the checkpoint lock, so a second repair cannot act on a
+    stale plan; the lock is released before this returns."""
+    check_min_age(min_age, force=force)
+    lock = checkpoint_lock(storage, "ckpt repair", break_lock=break_lock)
+    with lock if apply else nullcontext():
+        ckpt = Checkpoint.open(storage, progress=progress)
+        plan = plan_repair(ckpt, rollback_to=rollback_to, snapshot=snapshot, progress=progress)
+        if plan.refused:
+            raise CkptError(
+                f"{storage.url}: cannot repair: {plan.refused[0]}",
+                hint="ckpt validate shows every finding",
+            )
+        if not apply or not plan.actions:
+            return RepairRun(plan)
+        check_not_active(ckpt, min_age=min_age, now=time.time(), force=force)  # before asking
+        question = f"Apply {len(plan.actions)} repair actions?"
+        if confirm is not None and not confirm(plan, question):
+            return RepairRun(plan, declined=True)
+        result = apply_repair(
+            ckpt, plan, quarantine=quarantine, force=force, min_age=min_age, progress=progress
+        )
+        return RepairRun(plan, result)
