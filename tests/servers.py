@@ -267,6 +267,7 @@ def azure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServ
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()  # reaped, or Python warns that it still runs
 
 
 @pytest.fixture(
