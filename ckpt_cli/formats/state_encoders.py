@@ -340,7 +340,11 @@ def make_key_decoder(
             _sub_schema(key_schema, first), encoding, path, "key prefix", with_schema_id=False
         )
         rest_rows = _rows(
-            _sub_schema(key_schema, others), encoding, path, "key remainder", writers=key_writers
+            _sub_schema(key_schema, others),
+            encoding,
+            path,
+            "key remainder",
+            writers=_project_writers(key_writers, others, n, path),
         )
     else:  # RANGE_SCAN
         ordinals = list(spec.ordering_ordinals)
@@ -355,7 +359,11 @@ def make_key_decoder(
         ordering = _sub_schema(key_schema, ordinals)
         prefix_rows = _range_scan_rows(ordering, encoding, path)
         rest_rows = _rows(
-            _sub_schema(key_schema, others), encoding, path, "key remainder", writers=key_writers
+            _sub_schema(key_schema, others),
+            encoding,
+            path,
+            "key remainder",
+            writers=_project_writers(key_writers, others, n, path),
         )
 
     def split(data: bytes) -> DecodedKey:
@@ -380,6 +388,24 @@ def make_key_decoder(
         return finish(cf_id, parts)
 
     return split
+
+
+def _project_writers(
+    writers: Mapping[int, StructType] | None, ordinals: list[int], n: int, path: str
+) -> dict[int, StructType] | None:
+    """The key remainder's part of each writer key schema (Spark never evolves a key
+    schema's columns, only their Avro form)."""
+    if writers is None:
+        return None
+    out = {}
+    for schema_id, writer in writers.items():
+        if len(writer.fields) != n:
+            raise FormatError(
+                path,
+                f"key schema id {schema_id} has {len(writer.fields)} columns, the key {n}",
+            )
+        out[schema_id] = _sub_schema(writer, ordinals)
+    return out
 
 
 def _range_scan_rows(ordering: StructType, encoding: Encoding, path: str) -> RowDecoder:
