@@ -87,6 +87,9 @@ def _avro_type(
         items = _avro_type(
             data_type.element_type, data_type.contains_null, record_name, namespace, depth + 1
         )
+        if _zero_width(items):
+            # A block count of 2^62 such items would read no bytes and never end.
+            raise ValueError(f"{data_type.simple_string()}: elements of no bytes in Avro")
         out = {"type": "array", "items": items}
     elif isinstance(data_type, MapType):
         if not isinstance(data_type.key_type, StringLikeType) and data_type.key_type != AtomicType(
@@ -120,6 +123,15 @@ def _avro_type(
     if nullable and out != "null":
         return ["null", out]
     return out
+
+
+def _zero_width(avro: Any) -> bool:
+    """Whether a value of this Avro type can take no bytes (null, or records of such)."""
+    if avro == "null":
+        return True
+    if isinstance(avro, dict) and avro.get("type") == "record":
+        return all(_zero_width(f["type"]) for f in avro["fields"])
+    return False
 
 
 def spark_to_avro_schema(schema: StructType, *, record_name: str = TOP_LEVEL_RECORD) -> Any:
