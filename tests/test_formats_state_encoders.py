@@ -39,9 +39,12 @@ from ckpt_cli.formats.schema import (
 )
 from ckpt_cli.formats.state_encoders import (
     ListElement,
+    make_family_decoder,
     make_key_decoder,
     make_value_decoder,
+    row_checksums,
     split_list_value,
+    state_encoding,
     strip_hdfs_value_checksum,
     strip_key_checksum,
     strip_value_checksum,
@@ -145,46 +148,45 @@ def checksums_of(case: str) -> bool:
 
 
 class FamilyReader:
-    """Decodes every key/value of one column family with the functions under test."""
+    """Decodes every key/value of one column family with ``make_family_decoder``."""
 
     def __init__(self, case: str, cf: ColumnFamilySchema, *, multi: bool) -> None:
         self.cf = cf
-        self.multi = multi
-        self.checksums = checksums_of(case)
-        encoding = encoding_of(case)
+        confs = expected(case)["confs"]
+        self.checksums = row_checksums(confs)
         # Avro: the schema ids in the data must be the ones the schema file gives.
+        self.entry = make_family_decoder(
+            cf.key,
+            cf.value,
+            cf.key_encoder,
+            column_families=True,
+            multi_valued=multi,
+            encoding=state_encoding(confs),
+            checksums=self.checksums,
+            path=cf.name,
+            key_writers={cf.key_schema_id: cf.key},
+            value_writers={cf.value_schema_id: cf.value},
+        )
         self.key = make_key_decoder(
             cf.key,
             cf.key_encoder,
             column_families=True,
-            encoding=encoding,
-            path=cf.name,
+            encoding=state_encoding(confs),
             key_writers={cf.key_schema_id: cf.key},
         )
-        self.value = make_value_decoder(
-            cf.value, encoding=encoding, path=cf.name, value_writers={cf.value_schema_id: cf.value}
-        )
+        self.value = make_value_decoder(cf.value, encoding=state_encoding(confs))
         self.failed_checksums = 0
 
     def rows(self, state: dict[bytes, bytes], cf_id: int) -> list[tuple[dict[str, Any], Any]]:
-        out = []
+        out: list[tuple[dict[str, Any], Any]] = []
         for raw_key, raw_value in state.items():
             if int.from_bytes(raw_key[:2], "little", signed=True) != cf_id:
                 continue
-            key = self.key(raw_key)
-            assert key.cf_id == cf_id
-            if self.multi:
-                for element in split_list_value(
-                    raw_value, key=raw_key, checksums=self.checksums, path=self.cf.name
-                ):
-                    if element.checksum is not None and not element.checksum.ok:
-                        self.failed_checksums += 1
-                    out.append((key.key, self.value(element.data)))
-            else:
-                if self.checksums:
-                    raw_value, checksum = strip_value_checksum(raw_key, raw_value)
-                    self.failed_checksums += not checksum.ok
-                out.append((key.key, self.value(raw_value)))
+            entry = self.entry(raw_key, raw_value)
+            assert entry.key.cf_id == cf_id
+            assert len(entry.checksums) == (len(entry.values) if self.checksums else 0)
+            self.failed_checksums += len(entry.bad_checksums)
+            out.extend((entry.key.key, value) for value in entry.values)
         return out
 
 

@@ -633,3 +633,95 @@ def make_value_decoder(
         return rows(strip_version(data, path=path, what="value"), 1)
 
     return decode
+
+
+# -- one column family -----------------------------------------------------------------------
+
+ENCODING_FORMAT_CONF = "spark.sql.streaming.stateStore.encodingFormat"
+ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+# Join state format 4: both families of each side hold lists (docs §7).
+MULTI_VALUED_JOIN_FAMILIES = (
+    "left-keyWithTsToValues",
+    "left-tsWithKey",
+    "right-keyWithTsToValues",
+    "right-tsWithKey",
+)
+
+
+def state_encoding(conf: Mapping[str, str]) -> Encoding:
+    """The store encoding recorded in the offsets' conf map (``unsaferow`` when absent)."""
+    value = conf.get(ENCODING_FORMAT_CONF, "unsaferow").strip().lower()
+    if value not in ("unsaferow", "avro"):
+        raise FormatError("offsets", f"unknown {ENCODING_FORMAT_CONF} {value!r}")
+    return "avro" if value == "avro" else "unsaferow"
+
+
+def row_checksums(conf: Mapping[str, str]) -> bool:
+    """Whether the stores were written with row checksums (offsets' conf map)."""
+    return conf.get(ROW_CHECKSUM_CONF, "false").strip().lower() == "true"
+
+
+@dataclass(frozen=True)
+class DecodedEntry:
+    """One RocksDB entry (or changelog record) of a family: the key, the decoded values (one
+    for a single value, one per element for a list, none for a delete), and the row checksums
+    found (empty without checksums); ``bad_checksums`` says which failed."""
+
+    key: DecodedKey
+    values: tuple[Any, ...]
+    checksums: tuple[RowChecksum, ...] = ()
+
+    @property
+    def bad_checksums(self) -> tuple[int, ...]:
+        return tuple(i for i, c in enumerate(self.checksums) if not c.ok)
+
+
+EntryDecoder = Callable[[bytes, "bytes | None"], DecodedEntry]
+
+
+def make_family_decoder(
+    key_schema: StructType,
+    value_schema: StructType,
+    spec: KeyEncoderSpec,
+    *,
+    column_families: bool,
+    multi_valued: bool = False,
+    encoding: Encoding = "unsaferow",
+    checksums: bool = False,
+    path: str = "<state>",
+    key_writers: Mapping[int, StructType] | None = None,
+    value_writers: Mapping[int, StructType] | None = None,
+) -> EntryDecoder:
+    """``decode(key, value) -> DecodedEntry`` for every entry of one RocksDB column family
+    (or the single family of a store without families); ``value`` None is a delete record.
+
+    ``key`` is the RocksDB key as stored. A checksummed changelog's delete record carries
+    ``[crc][key]``: pass it through ``strip_key_checksum`` first. ``multi_valued``: list
+    state (and join v4's families). Checksum mismatches are returned, not raised.
+    """
+    keys = make_key_decoder(
+        key_schema,
+        spec,
+        column_families=column_families,
+        encoding=encoding,
+        path=path,
+        key_writers=key_writers,
+    )
+    values = make_value_decoder(
+        value_schema, encoding=encoding, path=path, value_writers=value_writers
+    )
+
+    def decode(key: bytes, value: bytes | None) -> DecodedEntry:
+        decoded_key = keys(key)
+        if value is None:
+            return DecodedEntry(decoded_key, ())
+        if multi_valued:
+            elements = split_list_value(value, key=key, checksums=checksums, path=path)
+            found = tuple(e.checksum for e in elements if e.checksum is not None)
+            return DecodedEntry(decoded_key, tuple(values(e.data) for e in elements), found)
+        if checksums:
+            body, checksum = strip_value_checksum(key, value, path=path)
+            return DecodedEntry(decoded_key, (values(body),), (checksum,))
+        return DecodedEntry(decoded_key, (values(value),))
+
+    return decode
