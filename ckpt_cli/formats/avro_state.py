@@ -5,7 +5,8 @@ as Avro binary (no container, no schema in the data) with the schema Spark deriv
 Spark schema of the state schema file: ``SchemaConverters.toAvroTypeWithDefaults``
 (connector/avro ``SchemaConverters.scala``). Every field of a record, nullable or not, is a
 union ``["null", T]`` with default null (a present value starts with the union index 1,
-zigzag ``02``); ``void`` fields are Avro ``null`` (no bytes). docs/state-formats.md §11.
+zigzag ``02``); ``void`` fields are Avro ``null`` (no bytes); array elements and map
+values are unions only when they are structs, arrays or maps. docs/state-formats.md §11.
 
 This module derives that Avro schema and decodes with ``fastavro`` (no hand-written Avro).
 The framing around the Avro bytes (version byte, 2-byte schema id, column family prefix) is
@@ -62,47 +63,44 @@ def _min_bytes_for_precision(precision: int) -> int:
     return n
 
 
-def _avro_type(
-    data_type: DataType, nullable: bool, record_name: str, namespace: str, depth: int = 0
-) -> Any:
-    if depth > 100:
+def _avro_type(data_type: DataType, record_name: str, namespace: str, level: int) -> Any:
+    """``SchemaConverters.toAvroTypeWithDefaults`` (Spark 4.x, connector/avro): structs below
+    the top level, arrays and maps are ``["null", T]`` unions; a struct's fields are unions
+    too (void stays ``null``); array elements and map values of other types are not (their
+    ``containsNull`` is ignored). Nested records are named after their field; ckpt puts each
+    in its parent's namespace so that equal field names never clash (names do not change
+    the binary form)."""
+    if level > 100:
         raise ValueError("schema nested too deeply")
     while isinstance(data_type, UserDefinedType):
         data_type = data_type.sql_type
-    out: Any
     if isinstance(data_type, StructType):
         child_ns = f"{namespace}.{record_name}" if namespace else record_name
-        fields = [
-            {
-                "name": f.name,
-                "type": _avro_type(f.data_type, True, f.name, child_ns, depth + 1),
-                "default": None,
-            }
-            for f in data_type.fields
-        ]
-        out = {"type": "record", "name": record_name, "fields": fields}
+        fields = []
+        for f in data_type.fields:
+            inner = _avro_type(f.data_type, f.name, child_ns, level + 1)
+            if inner != "null" and not isinstance(inner, list):
+                inner = ["null", inner]
+            fields.append({"name": f.name, "type": inner, "default": None})
+        record: dict[str, Any] = {"type": "record", "name": record_name, "fields": fields}
         if namespace:
-            out["namespace"] = namespace
-    elif isinstance(data_type, ArrayType):
-        items = _avro_type(
-            data_type.element_type, data_type.contains_null, record_name, namespace, depth + 1
-        )
+            record["namespace"] = namespace
+        return ["null", record] if level > 0 else record
+    if isinstance(data_type, ArrayType):
+        items = _avro_type(data_type.element_type, record_name, namespace, level + 1)
         if _zero_width(items):
             # A block count of 2^62 such items would read no bytes and never end.
             raise ValueError(f"{data_type.simple_string()}: elements of no bytes in Avro")
-        out = {"type": "array", "items": items}
-    elif isinstance(data_type, MapType):
-        if not isinstance(data_type.key_type, StringLikeType) and data_type.key_type != AtomicType(
-            "string"
-        ):
+        return ["null", {"type": "array", "items": items}]
+    if isinstance(data_type, MapType):
+        key_type = data_type.key_type
+        if not isinstance(key_type, StringLikeType) and key_type != AtomicType("string"):
             raise ValueError(f"Avro maps need string keys, found {data_type.simple_string()}")
-        values = _avro_type(
-            data_type.value_type, data_type.value_contains_null, record_name, namespace, depth + 1
-        )
-        out = {"type": "map", "values": values}
-    elif isinstance(data_type, DecimalType):
+        values = _avro_type(data_type.value_type, record_name, namespace, level + 1)
+        return ["null", {"type": "map", "values": values}]
+    if isinstance(data_type, DecimalType):
         name = f"{namespace}.{record_name}.fixed" if namespace else f"{record_name}.fixed"
-        out = {
+        return {
             "type": "fixed",
             "name": name,
             "size": _min_bytes_for_precision(data_type.precision),
@@ -110,25 +108,25 @@ def _avro_type(
             "precision": data_type.precision,
             "scale": data_type.scale,
         }
-    elif isinstance(data_type, StringLikeType):
-        out = "string"
-    elif isinstance(data_type, YearMonthIntervalType):
-        out = "int"
-    elif isinstance(data_type, DayTimeIntervalType):
-        out = "long"
-    elif isinstance(data_type, AtomicType) and data_type.name in _ATOMIC:
-        out = _ATOMIC[data_type.name]
-    else:
-        raise ValueError(f"Spark type {data_type.simple_string()} has no Avro form")
-    if nullable and out != "null":
-        return ["null", out]
-    return out
+    if isinstance(data_type, StringLikeType):
+        return "string"
+    # Intervals: Spark 4.x's toAvroType form (int months / long microseconds); not seen in
+    # any state fixture.
+    if isinstance(data_type, YearMonthIntervalType):
+        return "int"
+    if isinstance(data_type, DayTimeIntervalType):
+        return "long"
+    if isinstance(data_type, AtomicType) and data_type.name in _ATOMIC:
+        return _ATOMIC[data_type.name]
+    raise ValueError(f"Spark type {data_type.simple_string()} has no Avro form")
 
 
 def _zero_width(avro: Any) -> bool:
     """Whether a value of this Avro type can take no bytes (null, or records of such)."""
     if avro == "null":
         return True
+    if isinstance(avro, list):
+        return False  # a union's branch index takes a byte
     if isinstance(avro, dict) and avro.get("type") == "record":
         return all(_zero_width(f["type"]) for f in avro["fields"])
     return False
@@ -137,7 +135,7 @@ def _zero_width(avro: Any) -> bool:
 def spark_to_avro_schema(schema: StructType, *, record_name: str = TOP_LEVEL_RECORD) -> Any:
     """The Avro schema (JSON-like) ``SchemaConverters.toAvroTypeWithDefaults(schema)`` gives:
     a record named ``topLevelRecord``, every field ``["null", T]`` with default null."""
-    return _avro_type(schema, False, record_name, "")
+    return _avro_type(schema, record_name, "", 0)
 
 
 def range_scan_avro_schema(ordering_fields: StructType) -> Any:
