@@ -500,6 +500,23 @@ _FUZZ_DECODERS = [
 ]
 
 
+_FAMILY_DECODERS = [
+    make_family_decoder(
+        cf.key,
+        cf.value,
+        cf.key_encoder,
+        column_families=True,
+        multi_valued=multi,
+        encoding=encoding_of(case),
+        checksums=checksums,
+    )
+    for case, families in _CASE_FAMILIES.items()
+    for cf in families.values()
+    for multi in (False, True)
+    for checksums in (False, True)
+]
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=120), st.integers(min_value=0, max_value=len(_FUZZ_DECODERS) - 1))
 def test_random_bytes_give_a_value_or_a_format_error(data: bytes, which: int) -> None:
@@ -513,9 +530,16 @@ def test_random_bytes_give_a_value_or_a_format_error(data: bytes, which: int) ->
         except FormatError:
             continue
         assert all(isinstance(e, ListElement) for e in elements)
+    family = _FAMILY_DECODERS[which % len(_FAMILY_DECODERS)]
+    for value in (data, None):
+        with contextlib.suppress(FormatError):
+            entry = family(data, value)
+            assert len(entry.checksums) in (0, len(entry.values))
     for strip in (strip_value_checksum, strip_hdfs_value_checksum):
         with contextlib.suppress(FormatError):
             strip(b"key", data)
+    with contextlib.suppress(FormatError):
+        strip_key_checksum(data)
 
 
 @settings(max_examples=200, deadline=None)
