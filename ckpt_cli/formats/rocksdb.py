@@ -8,7 +8,8 @@ What was checked against real Spark 4.3.0 files (tests/formats/data_rows): the z
 layout, NoPrefix keys and values (``0x00`` + UnsafeRow), PrefixKeyScan keys (session window
 and transformWithState MapState), the 2-byte virtual column family prefix of
 transformWithState, and ListState values. RangeKeyScan keys, Avro encoding and row checksums
-are not decoded here.
+are not decoded here: ``formats/state_encoders.py`` decodes every Spark 4.x key encoder, Avro
+and row checksums, per column family of the state schema file v3.
 """
 
 from __future__ import annotations
