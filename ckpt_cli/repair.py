@@ -33,13 +33,14 @@ from ckpt_cli.formats import checksums, compression
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.plan import codec_of, plan_version
+from ckpt_cli.replay.read import iter_state
 from ckpt_cli.retention import (
     DEFAULT_MIN_AGE_SECONDS,
     check_min_age,
     check_not_active,
     check_old_enough,
 )
-from ckpt_cli.state import codec_of, iter_state, plan_version
 from ckpt_cli.storage import Storage, fsspec_options
 from ckpt_cli.validate import ERROR, Finding, ValidationReport, validate
 

@@ -37,13 +37,8 @@ from ckpt_cli.formats import logs, rocksdb
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.state import (
-    WHOLE_ZIP_BYTES,
-    StateUnavailable,
-    plan_version,
-    read_zip_metadata,
-    version_unique_id,
-)
+from ckpt_cli.replay.plan import StateUnavailable, plan_version, version_unique_id
+from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
 from ckpt_cli.storage import FileEntry, Listing, Storage
 
 SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN = 100

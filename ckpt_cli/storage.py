@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ckpt_cli import secrets
@@ -663,6 +663,32 @@ class Storage:
                     fh.write(text)
         except Exception as exc:
             raise store_error(location, "write", exc, self.endpoint) from exc
+
+    @contextmanager
+    def open_write(self, rel: str) -> Iterator[BinaryIO]:
+        """A binary file for writing ``rel`` under this storage's root (parents created);
+        one put."""
+        path = self.full_path(rel)
+        where = f"{self.url.rstrip('/')}/{rel}"
+        try:
+            if self._is_local:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fh = open(path, "wb")  # noqa: SIM115 - closed below
+            else:
+                fh = self.fs.open(path, "wb")
+        except Exception as exc:
+            raise store_error(where, "write", exc, self.endpoint) from exc
+        if not self._counted_by_client:
+            self.stats.put += 1
+        try:
+            yield fh
+        except BaseException:
+            fh.close()
+            raise
+        try:
+            fh.close()  # object stores upload here
+        except Exception as exc:
+            raise store_error(where, "write", exc, self.endpoint) from exc
 
 
 def _strip(storage: Storage, location: str) -> str:

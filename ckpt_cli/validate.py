@@ -46,16 +46,16 @@ from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.retention import unchosen_attempt, untracked_shared_files
-from ckpt_cli.state import (
-    WHOLE_ZIP_BYTES,
+from ckpt_cli.replay.plan import (
     ReplayPlan,
     StateUnavailable,
     codec_of,
     plan_version,
-    read_zip_metadata,
+    read_changelog_header,
     version_unique_id,
 )
+from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
+from ckpt_cli.retention import unchosen_attempt, untracked_shared_files
 from ckpt_cli.storage import Storage
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -952,8 +952,6 @@ class _Validator:
             return None  # an unreadable commit is reported by check_logs
 
     def _check_changelog_lineage(self, op: int, store: str, pid: int, f: CheckpointFile) -> None:
-        from ckpt_cli.state import read_changelog_header
-
         assert f.version is not None
         if f.path in self._lineage_checked:
             return

@@ -1,38 +1,31 @@
-"""The state of one store partition at one version, rebuilt from its files as Spark does.
+"""Which files rebuild the state of a store partition at a version, as Spark loads it.
 
 * HDFS-backed store (docs §3.3): the newest ``.snapshot`` at or below the version (or the empty
   map at version 0), then every ``.delta`` after it, in order.
-* RocksDB, checkpoint format v1 (§5.3): the newest ``.zip`` at or below the version (its SSTs
-  rebuilt into a temporary RocksDB directory and iterated), then every ``.changelog`` after it.
+* RocksDB, checkpoint format v1 (§5.3): the newest ``.zip`` at or below the version, then
+  every ``.changelog`` after it.
 * RocksDB, checkpoint format v2 (§7): the version's ``uniqueId`` comes from the commit log;
   ``<v>_<id>.zip`` if present, else the lineage in ``<v>_<id>.changelog`` names the ancestors,
   the newest zip on that lineage is the base, and the lineage's changelogs are replayed.
 
-``plan_version`` only decides which files are needed (no reads), so ``validate`` can use it to
-tell whether a version is recoverable; ``load_state`` reads them.
+The change feed reads one delta or changelog per batch (``change_files``), in format v2 along
+the changelog lineage as Spark's ``readChangeFeed`` does.
+
+Planning reads no state, only changelog headers (the lineage), so ``validate`` and
+``cleanup`` use it to tell whether a version is recoverable; ``replay.read`` reads the files.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import math
-import tempfile
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import compression, records, rocksdb
-from ckpt_cli.formats.schema import StateSchema, parse_state_schema
-from ckpt_cli.formats.unsaferow import make_decoder
+from ckpt_cli.formats import compression, records
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Partition, Store
-from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.storage import Storage
+from ckpt_cli.replay.target import ReplayTarget, SelectionError
 
 COMPRESSION_CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
-ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
 
 
 class StateUnavailable(CkptError):
@@ -286,10 +279,35 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(out)
 
 
-# -- reading ---------------------------------------------------------------------------------
+def plan_partition(
+    ckpt: Checkpoint, target: ReplayTarget, partition: int, *, best_effort: bool = False
+) -> ReplayPlan:
+    """The plan for one partition of ``target``; with ``best_effort`` the newest loadable
+    version at or below the target (a note says so) instead of an error."""
+    try:
+        return plan_version(ckpt, target.operator, partition, target.version, store=target.store)
+    except StateUnavailable as exc:
+        if not best_effort:
+            raise
+        first_error = exc
+    part = ckpt.operators[target.operator].stores[target.store].partitions[partition]
+    for v in reversed([v for v in part.version_ids if v < target.version]):
+        try:
+            plan = plan_version(ckpt, target.operator, partition, v, store=target.store)
+        except StateUnavailable:
+            continue
+        target.notes.append(
+            f"{first_error.message}; replayed version {v} (after batch {v - 1}) instead"
+        )
+        return plan
+    raise first_error
+
+
+# -- changelog headers (the lineage) ----------------------------------------------------------
 
 
 def codec_of(ckpt: Checkpoint) -> str:
+    """The codec the checkpoint's state files are compressed with (Spark's default: lz4)."""
     return ckpt.conf.get(COMPRESSION_CODEC_CONF, compression.LZ4)
 
 
@@ -304,301 +322,7 @@ def read_changelog_header(ckpt: Checkpoint, f: CheckpointFile) -> records.Change
         return changelog
 
 
-# Zips up to this size are read in one request; larger ones by ranges (two small requests:
-# the central directory and the metadata entry, not a MANIFEST of megabytes inside).
-WHOLE_ZIP_BYTES = 1 << 20
-
-
-def read_zip_metadata(
-    storage: Storage, path: str, size: int | None
-) -> rocksdb.RocksDBCheckpointMetadata:
-    """The metadata of a ``<v>.zip``: whole when small (or of unknown size), else by range."""
-    if size is None or size <= WHOLE_ZIP_BYTES:
-        return rocksdb.read_zip(path, storage.read_bytes(path)).metadata
-    with storage.open_random(path) as fh:
-        return rocksdb.read_zip(path, fh).metadata
-
-
-def iter_file_records(
-    ckpt: Checkpoint, f: CheckpointFile, stats: records.RecordStats | None = None
-) -> Iterator[tuple[str, bytes, bytes | None]]:
-    """``(type, key, value)`` of a delta, snapshot or changelog, streamed from storage."""
-    with ckpt.storage.open_stream(f.path) as fh:
-        chunks = compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
-        if f.kind is FileKind.CHANGELOG:
-            changelog = records.open_changelog(f.path, chunks)
-            yield from changelog.records()
-            if stats is not None:
-                stats.__dict__.update(changelog.stats.__dict__)
-            return
-        for key, value in records.iter_kv_records(
-            f.path, chunks, snapshot=f.kind is FileKind.SNAPSHOT, stats=stats
-        ):
-            yield (records.PUT, key, value) if value is not None else (records.DELETE, key, None)
-
-
-def _snapshot_rows(ckpt: Checkpoint, f: CheckpointFile) -> Iterator[tuple[bytes, bytes]]:
-    """A snapshot's (key, value) pairs, with no per-record repacking (the replay hot path)."""
-    with ckpt.storage.open_stream(f.path) as fh:
-        chunks = compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
-        yield from records.iter_kv_records(f.path, chunks, snapshot=True)  # type: ignore[misc]
-
-
-def _zip_rows(
-    ckpt: Checkpoint, f: CheckpointFile, part: Partition
-) -> Iterator[tuple[bytes, bytes]]:
-    zip_bytes = ckpt.storage.read_bytes(f.path)
-    prefix = part.path + "/"
-
-    def fetch(rel: str) -> bytes:
-        path = prefix + rel
-        if ckpt.listing.get(path) is None:
-            raise StateUnavailable(
-                f"{path}: named by {f.path} but not in the checkpoint",
-                reason="MISSING_SST",
-                paths=(path,),
-            )
-        return ckpt.storage.read_bytes(path)
-
-    def copy(rel: str, dest: Path) -> int:
-        fetch_check = prefix + rel
-        if ckpt.listing.get(fetch_check) is None:
-            fetch(rel)  # raises StateUnavailable naming the file
-        size = 0
-        with ckpt.storage.open_stream(fetch_check) as src, open(dest, "wb") as out:
-            while chunk := src.read(1 << 20):
-                out.write(chunk)
-                size += len(chunk)
-        return size
-
-    with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:
-        rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
-        yield from rocksdb.iter_db(tmp, path=f.path)
-
-
-def _check_row_checksums(ckpt: Checkpoint, plan: ReplayPlan) -> None:
-    if ckpt.conf.get(ROW_CHECKSUM_CONF, "false").lower() == "true":
-        raise CkptError(
-            f"{plan.path}: rows carry checksums (rowChecksum.enabled=true), which ckpt does "
-            "not decode yet"
-        )
-
-
-# Pending changes, collected from the deltas/changelogs after the base: key -> new value, or
-# None for a remove. Plain values, not (kind, value) tuples: a tuple costs 56 bytes a key,
-# which is most of the memory of a large change set.
-_Changes = dict[bytes, bytes | None]
-_ABSENT: Any = object()
-
-
-def _merge(old: bytes | None, value: bytes) -> bytes:
-    # RocksDB's StringAppend merge operator, as Spark configures it.
-    return value if old is None else old + rocksdb.MERGE_DELIMITER + value
-
-
-def iter_state(
-    ckpt: Checkpoint, plan: ReplayPlan, progress: ProgressSink = NULL_PROGRESS
-) -> Iterator[tuple[bytes, bytes]]:
-    """The raw ``(key, value)`` pairs of the store at ``plan.version``, streamed.
-
-    The changes of the deltas/changelogs after the base are collected first (memory in
-    proportion to them, as bytes); then the base snapshot or zip is streamed and each of its
-    rows is emitted as it is, replaced, or dropped; keys only the changes know come last.
-    Keys and values are as stored (raw UnsafeRows for HDFS, Spark's RocksDB encoding for
-    RocksDB). Row order is the base's, then the changes'.
-    """
-    _check_row_checksums(ckpt, plan)
-    part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
-    progress.start(f"Rebuilding {plan.path} version {plan.version}", total=len(plan.files))
-    try:
-        changes: _Changes = {}
-        merges: dict[bytes, list[bytes]] = {}
-        # With no base, the first delta (usually the largest: every key's first put) is
-        # streamed like a snapshot instead of held in memory.
-        first = None
-        if plan.base is None and plan.steps and plan.steps[0].kind is FileKind.DELTA:
-            first = plan.steps[0]
-        for step in plan.steps[1:] if first is not None else plan.steps:
-            for kind, key, value in iter_file_records(ckpt, step):
-                if kind == records.MERGE:
-                    assert value is not None
-                    if key in changes:
-                        changes[key] = _merge(changes[key], value)
-                    else:
-                        merges.setdefault(key, []).append(value)
-                    continue
-                changes[key] = value if kind == records.PUT else None
-                merges.pop(key, None)
-            progress.advance()
-        base: Iterator[tuple[bytes, bytes]] | None = None
-        if first is not None:
-            base = _first_delta_rows(ckpt, first)
-        elif plan.base is not None and plan.base.kind is FileKind.ZIP:
-            base = _zip_rows(ckpt, plan.base, part)
-        elif plan.base is not None:
-            base = _snapshot_rows(ckpt, plan.base)
-        if base is not None:
-            for key, value in base:
-                change = changes.pop(key, _ABSENT) if changes else _ABSENT
-                if change is not _ABSENT:
-                    if change is not None:
-                        yield key, change
-                    continue
-                pending = merges.pop(key, None) if merges else None
-                if pending is not None:
-                    for extra in pending:
-                        value = _merge(value, extra)
-                yield key, value
-            progress.advance()
-        for key, change in changes.items():
-            if change is not None:
-                yield key, change
-        for key, pending in merges.items():
-            merged: bytes | None = None
-            for extra in pending:
-                merged = _merge(merged, extra)
-            assert merged is not None
-            yield key, merged
-    finally:
-        progress.close()
-
-
-# Bits of the key-hash bitmaps per compressed byte of the delta: a record takes >= ~10
-# compressed bytes, so false "repeated" flags (each costing one held entry) stay under ~5%.
-_BITMAP_BITS_PER_BYTE = 2
-_BITMAP_BITS: int | None = None  # a fixed size, for tests
-
-
-def _bitmap_bits(compressed_size: int) -> int:
-    if _BITMAP_BITS is not None:
-        return _BITMAP_BITS
-    wanted = max(1 << 16, compressed_size * _BITMAP_BITS_PER_BYTE)
-    return min(1 << 30, 1 << (wanted - 1).bit_length())
-
-
-def _first_delta_rows(ckpt: Checkpoint, delta: CheckpointFile) -> Iterator[tuple[bytes, bytes]]:
-    """The rows of a delta applied to the empty state, each key once, in bounded memory: a
-    base to stream like a snapshot.
-
-    A delta may name a key more than once (the last record wins) or remove a key. A first
-    pass flags possibly-repeated keys in a bitmap of key hashes (no false negatives); in the
-    second, keys never repeated are emitted as they stream by, and only the flagged ones are
-    held until the end of the file.
-    """
-    bits = _bitmap_bits(delta.entry.size)
-    seen = bytearray(bits // 8)
-    repeated = bytearray(bits // 8)
-    mask = bits - 1
-    for _kind, key, _value in iter_file_records(ckpt, delta):
-        h = hash(key) & mask
-        byte, bit = h >> 3, 1 << (h & 7)
-        if seen[byte] & bit:
-            repeated[byte] |= bit
-        else:
-            seen[byte] |= bit
-    del seen
-    held: dict[bytes, bytes | None] = {}
-    for kind, key, value in iter_file_records(ckpt, delta):
-        h = hash(key) & mask
-        if repeated[h >> 3] & (1 << (h & 7)):
-            held[key] = value if kind == records.PUT else None
-        elif kind == records.PUT and value is not None:
-            yield key, value
-        # else: removing a key the empty state does not have
-    for key, value in held.items():
-        if value is not None:
-            yield key, value
-
-
-def load_state(
-    ckpt: Checkpoint, plan: ReplayPlan, progress: ProgressSink = NULL_PROGRESS
-) -> dict[bytes, bytes]:
-    """The raw key -> value bytes of the store at ``plan.version`` (see ``iter_state``)."""
-    return dict(iter_state(ckpt, plan, progress))
-
-
-# -- schemas and decoding --------------------------------------------------------------------
-
-
-def store_schema(ckpt: Checkpoint, operator: int, store: str) -> StateSchema | None:
-    """The key/value schema Spark wrote for a store (``_metadata/schema`` of partition 0, or
-    the newest ``_stateSchema`` file of Spark 4.x), or None when there is none."""
-    st = ckpt.operators[operator].stores.get(store)
-    candidates = list(st.schema_files) if st else []
-    if not candidates:
-        op_files = ckpt.operators[operator].schema_files
-        candidates = [f for f in op_files if f"/_stateSchema/{store}/" in f"/{f.path}/"]
-    if not candidates:
-        return None
-    newest = max(candidates, key=lambda f: (f.entry.mtime or 0, f.path))
-    return parse_state_schema(newest.path, ckpt.storage.read_bytes(newest.path))
-
-
-class RowDecoder:
-    """Turns a store's raw key/value bytes into Python values.
-
-    HDFS values are read as ``valueSize & ~7`` bytes (Spark < 2.3 appended 4 junk bytes);
-    RocksDB keys and values lose their encoding version byte. Without a schema, rows are hex.
-    """
-
-    def __init__(self, schema: StateSchema | None, provider: str, *, path: str = "<state>") -> None:
-        self.schema = schema
-        self.path = path
-        self._rocks = provider == "rocksdb"
-        self.rocks = self._rocks
-        self._key = make_decoder(schema.key, path=path) if schema else None
-        self._value = make_decoder(schema.value, path=path) if schema else None
-        self._json: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
-
-    def key_row(self, data: bytes) -> bytes:
-        return rocksdb.decode_rocksdb_key(data, path=self.path).row if self._rocks else data
-
-    def value_row(self, data: bytes) -> bytes:
-        if self._rocks:
-            return rocksdb.decode_rocksdb_value(data, path=self.path)
-        return data[: len(data) & ~7]
-
-    def key(self, data: bytes) -> Any:
-        row = self.key_row(data)
-        return self._key(row) if self._key else row.hex()
-
-    def value(self, data: bytes | None) -> Any:
-        if data is None:
-            return None
-        row = self.value_row(data)
-        return self._value(row) if self._value else row.hex()
-
-    def __call__(self, key: bytes, value: bytes | None) -> tuple[Any, Any]:
-        return self.key(key), self.value(value)
-
-    def json_row(self, key: bytes, value: bytes | None) -> tuple[Any, Any]:
-        """Key and value as plain JSON (see ``json_value``), compiled for the schema."""
-        if self._json is None:
-            from ckpt_cli.jsonvalues import struct_converter
-
-            if self.schema is None:
-                self._json = (lambda v: v, lambda v: v)
-            else:
-                self._json = (
-                    struct_converter(self.schema.key),
-                    struct_converter(self.schema.value),
-                )
-        to_key, to_value = self._json
-        return to_key(self.key(key)), to_value(self.value(value))
-
-
-def row_decoder(schema: StateSchema | None, provider: str, *, path: str = "<state>") -> RowDecoder:
-    return RowDecoder(schema, provider, path=path)
-
-
-def decoded_rows(
-    ckpt: Checkpoint, plan: ReplayPlan, state: dict[bytes, bytes]
-) -> Iterator[tuple[Any, Any]]:
-    """Decoded ``(key, value)`` of a loaded state, in key byte order."""
-    schema = store_schema(ckpt, plan.operator, plan.store)
-    decode = row_decoder(schema, plan.provider, path=plan.path)
-    for key in sorted(state):
-        yield decode(key, state[key])
+# -- the change feed -------------------------------------------------------------------------
 
 
 def change_file(
@@ -705,48 +429,57 @@ def change_files(
     return out
 
 
-def iter_changes(
+ChangeFiles = dict[tuple[int, int], CheckpointFile]
+
+
+def plan_changes(
     ckpt: Checkpoint,
-    operator: int,
-    partition: int,
+    target: ReplayTarget,
     start_batch: int,
     end_batch: int,
     *,
-    store: str = DEFAULT_STORE,
-) -> Iterator[tuple[int, str, bytes, bytes | None]]:
-    """``(batch, type, key, value)`` of every change written by batches start..end, the way
-    Spark's change feed reads them (one delta/changelog per version, ``change_files``)."""
-    files = change_files(ckpt, operator, partition, start_batch + 1, end_batch + 1, store=store)
-    for batch, f in zip(range(start_batch, end_batch + 1), files, strict=True):
-        for kind, key, value in iter_file_records(ckpt, f):
-            yield batch, kind, key, value
+    best_effort: bool = False,
+) -> ChangeFiles:
+    """The file of each (batch, partition) of the change feed of ``target``'s partitions.
+
+    As Spark does, format v2 follows the changelog lineage back from the end batch; with
+    ``best_effort`` a broken lineage falls back to the changelogs the commit log names, and
+    a note in ``target.notes`` says so.
+    """
+    if start_batch > end_batch:
+        raise SelectionError(f"{{start_batch}} {start_batch} is after {{end_batch}} {end_batch}")
+    files = {}
+    for pid in target.partitions:
+        chosen = _partition_changes(ckpt, target, pid, start_batch, end_batch, best_effort)
+        for batch, f in zip(range(start_batch, end_batch + 1), chosen, strict=True):
+            files[(batch, pid)] = f
+    return files
 
 
-# -- JSON ------------------------------------------------------------------------------------
-
-
-def json_value(value: Any) -> Any:
-    """A decoded value as plain JSON: timestamps ISO-8601 in UTC with ``Z`` (naive ones as
-    they are), dates ISO, decimals as strings (exact), binary as hex, non-finite floats as
-    strings."""
-    if isinstance(value, dt.datetime):
-        from ckpt_cli.jsonvalues import format_timestamp
-
-        return format_timestamp(value)
-    if isinstance(value, (dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return str(value)
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
+def _partition_changes(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    pid: int,
+    start_batch: int,
+    end_batch: int,
+    best_effort: bool,
+) -> list[CheckpointFile]:
+    op, store = target.operator, target.store
+    try:
+        return change_files(ckpt, op, pid, start_batch + 1, end_batch + 1, store=store)
+    except StateUnavailable as exc:
+        if not best_effort:
+            raise
+        first_error = exc
+    try:
+        chosen = [
+            change_file(ckpt, op, pid, batch + 1, store=store)
+            for batch in range(start_batch, end_batch + 1)
+        ]
+    except StateUnavailable:
+        raise first_error from None
+    target.notes.append(
+        f"{first_error.message}; read the changelogs of the commit log's uniqueIds instead: "
+        + ", ".join(f.entry.name for f in chosen)
+    )
+    return chosen

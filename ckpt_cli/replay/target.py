@@ -1,0 +1,122 @@
+"""What to replay: the caller's choice of operator, store, partitions and batch, resolved
+against the checkpoint (defaults filled in, every choice checked) into a ``ReplayTarget``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ckpt_cli.errors import CkptError
+from ckpt_cli.model import Checkpoint
+
+_PARAMETER = re.compile(r"\{(\w+)\}")
+
+
+class SelectionError(CkptError):
+    """A choice that does not fit the checkpoint, or is missing where it is needed.
+
+    The message names the arguments at fault (``operator``, ``store``, ``where``,
+    ``start_batch``...) as written in ``{braces}`` in ``template``; ``naming`` renders it
+    with other names for them, so the CLI can speak of its options instead.
+    """
+
+    def __init__(self, template: str, *, names: Mapping[str, str] | None = None) -> None:
+        given = names or {}
+        message = _PARAMETER.sub(lambda m: given.get(m[1], m[1]), template)
+        super().__init__(message)
+        self.template = template
+
+    def naming(self, names: Mapping[str, str]) -> SelectionError:
+        return SelectionError(self.template, names=names)
+
+
+@dataclass
+class ReplayTarget:
+    """One operator's store, some partitions, at one version; ``notes`` collects what a
+    best-effort replay did instead of what was asked."""
+
+    operator: int
+    store: str
+    partitions: list[int]
+    version: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def batch(self) -> int:
+        return self.version - 1
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "operator": self.operator,
+            "store": self.store,
+            "partitions": self.partitions,
+            "version": self.version,
+            "batch": self.batch,
+        }
+
+
+def resolve_target(
+    ckpt: Checkpoint,
+    *,
+    batch: int | None = None,
+    version: int | None = None,
+    operator: int | None = None,
+    store: str | None = None,
+    partitions: Iterable[int] | None = None,
+) -> ReplayTarget:
+    """Fill in defaults and check the choices against the checkpoint; CkptError if invalid.
+
+    The default operator or store is the only one there is; the default version is the one
+    after the latest committed batch (Spark's ``batchId`` reads the same)."""
+    if not ckpt.operators:
+        raise CkptError(f"{ckpt.storage.url}: the query has no state (no state/ directory)")
+    known_ops = ", ".join(str(o) for o in ckpt.operators)
+    if operator is None:
+        if len(ckpt.operators) > 1:
+            raise SelectionError(
+                f"{ckpt.storage.url}: the query has several stateful operators; choose one with "
+                f"{{operator}} ({known_ops})"
+            )
+        operator = next(iter(ckpt.operators))
+    op = ckpt.operators.get(operator)
+    if op is None:
+        raise CkptError(
+            f"{ckpt.storage.url}: operator {operator} has no state (operators: {known_ops})"
+        )
+    if store is None:
+        if len(op.stores) > 1:
+            raise SelectionError(
+                f"{op.path}: operator {operator} has several state stores; choose one with "
+                f"{{store}} ({', '.join(op.stores)})"
+            )
+        store = next(iter(op.stores))
+    if store not in op.stores:
+        raise CkptError(f"{op.path}: no store {store!r} (stores: {', '.join(op.stores)})")
+    known = sorted(op.stores[store].partitions)
+    chosen = sorted(set(partitions)) if partitions else known
+    unknown = [p for p in chosen if p not in op.stores[store].partitions]
+    if unknown:
+        raise CkptError(
+            f"{op.path}: no partition {', '.join(map(str, unknown))} "
+            f"(partitions {known[0]}-{known[-1]})"
+        )
+    if version is None:
+        version = _committed(ckpt, batch) + 1
+    return ReplayTarget(operator, store, chosen, version)
+
+
+def _committed(ckpt: Checkpoint, batch: int | None) -> int:
+    """``batch``, checked to be committed; by default the latest committed batch."""
+    latest = ckpt.batches.latest_committed
+    if batch is None:
+        if latest is None:
+            raise CkptError(f"{ckpt.storage.url}: no committed batch to replay")
+        return latest
+    if latest is not None and batch > latest:
+        raise CkptError(
+            f"{ckpt.storage.url}: batch {batch} is not committed (latest committed: {latest})"
+        )
+    if batch < 0:
+        raise CkptError(f"batch {batch} is negative")
+    return batch
