@@ -237,44 +237,47 @@ class _DatasetUnit:
 @dataclass(frozen=True)
 class _DatasetSettings:
     storage: Storage
-    output: Storage
+    output: str
+    storage_options: dict[str, Any]
     fmt: str
     raw: bool
     where: Where
 
 
-_DATASET: _DatasetSettings | None = None
+_DATASET: tuple[_DatasetSettings, Storage] | None = None
 
 
 def _init_dataset(settings: _DatasetSettings) -> None:
+    # The output's filesystem is made in each process: a forked copy of the parent's
+    # (s3fs, adlfs: an event loop and connections) is not usable.
     global _DATASET
-    _DATASET = settings
+    _DATASET = settings, Storage.from_url(settings.output, settings.storage_options)
 
 
 def _replay_unit(unit: _DatasetUnit) -> int:
     """On a worker or Spark executor: replay one partition and write its rows as one file."""
-    settings = _DATASET
-    assert settings is not None
+    assert _DATASET is not None
+    settings, output = _DATASET
     ext = "parquet" if settings.fmt == "parquet" else "jsonl"
     rel = f"partition_id={unit.plan.partition}/part-00000.{ext}"
     try:
-        return _write_unit(unit, settings, rel)
+        return _write_unit(unit, settings, output, rel)
     except CkptError:
         raise
     except Exception as exc:
         # The output store's own errors (no credentials, refused, denied) in one line.
         if isinstance(exc, OSError) or classify_store_error(exc)[0] != "other":
-            where = f"{settings.output.url.rstrip('/')}/{rel}"
+            where = f"{output.url.rstrip('/')}/{rel}"
             raise store_error(where, "write", exc) from exc
         raise
 
 
-def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, rel: str) -> int:
+def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage, rel: str) -> int:
     ckpt = Checkpoint(settings.storage, Listing(list(unit.entries)))
     plan = unit.plan
     decoder = decoder_for(ckpt, plan.operator, plan.store, raw=settings.raw)
     matches = key_filter(settings.where, decoder.schema)
-    with settings.output.open_write(rel) as fh:
+    with output.open_write(rel) as fh:
         if settings.fmt == "parquet":
             rows = iter_rows(ckpt, plan, decoder, matches)
             return write_parquet((_without_partition(row) for row in rows), fh)
@@ -327,8 +330,9 @@ def write_dataset(
             if e.path.startswith(prefix) or e.path.startswith(schema_prefixes)
         ]
         units.append(_DatasetUnit(plan, tuple(shared + entries)))
-    out = Storage.from_url(output, storage_options)
-    settings = _DatasetSettings(ckpt.storage, out, fmt, rows.raw, rows.where)
+    Storage.from_url(output, storage_options)  # a bad URL or a missing extra fails here
+    options = dict(storage_options or {})
+    settings = _DatasetSettings(ckpt.storage, output, options, fmt, rows.raw, rows.where)
     counts = engine.map(
         _replay_unit,
         units,

@@ -16,16 +16,15 @@ _PARAMETER = re.compile(r"\{(\w+)\}")
 class SelectionError(CkptError):
     """A choice that does not fit the checkpoint, or is missing where it is needed.
 
-    The message names the arguments at fault (``operator``, ``store``, ``where``,
-    ``start_batch``...) as written in ``{braces}`` in ``template``; ``naming`` renders it
-    with other names for them, so the CLI can speak of its options instead.
+    ``message`` names the arguments at fault (``operator``, ``store``, ``where``,
+    ``start_batch``...) in ``{braces}``; they are shown as ``names`` maps them (by default
+    as they are), so the CLI can speak of its options instead.
     """
 
-    def __init__(self, template: str, *, names: Mapping[str, str] | None = None) -> None:
+    def __init__(self, message: str, *, names: Mapping[str, str] | None = None) -> None:
         given = names or {}
-        message = _PARAMETER.sub(lambda m: given.get(m[1], m[1]), template)
-        super().__init__(message)
-        self.template = template
+        super().__init__(_PARAMETER.sub(lambda m: given.get(m[1], m[1]), message))
+        self.template = message
 
     def naming(self, names: Mapping[str, str]) -> SelectionError:
         return SelectionError(self.template, names=names)
