@@ -19,7 +19,8 @@ Data flows down one path, a module a step:
     raw records -> rows with plain JSON values; one encoder (``RowDecoder``) behind JSON
     lines, CSV and Arrow/parquet.
 ``source``
-    the steps assembled: ``read_state`` / ``read_change_feed`` -> ``StateRows``.
+    the steps assembled for a target (every partition, best-effort fallbacks noted):
+    ``read_state`` / ``read_change_feed`` -> ``StateRows``.
 ``sinks``
     stdout or a file (JSON lines, CSV, parquet) and partitioned datasets, written through
     ``Storage``; worker processes or an engine (Spark) per partition.

@@ -18,12 +18,10 @@ Planning reads no state, only changelog headers (the lineage), so ``validate`` a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import compression, records
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Partition, Store
-from ckpt_cli.replay.target import ReplayTarget, SelectionError
 
 COMPRESSION_CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
 
@@ -71,18 +69,6 @@ class ReplayPlan:
     @property
     def files(self) -> list[CheckpointFile]:
         return ([self.base] if self.base else []) + self.steps
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "operator": self.operator,
-            "store": self.store,
-            "partition": self.partition,
-            "provider": self.provider,
-            "version": self.version,
-            "unique_id": self.unique_id,
-            "base": self.base.path if self.base else None,
-            "steps": [f.path for f in self.steps],
-        }
 
 
 def _partition(
@@ -143,17 +129,33 @@ def plan_version(
         return _plan_chain(plan, part, FileKind.SNAPSHOT, FileKind.DELTA)
     if provider != "rocksdb":
         raise StateUnavailable(f"{part.path}: cannot tell the state store provider ({provider})")
-    if ckpt.checkpoint_format_version >= 2 or any(f.unique_id for f in part.files):
+    if _uses_unique_ids(ckpt, provider, part):
         plan.unique_id = unique_id or version_unique_id(ckpt, operator, store, partition, version)
         if plan.unique_id is None:
-            raise StateUnavailable(
-                f"{part.path}: checkpoint format v2 needs the uniqueId of version {version}, "
-                f"and commits/{version - 1} (which records it) is not in the checkpoint",
+            raise _unknown_unique_id(
+                part,
+                version,
                 hint="pick a batch whose commit is retained (ckpt versions lists them)",
-                reason="UNKNOWN_UNIQUE_ID",
             )
         return _plan_lineage(ckpt, plan, part)
     return _plan_chain(plan, part, FileKind.ZIP, FileKind.CHANGELOG)
+
+
+def _uses_unique_ids(ckpt: Checkpoint, provider: str, part: Partition) -> bool:
+    """Checkpoint format v2 (RocksDB only): files named ``<version>_<uniqueId>``, the ones
+    the commit log names."""
+    return provider == "rocksdb" and (
+        ckpt.checkpoint_format_version >= 2 or any(f.unique_id for f in part.files)
+    )
+
+
+def _unknown_unique_id(part: Partition, version: int, hint: str | None = None) -> StateUnavailable:
+    return StateUnavailable(
+        f"{part.path}: checkpoint format v2 needs the uniqueId of version {version}, "
+        f"and commits/{version - 1} (which records it) is not in the checkpoint",
+        hint=hint,
+        reason="UNKNOWN_UNIQUE_ID",
+    )
 
 
 def _one(part: Partition, version: int, kind: FileKind) -> CheckpointFile | None:
@@ -279,30 +281,6 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(out)
 
 
-def plan_partition(
-    ckpt: Checkpoint, target: ReplayTarget, partition: int, *, best_effort: bool = False
-) -> ReplayPlan:
-    """The plan for one partition of ``target``; with ``best_effort`` the newest loadable
-    version at or below the target (a note says so) instead of an error."""
-    try:
-        return plan_version(ckpt, target.operator, partition, target.version, store=target.store)
-    except StateUnavailable as exc:
-        if not best_effort:
-            raise
-        first_error = exc
-    part = ckpt.operators[target.operator].stores[target.store].partitions[partition]
-    for v in reversed([v for v in part.version_ids if v < target.version]):
-        try:
-            plan = plan_version(ckpt, target.operator, partition, v, store=target.store)
-        except StateUnavailable:
-            continue
-        target.notes.append(
-            f"{first_error.message}; replayed version {v} (after batch {v - 1}) instead"
-        )
-        return plan
-    raise first_error
-
-
 # -- changelog headers (the lineage) ----------------------------------------------------------
 
 
@@ -360,21 +338,14 @@ def change_files(
     changelogs, so a broken lineage fails the feed even where the commit log is right.
     """
     st, part = _partition(ckpt, operator, store, partition)
-    v2 = st.provider == "rocksdb" and (
-        ckpt.checkpoint_format_version >= 2 or any(f.unique_id for f in part.files)
-    )
-    if not v2:
+    if not _uses_unique_ids(ckpt, st.provider, part):
         return [
             change_file(ckpt, operator, partition, v, store=store)
             for v in range(start_version, end_version + 1)
         ]
     end_uid = version_unique_id(ckpt, operator, store, partition, end_version)
     if end_uid is None:
-        raise StateUnavailable(
-            f"{part.path}: checkpoint format v2 needs the uniqueId of version {end_version}, "
-            f"and commits/{end_version - 1} (which records it) is not in the checkpoint",
-            reason="UNKNOWN_UNIQUE_ID",
-        )
+        raise _unknown_unique_id(part, end_version)
     files = {
         (f.version, f.unique_id): f
         for f in part.files
@@ -427,59 +398,3 @@ def change_files(
             raise _missing_lineage_link(ckpt, plan, part, named_by[e.version], e)
         out.append(f)
     return out
-
-
-ChangeFiles = dict[tuple[int, int], CheckpointFile]
-
-
-def plan_changes(
-    ckpt: Checkpoint,
-    target: ReplayTarget,
-    start_batch: int,
-    end_batch: int,
-    *,
-    best_effort: bool = False,
-) -> ChangeFiles:
-    """The file of each (batch, partition) of the change feed of ``target``'s partitions.
-
-    As Spark does, format v2 follows the changelog lineage back from the end batch; with
-    ``best_effort`` a broken lineage falls back to the changelogs the commit log names, and
-    a note in ``target.notes`` says so.
-    """
-    if start_batch > end_batch:
-        raise SelectionError(f"{{start_batch}} {start_batch} is after {{end_batch}} {end_batch}")
-    files = {}
-    for pid in target.partitions:
-        chosen = _partition_changes(ckpt, target, pid, start_batch, end_batch, best_effort)
-        for batch, f in zip(range(start_batch, end_batch + 1), chosen, strict=True):
-            files[(batch, pid)] = f
-    return files
-
-
-def _partition_changes(
-    ckpt: Checkpoint,
-    target: ReplayTarget,
-    pid: int,
-    start_batch: int,
-    end_batch: int,
-    best_effort: bool,
-) -> list[CheckpointFile]:
-    op, store = target.operator, target.store
-    try:
-        return change_files(ckpt, op, pid, start_batch + 1, end_batch + 1, store=store)
-    except StateUnavailable as exc:
-        if not best_effort:
-            raise
-        first_error = exc
-    try:
-        chosen = [
-            change_file(ckpt, op, pid, batch + 1, store=store)
-            for batch in range(start_batch, end_batch + 1)
-        ]
-    except StateUnavailable:
-        raise first_error from None
-    target.notes.append(
-        f"{first_error.message}; read the changelogs of the commit log's uniqueIds instead: "
-        + ", ".join(f.entry.name for f in chosen)
-    )
-    return chosen

@@ -3,7 +3,7 @@
 ``RowDecoder`` turns a store's raw key/value bytes into the rows of Spark's ``statestore``
 source, ``{"partition_id", "key": {...}, "value": {...}}``, with plain JSON values:
 timestamps ISO-8601 (``Z`` for UTC), dates ISO, decimals as strings (exact), binary as hex,
-non-finite floats as strings. JSON lines, CSV (``flat_row``) and Arrow tables (parquet,
+non-finite floats as strings. JSON lines, CSV and Arrow tables (parquet,
 ``arrow_tables``) are all made from these rows.
 
 Two things make that fast without a second meaning of a row: the conversion to plain JSON is
@@ -151,29 +151,7 @@ def key_filter(where: Iterable[tuple[str, str]], schema: StateSchema | None) -> 
     return matches
 
 
-# -- CSV and Arrow ---------------------------------------------------------------------------
-
-
-def flat_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A row with nested key/value columns as ``key.col`` / ``value.col`` (for CSV); lists
-    as JSON text."""
-    out: dict[str, Any] = {}
-    for name, value in row.items():
-        if isinstance(value, dict):
-            _flatten(name, value, out)
-        else:
-            out[name] = value
-    return out
-
-
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(f"{prefix}.{k}", v, out)
-    elif isinstance(value, list):
-        out[prefix] = json.dumps(value, ensure_ascii=False)
-    else:
-        out[prefix] = value
+# -- Arrow ----------------------------------------------------------------------------------
 
 
 def require_pyarrow(what: str) -> None:

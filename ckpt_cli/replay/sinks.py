@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -27,7 +28,7 @@ from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.rows import arrow_tables, flat_row, key_filter, require_pyarrow
+from ckpt_cli.replay.rows import arrow_tables, key_filter, require_pyarrow
 from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_lines, iter_rows
 from ckpt_cli.storage import FileEntry, Listing, Storage, classify_store_error, store_error
 
@@ -58,6 +59,28 @@ class RowWriter:
             if self.header:
                 self._csv.writeheader()
         self._csv.writerow(flat)
+
+
+def flat_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with nested key/value columns as ``key.col`` / ``value.col`` (for CSV); lists
+    as JSON text."""
+    out: dict[str, Any] = {}
+    for name, value in row.items():
+        if isinstance(value, dict):
+            _flatten(name, value, out)
+        else:
+            out[name] = value
+    return out
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}", v, out)
+    elif isinstance(value, list):
+        out[prefix] = json.dumps(value, ensure_ascii=False)
+    else:
+        out[prefix] = value
 
 
 def limited(rows: Iterable[dict[str, Any]], limit: int | None) -> Iterator[dict[str, Any]]:

@@ -11,15 +11,23 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay.plan import ChangeFiles, ReplayPlan, plan_changes, plan_partition
+from ckpt_cli.replay.plan import (
+    ReplayPlan,
+    StateUnavailable,
+    change_file,
+    change_files,
+    plan_version,
+)
 from ckpt_cli.replay.read import iter_file_records, iter_state, store_schema
 from ckpt_cli.replay.rows import Filter, RowDecoder, arrow_tables, key_filter
-from ckpt_cli.replay.target import ReplayTarget, resolve_target
+from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 
 # ``where``: (key column, value) pairs that must all hold.
 Where = tuple[tuple[str, str], ...]
+# The change feed's file of each (batch, partition).
+ChangeFiles = dict[tuple[int, int], CheckpointFile]
 
 
 def decoder_for(ckpt: Checkpoint, operator: int, store: str, *, raw: bool = False) -> RowDecoder:
@@ -168,6 +176,86 @@ def _open(checkpoint: Checkpoint | str, storage_options: Mapping[str, Any] | Non
     return Checkpoint.open(checkpoint, dict(storage_options or {}))
 
 
+# -- the plans of a target, with best-effort fallbacks -----------------------------------------
+
+
+def plan_partition(
+    ckpt: Checkpoint, target: ReplayTarget, partition: int, *, best_effort: bool = False
+) -> ReplayPlan:
+    """The plan for one partition of ``target``; with ``best_effort`` the newest loadable
+    version at or below the target (a note says so) instead of an error."""
+    try:
+        return plan_version(ckpt, target.operator, partition, target.version, store=target.store)
+    except StateUnavailable as exc:
+        if not best_effort:
+            raise
+        first_error = exc
+    part = ckpt.operators[target.operator].stores[target.store].partitions[partition]
+    for v in reversed([v for v in part.version_ids if v < target.version]):
+        try:
+            plan = plan_version(ckpt, target.operator, partition, v, store=target.store)
+        except StateUnavailable:
+            continue
+        target.notes.append(
+            f"{first_error.message}; replayed version {v} (after batch {v - 1}) instead"
+        )
+        return plan
+    raise first_error
+
+
+def plan_changes(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    start_batch: int,
+    end_batch: int,
+    *,
+    best_effort: bool = False,
+) -> ChangeFiles:
+    """The file of each (batch, partition) of the change feed of ``target``'s partitions.
+
+    As Spark does, format v2 follows the changelog lineage back from the end batch; with
+    ``best_effort`` a broken lineage falls back to the changelogs the commit log names, and
+    a note in ``target.notes`` says so.
+    """
+    if start_batch > end_batch:
+        raise SelectionError(f"{{start_batch}} {start_batch} is after {{end_batch}} {end_batch}")
+    files = {}
+    for pid in target.partitions:
+        chosen = _partition_changes(ckpt, target, pid, start_batch, end_batch, best_effort)
+        for batch, f in zip(range(start_batch, end_batch + 1), chosen, strict=True):
+            files[(batch, pid)] = f
+    return files
+
+
+def _partition_changes(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    pid: int,
+    start_batch: int,
+    end_batch: int,
+    best_effort: bool,
+) -> list[CheckpointFile]:
+    op, store = target.operator, target.store
+    try:
+        return change_files(ckpt, op, pid, start_batch + 1, end_batch + 1, store=store)
+    except StateUnavailable as exc:
+        if not best_effort:
+            raise
+        first_error = exc
+    try:
+        chosen = [
+            change_file(ckpt, op, pid, batch + 1, store=store)
+            for batch in range(start_batch, end_batch + 1)
+        ]
+    except StateUnavailable:
+        raise first_error from None
+    target.notes.append(
+        f"{first_error.message}; read the changelogs of the commit log's uniqueIds instead: "
+        + ", ".join(f.entry.name for f in chosen)
+    )
+    return chosen
+
+
 # -- one partition's rows --------------------------------------------------------------------
 
 
@@ -179,12 +267,12 @@ def iter_rows(
     progress: ProgressSink = NULL_PROGRESS,
 ) -> Iterator[dict[str, Any]]:
     """The rows of one partition's plan."""
-    row = decoder.row
+    json_row = decoder.json_row  # ``decoder.row`` inlined: the hot loop of every row output
     pid = plan.partition
     for k, v in iter_state(ckpt, plan, progress):
-        out = row(pid, k, v)
-        if where is None or where(out["key"]):
-            yield out
+        key, value = json_row(k, v)
+        if where is None or where(key):
+            yield {"partition_id": pid, "key": key, "value": value}
 
 
 def iter_lines(ckpt: Checkpoint, plan: ReplayPlan, decoder: RowDecoder) -> Iterator[str]:

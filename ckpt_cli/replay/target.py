@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint
 
 _PARAMETER = re.compile(r"\{(\w+)\}")
+T = TypeVar("T")
 
 
 class SelectionError(CkptError):
@@ -46,13 +48,8 @@ class ReplayTarget:
         return self.version - 1
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "operator": self.operator,
-            "store": self.store,
-            "partitions": self.partitions,
-            "version": self.version,
-            "batch": self.batch,
-        }
+        fields = ("operator", "store", "partitions", "version", "batch")
+        return {name: getattr(self, name) for name in fields}
 
 
 def resolve_target(
@@ -72,24 +69,16 @@ def resolve_target(
         raise CkptError(f"{ckpt.storage.url}: the query has no state (no state/ directory)")
     known_ops = ", ".join(str(o) for o in ckpt.operators)
     if operator is None:
-        if len(ckpt.operators) > 1:
-            raise SelectionError(
-                f"{ckpt.storage.url}: the query has several stateful operators; choose one with "
-                f"{{operator}} ({known_ops})"
-            )
-        operator = next(iter(ckpt.operators))
+        several = "the query has several stateful operators; choose one with {operator}"
+        operator = _only(ckpt.operators, f"{ckpt.storage.url}: {several}")
     op = ckpt.operators.get(operator)
     if op is None:
         raise CkptError(
             f"{ckpt.storage.url}: operator {operator} has no state (operators: {known_ops})"
         )
     if store is None:
-        if len(op.stores) > 1:
-            raise SelectionError(
-                f"{op.path}: operator {operator} has several state stores; choose one with "
-                f"{{store}} ({', '.join(op.stores)})"
-            )
-        store = next(iter(op.stores))
+        several = "several state stores; choose one with {store}"
+        store = _only(op.stores, f"{op.path}: operator {operator} has {several}")
     if store not in op.stores:
         raise CkptError(f"{op.path}: no store {store!r} (stores: {', '.join(op.stores)})")
     known = sorted(op.stores[store].partitions)
@@ -103,6 +92,13 @@ def resolve_target(
     if version is None:
         version = _committed(ckpt, batch) + 1
     return ReplayTarget(operator, store, chosen, version)
+
+
+def _only(choices: Mapping[T, object], several: str) -> T:
+    """The one key of ``choices``; with more, SelectionError ``several (key, key...)``."""
+    if len(choices) > 1:
+        raise SelectionError(f"{several} ({', '.join(map(str, choices))})")
+    return next(iter(choices))
 
 
 def _committed(ckpt: Checkpoint, batch: int | None) -> int:
