@@ -85,8 +85,8 @@ class RowDecoder:
         return to_key(self.key(key)), to_value(self.value(value))
 
     def row(self, partition: int, key: bytes, value: bytes | None) -> dict[str, Any]:
-        json_key, json_value = self.json_row(key, value)
-        return {"partition_id": partition, "key": json_key, "value": json_value}
+        k, v = self.json_row(key, value)
+        return {"partition_id": partition, "key": k, "value": v}
 
     @functools.cached_property
     def _compiled(self) -> tuple[_Compiled, _Compiled] | None:

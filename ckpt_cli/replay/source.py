@@ -21,7 +21,7 @@ from ckpt_cli.replay.plan import (
     plan_version,
 )
 from ckpt_cli.replay.read import iter_file_records, iter_state, store_schema
-from ckpt_cli.replay.rows import Filter, RowDecoder, arrow_tables, key_filter
+from ckpt_cli.replay.rows import Filter, RowDecoder, arrow_tables, key_filter, require_pyarrow
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 
 # ``where``: (key column, value) pairs that must all hold.
@@ -74,6 +74,7 @@ class StateRows:
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` of the rows (needs pyarrow)."""
+        require_pyarrow("to_arrow()")
         import pyarrow as pa
 
         return pa.concat_tables(arrow_tables(self))
