@@ -1,5 +1,5 @@
-"""The Python API of replay (``read_state``, ``read_change_feed``, ``StateRows``) gives what
-``ckpt replay`` writes: the same rows as JSON lines, the same Arrow table as parquet."""
+"""The Python API of replay (``read_state`` and its ``StateRows``) gives what ``ckpt replay``
+writes: the same rows as JSON lines, the same Arrow table as parquet."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.replay import StateRows, read_change_feed, read_state
+from ckpt_cli.replay import StateRows, read_state
 from ckpt_cli.replay.target import SelectionError
 from tests.conftest import CASES, CASES_DIR, run_cli
 
@@ -63,7 +63,7 @@ def test_where_and_the_change_feed() -> None:
     rows = list(read_state(str(HDFS), where={"k": "k3"}))
     assert [r["key"] for r in rows] == [{"k": "k3"}]
     start = read_state(str(HDFS)).target.batch - 1  # the older batches' deltas are cleaned up
-    feed = list(read_change_feed(str(HDFS), start_batch=start))
+    feed = list(read_state(str(HDFS), change_start_batch=start))
     assert {r["batch_id"] for r in feed} == {start, start + 1}
     assert canon(feed) == canon(cli_jsonl(str(HDFS), "--changes", "--from", str(start)))
 
@@ -74,8 +74,10 @@ def test_library_errors_name_arguments_the_cli_its_options() -> None:
     assert "choose one with store (" in caught.value.message and "--" not in caught.value.message
     with pytest.raises(SelectionError, match=r"^where 'nope=1': the key has no column 'nope'"):
         read_state(str(HDFS), where={"nope": "1"})
-    with pytest.raises(SelectionError, match=r"^start_batch 3 is after end_batch 1$"):
-        read_change_feed(str(HDFS), start_batch=3, end_batch=1)
+    with pytest.raises(SelectionError, match=r"^change_start_batch 3 is after change_end_batch 1$"):
+        read_state(str(HDFS), change_start_batch=3, change_end_batch=1)
+    with pytest.raises(SelectionError, match=r"^change_end_batch is given without change_start"):
+        read_state(str(HDFS), change_end_batch=1)
     result = run_cli("replay", str(HDFS), "--changes", "--from", "3", "--to", "1")
     assert result.exit_code == 2 and "error: --from 3 is after --to 1" in result.stderr
     result = run_cli("replay", str(HDFS), "--where", "nope=1")

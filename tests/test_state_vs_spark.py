@@ -1,9 +1,9 @@
 """Rebuilding state from a fixture's files gives the rows Spark's ``statestore`` source read.
 
 For every successful read recorded in a fixture's expected.json (by batch, by snapshot
-partition, or as a change feed), the library's ``read_state``/``read_change_feed`` read the
-same store's files (snapshot + deltas, zip + changelogs, or the format-v2 lineage) and decode
-them with the store's schema file.
+partition, or as a change feed), the library's ``read_state`` reads the same store's files
+(snapshot + deltas, zip + changelogs, or the format-v2 lineage) and decodes them with the
+store's schema file.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint
-from ckpt_cli.replay import read_change_feed, read_state
+from ckpt_cli.replay import read_state
 from tests.conftest import CASES, Case
 
 READS = [
@@ -45,10 +45,10 @@ def test_rows_equal_spark_statestore(case: Case, read: dict[str, Any]) -> None:
         p for p in ckpt.operators[op_id].stores[store].partitions if only is None or int(only) == p
     ]
     if options.get("readChangeFeed") == "true":
-        rows = read_change_feed(
+        rows = read_state(
             ckpt,
-            start_batch=int(options["changeStartBatchId"]),
-            end_batch=int(options["changeEndBatchId"]),
+            change_start_batch=int(options["changeStartBatchId"]),
+            change_end_batch=int(options["changeEndBatchId"]),
             operator=op_id,
             store=store,
             partitions=partitions,

@@ -45,7 +45,7 @@ from ckpt_cli.replay.sinks import (
     write_partitions,
     write_text,
 )
-from ckpt_cli.replay.source import change_rows, state_rows
+from ckpt_cli.replay.source import target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.secrets import scrub
 
@@ -202,13 +202,15 @@ def replay(
         target = resolve_target(
             ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
         )
-        if changes:
-            assert from_batch is not None
-            rows = change_rows(
-                ckpt, target, from_batch, to_batch, where=pairs, raw=raw, best_effort=best_effort
-            )
-        else:
-            rows = state_rows(ckpt, target, where=pairs, raw=raw, best_effort=best_effort)
+        rows = target_rows(
+            ckpt,
+            target,
+            change_start_batch=from_batch if changes else None,
+            change_end_batch=to_batch if changes else None,
+            where=pairs,
+            raw=raw,
+            best_effort=best_effort,
+        )
     _print_notes(target)
     if not changes and output is not None and _is_dataset(output, engine):
         _write_dataset(rows, output, fmt, engine, workers, master, options, json_output)
@@ -249,8 +251,8 @@ OPTION_NAMES = {
     "operator": "--operator",
     "store": "--store",
     "where": "--where",
-    "start_batch": "--from",
-    "end_batch": "--to",
+    "change_start_batch": "--from",
+    "change_end_batch": "--to",
 }
 
 

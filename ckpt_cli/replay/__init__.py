@@ -20,7 +20,7 @@ Data flows down one path, a module a step:
     lines, CSV and Arrow/parquet.
 ``source``
     the steps assembled for a target (every partition, best-effort fallbacks noted):
-    ``read_state`` / ``read_change_feed`` -> ``StateRows``.
+    ``read_state`` -> ``StateRows``.
 ``sinks``
     stdout or a file (JSON lines, CSV, parquet) and partitioned datasets, written through
     ``Storage``; worker processes or an engine (Spark) per partition.
@@ -30,6 +30,6 @@ New state formats (transformWithState column families, Avro-encoded rows...) plu
 for their bytes giving the same row shape); target, plan, source and sinks stay as they are.
 """
 
-from ckpt_cli.replay.source import StateRows, read_change_feed, read_state
+from ckpt_cli.replay.source import StateRows, read_state
 
-__all__ = ["StateRows", "read_change_feed", "read_state"]
+__all__ = ["StateRows", "read_state"]

@@ -206,11 +206,11 @@ def _plan_lineage(ckpt: Checkpoint, plan: ReplayPlan, part: Partition) -> Replay
     changelog = files.get((FileKind.CHANGELOG, version, uid))
     if changelog is None:
         present = ", ".join(sv.unique_ids) if sv else "none"
-        raise StateUnavailable(
-            f"{part.path}: no {version}_{uid}.zip or .changelog (the commit log's uniqueId); "
-            f"files at version {version} carry ids: {present}",
-            reason="MISSING_UNIQUE_ID_FILE",
-            paths=(f"{part.path}/{version}_{uid}.changelog",),
+        raise _missing_unique_id_file(
+            part,
+            records.LineageEntry(version, uid or ""),
+            f".zip or .changelog (the commit log's uniqueId); files at version {version} "
+            f"carry ids: {present}",
         )
     lineage = read_changelog_header(ckpt, changelog).lineage or ()
     chain = [*lineage, records.LineageEntry(version, uid or "")]
@@ -234,6 +234,18 @@ def _plan_lineage(ckpt: Checkpoint, plan: ReplayPlan, part: Partition) -> Replay
             raise _missing_lineage_link(ckpt, plan, part, changelog, entry)
         plan.steps.append(step)
     return plan
+
+
+def _missing_unique_id_file(
+    part: Partition, entry: records.LineageEntry, what: str
+) -> StateUnavailable:
+    """No file of the uniqueId the commit log recorded: ``<version>_<id>`` + ``what``."""
+    name = f"{entry.version}_{entry.unique_id}"
+    return StateUnavailable(
+        f"{part.path}: no {name}{what}",
+        reason="MISSING_UNIQUE_ID_FILE",
+        paths=(f"{part.path}/{name}.changelog",),
+    )
 
 
 def _missing_lineage_link(
@@ -361,11 +373,8 @@ def change_files(
         if f is None:
             if last.version in named_by:
                 raise _missing_lineage_link(ckpt, plan, part, named_by[last.version], last)
-            raise StateUnavailable(
-                f"{part.path}: no {last.version}_{last.unique_id}.changelog (the commit log's "
-                f"uniqueId for version {last.version})",
-                reason="MISSING_UNIQUE_ID_FILE",
-                paths=(f"{part.path}/{last.version}_{last.unique_id}.changelog",),
+            raise _missing_unique_id_file(
+                part, last, f".changelog (the commit log's uniqueId for version {last.version})"
             )
         lineage = read_changelog_header(ckpt, f).lineage or ()
         older = sorted(

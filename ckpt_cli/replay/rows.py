@@ -233,20 +233,14 @@ def format_timestamp(value: dt.datetime) -> str:
     )
 
 
-def _timestamp(value: Any) -> Any:
-    return None if value is None else format_timestamp(value)
+def _unless_null(convert: Converter) -> Converter:
+    return lambda value: None if value is None else convert(value)
 
 
-def _iso(value: Any) -> Any:
-    return None if value is None else value.isoformat()
-
-
-def _str(value: Any) -> Any:
-    return None if value is None else str(value)
-
-
-def _hex(value: Any) -> Any:
-    return None if value is None else bytes(value).hex()
+_timestamp = _unless_null(format_timestamp)
+_iso = _unless_null(lambda value: value.isoformat())
+_str = _unless_null(str)
+_hex = _unless_null(lambda value: bytes(value).hex())
 
 
 def converter_for(data_type: S.DataType) -> Converter:

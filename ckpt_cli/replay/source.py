@@ -1,5 +1,6 @@
-"""The pipeline assembled, as Spark's ``statestore`` source reads state: ``read_state`` and
-``read_change_feed`` return ``StateRows``, to iterate or turn into Arrow or pandas.
+"""The pipeline assembled, as Spark's ``statestore`` source reads state: ``read_state``
+returns ``StateRows`` (the state at a batch, or the change feed), to iterate or turn into
+Arrow or pandas.
 
 Choosing happens before any row: the target is resolved and every partition planned when
 ``StateRows`` is made, so errors and ``notes`` come first; rows are read when iterated.
@@ -92,82 +93,59 @@ def read_state(
     operator: int | None = None,
     store: str | None = None,
     partitions: Iterable[int] | None = None,
+    change_start_batch: int | None = None,
+    change_end_batch: int | None = None,
     where: Mapping[str, str] | None = None,
     raw: bool = False,
     best_effort: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> StateRows:
     """The state of a store after ``batch`` (default: the latest committed), like
-    ``spark.read.format("statestore")``; ``where`` keeps keys whose columns equal the given
-    values. A path or URL is opened with ``storage_options``."""
+    ``spark.read.format("statestore")``; with ``change_start_batch``, like its
+    ``readChangeFeed`` option, the change feed instead: every put (``update``), delete and
+    merge of batches ``change_start_batch``..``change_end_batch`` (default: the latest
+    committed). ``where`` keeps keys whose columns equal the given values. A path or URL is
+    opened with ``storage_options``."""
     ckpt = _open(checkpoint, storage_options)
     target = resolve_target(
         ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partitions
     )
-    return state_rows(
-        ckpt, target, where=tuple((where or {}).items()), raw=raw, best_effort=best_effort
-    )
-
-
-def read_change_feed(
-    checkpoint: Checkpoint | str,
-    *,
-    start_batch: int,
-    end_batch: int | None = None,
-    operator: int | None = None,
-    store: str | None = None,
-    partitions: Iterable[int] | None = None,
-    where: Mapping[str, str] | None = None,
-    raw: bool = False,
-    best_effort: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-) -> StateRows:
-    """Every put (``update``), delete and merge of batches ``start_batch``..``end_batch``
-    (default: the latest committed), like the ``readChangeFeed`` option of Spark 4's
-    ``statestore`` source."""
-    ckpt = _open(checkpoint, storage_options)
-    target = resolve_target(ckpt, operator=operator, store=store, partitions=partitions)
-    return change_rows(
+    return target_rows(
         ckpt,
         target,
-        start_batch,
-        end_batch,
+        change_start_batch=change_start_batch,
+        change_end_batch=change_end_batch,
         where=tuple((where or {}).items()),
         raw=raw,
         best_effort=best_effort,
     )
 
 
-def state_rows(
+def target_rows(
     ckpt: Checkpoint,
     target: ReplayTarget,
     *,
+    change_start_batch: int | None = None,
+    change_end_batch: int | None = None,
     where: Where = (),
     raw: bool = False,
     best_effort: bool = False,
 ) -> StateRows:
-    """``read_state`` for a resolved target."""
-    rows = StateRows(ckpt, target, [], raw, where)  # the key filter is checked first
-    rows.plans = [
-        plan_partition(ckpt, target, p, best_effort=best_effort) for p in target.partitions
-    ]
-    return rows
-
-
-def change_rows(
-    ckpt: Checkpoint,
-    target: ReplayTarget,
-    start_batch: int,
-    end_batch: int | None,
-    *,
-    where: Where = (),
-    raw: bool = False,
-    best_effort: bool = False,
-) -> StateRows:
-    """``read_change_feed`` for a resolved target."""
-    end = end_batch if end_batch is not None else (ckpt.batches.latest_committed or 0)
-    rows = StateRows(ckpt, target, [], raw, where)  # the key filter is checked first
-    rows.changes = plan_changes(ckpt, target, start_batch, end, best_effort=best_effort)
+    """``read_state`` for a resolved target: the key filter is checked, then every
+    partition planned, before any row is read."""
+    rows = StateRows(ckpt, target, [], raw, where)
+    if change_start_batch is not None:
+        end = change_end_batch
+        if end is None:
+            end = ckpt.batches.latest_committed or 0
+        rows.changes = plan_changes(ckpt, target, change_start_batch, end, best_effort=best_effort)
+    elif change_end_batch is not None:
+        raise SelectionError("{change_end_batch} is given without {change_start_batch}")
+    else:
+        plans = [
+            plan_partition(ckpt, target, p, best_effort=best_effort) for p in target.partitions
+        ]
+        rows.plans = plans
     return rows
 
 
@@ -219,7 +197,9 @@ def plan_changes(
     a note in ``target.notes`` says so.
     """
     if start_batch > end_batch:
-        raise SelectionError(f"{{start_batch}} {start_batch} is after {{end_batch}} {end_batch}")
+        raise SelectionError(
+            f"{{change_start_batch}} {start_batch} is after {{change_end_batch}} {end_batch}"
+        )
     files = {}
     for pid in target.partitions:
         chosen = _partition_changes(ckpt, target, pid, start_batch, end_batch, best_effort)
