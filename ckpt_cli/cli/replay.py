@@ -43,7 +43,6 @@ from ckpt_cli.replay.sinks import (
     write_dataset,
     write_parquet,
     write_partitions,
-    write_text,
 )
 from ckpt_cli.replay.source import target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
@@ -237,12 +236,9 @@ def replay(
         render_table(got[:shown], stdout_console(), target, more=len(got) > shown, changes=changes)
     else:
         with _open_text(output) as out:
-            if changes:
-                write_text(rows, out, fmt.value, limit)
-            else:
-                write_partitions(
-                    rows, out, fmt.value, limit=limit, workers=workers, progress=progress_sink()
-                )
+            write_partitions(
+                rows, out, fmt.value, limit=limit, workers=workers, progress=progress_sink()
+            )
     raise typer.Exit(exit_codes.OK)
 
 

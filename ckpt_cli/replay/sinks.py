@@ -189,8 +189,10 @@ def write_partitions(
     workers: int | None = None,
     progress: ProgressSink = NULL_PROGRESS,
 ) -> int:
-    """The state rows as JSON lines or CSV into ``out``, partition after partition; returns
-    how many. Several partitions on local storage go to worker processes."""
+    """The rows as JSON lines or CSV into ``out``, partition after partition; returns how
+    many. Several partitions of state on local storage go to worker processes."""
+    if rows.changes is not None:
+        return write_text(rows, out, fmt, limit)
     ckpt, plans, decoder = rows.ckpt, rows.plans, rows.decoder
     workers = workers or os.cpu_count() or 1
     progress.start("Replaying partitions", total=len(plans))
@@ -332,6 +334,8 @@ def write_dataset(
 ) -> dict[int, int]:
     """The state rows under ``output`` (a local path or URL), one folder per partition
     (``partition_id=<p>/part-00000.<fmt>``), on ``engine``; returns rows per partition."""
+    if rows.changes is not None:
+        raise CkptError("a dataset holds the state at a batch, not the change feed")
     if fmt not in DATASET_FORMATS:
         raise CkptError(f"a dataset is written as jsonl or parquet, not {fmt}")
     if fmt == "parquet":
