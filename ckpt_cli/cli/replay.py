@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
+from itertools import islice
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -38,7 +39,6 @@ from ckpt_cli.replay import StateRows
 from ckpt_cli.replay.rows import require_pyarrow
 from ckpt_cli.replay.sinks import (
     DATASET_FORMATS,
-    limited,
     open_output,
     write_dataset,
     write_parquet,
@@ -216,7 +216,7 @@ def replay(
     elif not changes and engine != "local":
         raise CkptError("--engine spark writes a dataset: give --output DIR/")
     elif json_output:
-        got = list(limited(rows, limit))
+        got = list(islice(rows, limit))
         write_json(
             {
                 "status": "ok",
@@ -229,10 +229,10 @@ def replay(
     elif fmt is OutputFormat.parquet:
         assert output is not None
         with open_output(output, binary=True) as fh:
-            write_parquet(limited(rows, limit), fh)
+            write_parquet(islice(rows, limit), fh)
     elif fmt is OutputFormat.table:
         shown = limit if limit is not None else TABLE_LIMIT
-        got = list(limited(rows, shown + 1))
+        got = list(islice(rows, shown + 1))
         render_table(got[:shown], stdout_console(), target, more=len(got) > shown, changes=changes)
     else:
         with _open_text(output) as out:

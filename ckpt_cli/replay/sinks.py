@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import itertools
 import json
 import os
 import tempfile
@@ -83,20 +84,12 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
-def limited(rows: Iterable[dict[str, Any]], limit: int | None) -> Iterator[dict[str, Any]]:
-    """At most ``limit`` rows (all with None)."""
-    for count, row in enumerate(rows):
-        if limit is not None and count >= limit:
-            return
-        yield row
-
-
 def write_text(
     rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, limit: int | None = None
 ) -> int:
     """Rows as JSON lines or CSV into ``out``; returns how many."""
     writer = RowWriter(out, fmt)
-    for row in limited(rows, limit):
+    for row in itertools.islice(rows, limit):
         writer.write(row)
     return writer.count
 
