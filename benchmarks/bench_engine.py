@@ -32,7 +32,8 @@ from synthetic import build  # noqa: E402
 
 from ckpt_cli.engine import Engine, LocalEngine, SparkEngine  # noqa: E402
 from ckpt_cli.model import Checkpoint  # noqa: E402
-from ckpt_cli.replay import plan_partition, resolve_target, write_dataset  # noqa: E402
+from ckpt_cli.replay import read_state  # noqa: E402
+from ckpt_cli.replay.sinks import write_dataset  # noqa: E402
 from ckpt_cli.validate import validate  # noqa: E402
 
 
@@ -52,11 +53,9 @@ def run_validate(root: Path, engine: Engine) -> tuple[float, int]:
 
 def run_replay(root: Path, engine: Engine) -> tuple[float, int]:
     start = time.perf_counter()
-    ckpt = Checkpoint.open(str(root))
-    target = resolve_target(ckpt)
-    plans = [plan_partition(ckpt, target, p) for p in target.partitions]
+    rows = read_state(Checkpoint.open(str(root)))
     with tempfile.TemporaryDirectory(dir=HERE / ".data") as out:
-        counts = write_dataset(ckpt, plans, f"{out}/rows", "jsonl", engine=engine)
+        counts = write_dataset(rows, f"{out}/rows", "jsonl", engine=engine)
     return time.perf_counter() - start, sum(counts.values())
 
 

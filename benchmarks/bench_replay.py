@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from ckpt_cli.formats.compression import decompressed_chunks  # noqa: E402
 from ckpt_cli.model import Checkpoint, FileKind  # noqa: E402
-from ckpt_cli.state import plan_version  # noqa: E402
+from ckpt_cli.replay.plan import plan_version  # noqa: E402
 
 BUILD = """
 import os, sys, shutil

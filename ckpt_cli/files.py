@@ -18,8 +18,10 @@ from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
 from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
 from ckpt_cli.layout import StoreLocation
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.replay.plan import codec_of
+from ckpt_cli.replay.read import store_schema
+from ckpt_cli.replay.rows import RowDecoder, json_value
 from ckpt_cli.results import Result
-from ckpt_cli.state import RowDecoder, codec_of, json_value, store_schema
 
 DEFAULT_LIMIT = 20
 

@@ -105,6 +105,7 @@ SAMPLES: dict[str, Any] = {
     "hint": "try again",
     "reason": "LINEAGE_MISMATCH",
     "paths": ("state/0/1/7.zip",),
+    "names": {"where": "--where"},
 }
 
 

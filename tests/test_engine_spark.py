@@ -11,7 +11,8 @@ import pytest
 from ckpt_cli.cleanup import scan_orphans
 from ckpt_cli.engine import LocalEngine, SparkEngine
 from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay import plan_partition, resolve_target, write_dataset
+from ckpt_cli.replay import read_state
+from ckpt_cli.replay.sinks import write_dataset
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import validate
 from tests.conftest import CASES, CASES_DIR, Case
@@ -45,10 +46,9 @@ def _dataset(root: Path) -> dict[str, list[str]]:
 def test_replay_dataset_same_on_spark(spark: Any, name: str, tmp_path: Path) -> None:  # noqa: F811
     ckpt = Checkpoint.open(str(CASES_DIR / name / "checkpoint"))
     op = next(iter(ckpt.operators.values()))
-    target = resolve_target(ckpt, operator=op.id, store=next(iter(op.stores)))
-    plans = [plan_partition(ckpt, target, p) for p in target.partitions]
-    a = write_dataset(ckpt, plans, str(tmp_path / "local"), "jsonl", engine=LocalEngine(2))
-    b = write_dataset(ckpt, plans, str(tmp_path / "spark"), "jsonl", engine=SparkEngine(spark))
+    rows = read_state(ckpt, operator=op.id, store=next(iter(op.stores)))
+    a = write_dataset(rows, str(tmp_path / "local"), "jsonl", engine=LocalEngine(2))
+    b = write_dataset(rows, str(tmp_path / "spark"), "jsonl", engine=SparkEngine(spark))
     assert a == b and sum(a.values()) > 0
     assert _dataset(tmp_path / "local") == _dataset(tmp_path / "spark")
 

@@ -11,7 +11,8 @@ import pytest
 
 from ckpt_cli.files import split_file_location
 from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.state import decoded_rows, json_value, load_state, plan_version
+from ckpt_cli.replay import read_state
+from ckpt_cli.replay.plan import plan_version
 from tests.conftest import CASES_DIR, run_cli
 
 pytestmark = pytest.mark.skipif(not CASES_DIR.is_dir(), reason="no fixtures")
@@ -67,10 +68,11 @@ def test_snapshot_rows_equal_the_rebuilt_state() -> None:
     assert snap.store is not None and snap.version is not None
     plan = plan_version(ckpt, snap.store.operator, snap.store.partition, snap.version)
     assert plan.base == snap and not plan.steps
-    want = [
-        {"key": json_value(k), "value": json_value(v)}
-        for k, v in decoded_rows(ckpt, plan, load_state(ckpt, plan))
-    ]
+    rows = read_state(
+        ckpt, version=snap.version, operator=plan.operator, partitions=[plan.partition]
+    )
+    assert rows.plans == [plan]
+    want = [{"key": r["key"], "value": r["value"]} for r in rows]
     _, report = inspect_json(HDFS / snap.path)
     got = [{"key": r["key"], "value": r["value"]} for r in report["rows"]]
     assert sorted(json.dumps(r, sort_keys=True) for r in got) == sorted(

@@ -172,7 +172,7 @@ def test_snapshot_writes_the_restart_version(tmp_path: Path) -> None:
         assert inspect["status"] == "ok" and inspect["records"]["complete"]
         assert all(c["ok"] for c in inspect["checksums"])
     # The version now loads from the snapshot alone, with the same rows.
-    from ckpt_cli.state import plan_version
+    from ckpt_cli.replay.plan import plan_version
 
     ckpt = Checkpoint.open(str(root))
     assert plan_version(ckpt, 0, 0, version).steps == []

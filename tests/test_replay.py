@@ -160,15 +160,16 @@ def test_first_delta_streamed_with_repeats_and_removes(
     import struct
     import sys
 
-    from ckpt_cli import state as state_mod
     from ckpt_cli.formats.compression import compress
     from ckpt_cli.model import Checkpoint
-    from ckpt_cli.state import iter_file_records, iter_state, plan_version
+    from ckpt_cli.replay import read as read_mod
+    from ckpt_cli.replay.plan import plan_version
+    from ckpt_cli.replay.read import iter_file_records, iter_state
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from synthetic import build, key_row, value_row
 
-    monkeypatch.setattr(state_mod, "_BITMAP_BITS", bitmap_bits)
+    monkeypatch.setattr(read_mod, "_BITMAP_BITS", bitmap_bits)
     root = tmp_path / "ckpt"
     build(root, partitions=1, versions=4, keys=300, snapshot_every=100, crc=False)
     rng = random.Random(7)

@@ -28,7 +28,7 @@ from ckpt_cli.cleanup import plan_cleanup
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats.compression import compress
 from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.state import StateUnavailable, plan_version
+from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.storage import Listing
 
 NOW = 1_800_000_000.0

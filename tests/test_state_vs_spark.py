@@ -1,8 +1,9 @@
 """Rebuilding state from a fixture's files gives the rows Spark's ``statestore`` source read.
 
 For every successful read recorded in a fixture's expected.json (by batch, by snapshot
-partition, or as a change feed), ckpt reads the same store's files (snapshot + deltas, zip +
-changelogs, or the format-v2 lineage) and decodes them with the store's schema file.
+partition, or as a change feed), the library's ``read_state`` reads the same store's files
+(snapshot + deltas, zip + changelogs, or the format-v2 lineage) and decodes them with the
+store's schema file.
 """
 
 from __future__ import annotations
@@ -13,15 +14,7 @@ from typing import Any
 import pytest
 
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint
-from ckpt_cli.state import (
-    decoded_rows,
-    iter_changes,
-    json_value,
-    load_state,
-    plan_version,
-    row_decoder,
-    store_schema,
-)
+from ckpt_cli.replay import read_state
 from tests.conftest import CASES, Case
 
 READS = [
@@ -51,33 +44,20 @@ def test_rows_equal_spark_statestore(case: Case, read: dict[str, Any]) -> None:
     partitions = [
         p for p in ckpt.operators[op_id].stores[store].partitions if only is None or int(only) == p
     ]
-    ours: list[dict[str, Any]] = []
     if options.get("readChangeFeed") == "true":
-        schema = store_schema(ckpt, op_id, store)
-        provider = ckpt.operators[op_id].stores[store].provider
-        decode = row_decoder(schema, provider)
-        start, end = int(options["changeStartBatchId"]), int(options["changeEndBatchId"])
-        for p in partitions:
-            for batch, kind, key, value in iter_changes(ckpt, op_id, p, start, end, store=store):
-                k, v = decode(key, value)
-                ours.append(
-                    {
-                        "batch_id": batch,
-                        "change_type": "update" if kind == "put" else kind,
-                        "partition_id": p,
-                        "key": json_value(k),
-                        "value": json_value(v),
-                    }
-                )
+        rows = read_state(
+            ckpt,
+            change_start_batch=int(options["changeStartBatchId"]),
+            change_end_batch=int(options["changeEndBatchId"]),
+            operator=op_id,
+            store=store,
+            partitions=partitions,
+        )
     else:
-        version = read["batch_id"] + 1
-        for p in partitions:
-            plan = plan_version(ckpt, op_id, p, version, store=store)
-            state = load_state(ckpt, plan)
-            ours += [
-                {"partition_id": p, "key": json_value(k), "value": json_value(v)}
-                for k, v in decoded_rows(ckpt, plan, state)
-            ]
+        rows = read_state(
+            ckpt, batch=read["batch_id"], operator=op_id, store=store, partitions=partitions
+        )
+    ours = list(rows)
     spark = _spark_rows(case, read)
     assert len(ours) == read["num_rows"] == len(spark)
     assert _canon(ours) == _canon(spark)

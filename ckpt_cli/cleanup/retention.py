@@ -48,12 +48,8 @@ from ckpt_cli.cleanup.untracked import unchosen_attempt, untracked_shared_files,
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs, rocksdb
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
-from ckpt_cli.state import (
-    WHOLE_ZIP_BYTES,
-    StateUnavailable,
-    plan_version,
-    read_zip_metadata,
-)
+from ckpt_cli.replay.plan import StateUnavailable, plan_version
+from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
 
 SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 

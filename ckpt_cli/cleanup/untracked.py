@@ -9,11 +9,8 @@ from dataclasses import dataclass, field
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import rocksdb
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
-from ckpt_cli.state import (
-    WHOLE_ZIP_BYTES,
-    read_zip_metadata,
-    version_unique_id,
-)
+from ckpt_cli.replay.plan import version_unique_id
+from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
 from ckpt_cli.storage import Storage
 
 

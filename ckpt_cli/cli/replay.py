@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
+from itertools import islice
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -32,20 +33,19 @@ from ckpt_cli.cli.common import (
     write_json,
 )
 from ckpt_cli.engine import make_engine
-from ckpt_cli.errors import CkptError, MissingExtraError
+from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay import (
-    ReplayTarget,
-    collect_rows,
-    decoder_for,
-    iter_change_rows,
-    iter_rows,
-    key_filter,
-    plan_partition,
-    resolve_target,
+from ckpt_cli.replay import StateRows
+from ckpt_cli.replay.rows import require_pyarrow
+from ckpt_cli.replay.sinks import (
+    DATASET_FORMATS,
+    open_output,
     write_dataset,
+    write_parquet,
     write_partitions,
 )
+from ckpt_cli.replay.source import target_rows
+from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.secrets import scrub
 
 TABLE_LIMIT = 50
@@ -192,185 +192,138 @@ def replay(
         raise CkptError("--changes needs --from BATCH")
     if fmt is OutputFormat.parquet and output is None:
         raise CkptError("--format parquet needs --output FILE")
+    if fmt is OutputFormat.parquet:
+        require_pyarrow("--format parquet")
+    pairs = _parse_where(where)
     options = parse_storage_options(storage_option)
-    ckpt = Checkpoint.open(path, options, progress=progress_sink())
-    target = resolve_target(
-        ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
-    )
-    decoder = decoder_for(ckpt, target.operator, target.store, raw=raw)
-    matches = key_filter(where, decoder)
-
-    if changes:
-        assert from_batch is not None
-        end = to_batch if to_batch is not None else (ckpt.batches.latest_committed or 0)
-        rows = iter_change_rows(
-            ckpt, target, from_batch, end, decoder, matches, best_effort=best_effort
+    ckpt = Checkpoint.open(path, options, progress=progress_sink(), stats=STATE.requests)
+    with _in_option_names():
+        target = resolve_target(
+            ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
         )
-        _print_notes(target)
-        _emit(rows, target, fmt, output, limit, json_output, changes=True)
-        raise typer.Exit(exit_codes.OK)
-
-    plans = [plan_partition(ckpt, target, p, best_effort=best_effort) for p in target.partitions]
-    _print_notes(target)
-    if output is not None and _is_dataset(output, engine):
-        fmt_name = fmt.value if fmt in (OutputFormat.jsonl, OutputFormat.parquet) else "jsonl"
-        counts = write_dataset(
+        rows = target_rows(
             ckpt,
-            plans,
-            output,
-            fmt_name,
-            engine=make_engine(engine, workers=workers, master=master),
+            target,
+            change_start_batch=from_batch if changes else None,
+            change_end_batch=to_batch if changes else None,
+            where=pairs,
             raw=raw,
-            where=where,
-            storage_options=options,
+            best_effort=best_effort,
         )
-        summary = {
-            "status": "ok",
-            "target": _target_json(target),
-            "notes": target.notes,
-            "output": scrub(output),  # a URL's user:password@ stays hidden
-            "format": fmt_name,
-            "rows": sum(counts.values()),
-            "rows_per_partition": {str(k): v for k, v in counts.items()},
-        }
-        if json_output:
-            write_json(summary)
-        else:
-            stdout_console().print(
-                f"Wrote {summary['rows']:,} rows of {len(counts)} partitions to "
-                f"{summary['output']} "
-                f"({fmt_name}, one partition_id=<p>/ folder each)"
-            )
-        raise typer.Exit(exit_codes.OK)
-    if engine != "local":
+    _print_notes(target)
+    if not changes and output is not None and _is_dataset(output, engine):
+        _write_dataset(rows, output, fmt, engine, workers, master, options, json_output)
+    elif not changes and engine != "local":
         raise CkptError("--engine spark writes a dataset: give --output DIR/")
-    if fmt in (OutputFormat.jsonl, OutputFormat.csv) and not json_output:
-        with _open_output(output) as out:
+    elif json_output:
+        got = list(islice(rows, limit))
+        write_json(
+            {
+                "status": "ok",
+                "target": target.to_json(),
+                "notes": target.notes,
+                "row_count": len(got),
+                "rows": got,
+            }
+        )
+    elif fmt is OutputFormat.parquet:
+        assert output is not None
+        with open_output(output, binary=True) as fh:
+            write_parquet(islice(rows, limit), fh)
+    elif fmt is OutputFormat.table:
+        shown = limit if limit is not None else TABLE_LIMIT
+        got = list(islice(rows, shown + 1))
+        render_table(got[:shown], stdout_console(), target, more=len(got) > shown, changes=changes)
+    else:
+        with _open_text(output) as out:
             write_partitions(
-                ckpt,
-                plans,
-                out,
-                fmt.value,
-                raw=raw,
-                where=where,
-                limit=limit,
-                workers=workers,
-                progress=progress_sink(),
+                rows, out, fmt.value, limit=limit, workers=workers, progress=progress_sink()
             )
-        raise typer.Exit(exit_codes.OK)
-
-    def all_rows() -> Iterator[dict[str, Any]]:
-        for plan in plans:
-            yield from iter_rows(ckpt, plan, decoder, matches)
-
-    _emit(all_rows(), target, fmt, output, limit, json_output, changes=False)
     raise typer.Exit(exit_codes.OK)
+
+
+# The CLI's options for the library's arguments, in library errors.
+OPTION_NAMES = {
+    "operator": "--operator",
+    "store": "--store",
+    "where": "--where",
+    "change_start_batch": "--from",
+    "change_end_batch": "--to",
+}
+
+
+@contextmanager
+def _in_option_names() -> Iterator[None]:
+    try:
+        yield
+    except SelectionError as exc:
+        raise exc.naming(OPTION_NAMES) from exc
+
+
+def _parse_where(where: list[str] | None) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in where or ():
+        column, sep, value = item.partition("=")
+        if not sep:
+            raise CkptError(f"--where {item!r}: expected COLUMN=VALUE")
+        pairs.append((column, value))
+    return tuple(pairs)
 
 
 def _is_dataset(output: str, engine: str) -> bool:
     return engine != "local" or output.endswith("/") or Path(output).is_dir()
 
 
+def _write_dataset(
+    rows: StateRows,
+    output: str,
+    fmt: OutputFormat,
+    engine: str,
+    workers: int | None,
+    master: str | None,
+    options: dict[str, Any],
+    json_output: bool,
+) -> None:
+    fmt_name = fmt.value if fmt.value in DATASET_FORMATS else "jsonl"
+    counts = write_dataset(
+        rows,
+        output,
+        fmt_name,
+        engine=make_engine(engine, workers=workers, master=master),
+        storage_options=options,
+    )
+    summary = {
+        "status": "ok",
+        "target": rows.target.to_json(),
+        "notes": rows.notes,
+        "output": scrub(output),  # a URL's user:password@ stays hidden
+        "format": fmt_name,
+        "rows": sum(counts.values()),
+        "rows_per_partition": {str(k): v for k, v in counts.items()},
+    }
+    if json_output:
+        write_json(summary)
+    else:
+        stdout_console().print(
+            f"Wrote {summary['rows']:,} rows of {len(counts)} partitions to {summary['output']} "
+            f"({fmt_name}, one partition_id=<p>/ folder each)"
+        )
+
+
 @contextmanager
-def _open_output(output: str | None) -> Iterator[IO[str]]:
+def _open_text(output: str | None) -> Iterator[IO[str]]:
     if output is None:
         yield sys.stdout
         sys.stdout.flush()
         return
-    try:
-        fh = Path(output).open("w", encoding="utf-8", newline="")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise CkptError(f"{output}: cannot write: {exc.strerror}") from exc
-    with fh:
+    with open_output(output) as fh:
         yield fh
-
-
-def _target_json(target: ReplayTarget) -> dict[str, Any]:
-    return {
-        "operator": target.operator,
-        "store": target.store,
-        "partitions": target.partitions,
-        "version": target.version,
-        "batch": target.batch,
-    }
 
 
 def _print_notes(target: ReplayTarget) -> None:
     for note in target.notes:
         if not STATE.quiet:
             stderr_console().print(f"[yellow]note:[/] {note}")
-
-
-def _emit(
-    rows: Iterator[dict[str, Any]],
-    target: ReplayTarget,
-    fmt: OutputFormat,
-    output: str | None,
-    limit: int | None,
-    json_output: bool,
-    *,
-    changes: bool,
-) -> None:
-    if json_output:
-        got = collect_rows(rows, limit)
-        write_json(
-            {
-                "status": "ok",
-                "target": _target_json(target),
-                "notes": target.notes,
-                "row_count": len(got),
-                "rows": got,
-            }
-        )
-        return
-    if fmt is OutputFormat.parquet:
-        assert output is not None
-        _write_parquet(rows, output, limit)
-        return
-    if fmt in (OutputFormat.jsonl, OutputFormat.csv):
-        from ckpt_cli.replay import RowWriter
-
-        with _open_output(output) as out:
-            writer = RowWriter(out, fmt.value)
-            for row in rows:
-                if limit is not None and writer.count >= limit:
-                    break
-                writer.write(row)
-        return
-    shown = limit if limit is not None else TABLE_LIMIT
-    got = collect_rows(rows, shown + 1)
-    render_table(got[:shown], stdout_console(), target, more=len(got) > shown, changes=changes)
-
-
-def _write_parquet(rows: Iterator[dict[str, Any]], output: str, limit: int | None) -> None:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise MissingExtraError(
-            "--format parquet needs pyarrow", hint="pip install 'ckpt-cli[parquet]'"
-        ) from exc
-    writer = None
-    batch: list[dict[str, Any]] = []
-    count = 0
-    try:
-        for row in rows:
-            if limit is not None and count >= limit:
-                break
-            batch.append(row)
-            count += 1
-            if len(batch) >= 65536:
-                table = pa.Table.from_pylist(batch)
-                writer = writer or pq.ParquetWriter(output, table.schema)
-                writer.write_table(table)
-                batch = []
-        if batch or writer is None:
-            table = pa.Table.from_pylist(batch)
-            writer = writer or pq.ParquetWriter(output, table.schema)
-            writer.write_table(table)
-    finally:
-        if writer is not None:
-            writer.close()
 
 
 def _cell(value: Any) -> str:

@@ -31,8 +31,9 @@ from ckpt_cli.repair.plan import (
     plan_repair,
     sidecars_by_file,
 )
+from ckpt_cli.replay.plan import codec_of, plan_version
+from ckpt_cli.replay.read import iter_state
 from ckpt_cli.results import Confirm, PlanRun
-from ckpt_cli.state import codec_of, iter_state, plan_version
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
 

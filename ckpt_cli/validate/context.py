@@ -11,7 +11,7 @@ from ckpt_cli.cleanup.untracked import unchosen_attempt
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import rocksdb
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.state import codec_of
+from ckpt_cli.replay.plan import codec_of
 from ckpt_cli.validate.codes import CODES
 from ckpt_cli.validate.files import FileTask
 from ckpt_cli.validate.report import Finding

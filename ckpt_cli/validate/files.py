@@ -16,11 +16,8 @@ from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import checksums, compression, records, rocksdb
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.model import FileKind
-from ckpt_cli.state import (
-    WHOLE_ZIP_BYTES,
-    StateUnavailable,
-    read_zip_metadata,
-)
+from ckpt_cli.replay.plan import StateUnavailable
+from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate.codes import CRC_MISMATCH, EMPTY_FILE, format_error_code
 

@@ -8,10 +8,7 @@ from collections.abc import Iterable
 from ckpt_cli.errors import FormatError, UnsupportedVersionError
 from ckpt_cli.formats import logs
 from ckpt_cli.model import DEFAULT_STORE, FileKind, Operator, Partition, Store
-from ckpt_cli.state import (
-    StateUnavailable,
-    plan_version,
-)
+from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.validate.codes import (
     CODES,
     CORRUPT_FILE,

@@ -1,9 +1,14 @@
-"""The compiled bytes-to-JSON path gives the JSON the general decoder gives."""
+"""The rows encoder: the schema-compiled JSON conversion gives what the generic ``json_value``
+gives, and the compiled bytes-to-JSON path (``RowDecoder.line``) the JSON of the general
+decoder (``RowDecoder.row``)."""
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
 import json
 import struct
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -12,9 +17,9 @@ from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
-from ckpt_cli.jsonrows import LineEncoder, compile_row
 from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.state import RowDecoder, iter_file_records, store_schema
+from ckpt_cli.replay.read import iter_file_records, store_schema
+from ckpt_cli.replay.rows import RowDecoder, compile_row, json_value, struct_converter
 from tests.conftest import CASES_DIR
 
 
@@ -31,12 +36,14 @@ def test_every_fixture_row() -> None:
             assert f.store is not None
             provider = ckpt.operators[f.store.operator].stores[f.store.store].provider
             decoder = RowDecoder(store_schema(ckpt, f.store.operator, f.store.store), provider)
-            enc = LineEncoder(decoder)
-            compiled += enc.compiled
+            compiled += decoder.compiled
             for kind, k, v in iter_file_records(ckpt, f):
                 if v is None:
                     continue
-                assert json.loads(enc.line(3, k, v)) == general(decoder, 3, k, v), (f.path, kind)
+                assert json.loads(decoder.line(3, k, v)) == general(decoder, 3, k, v), (
+                    f.path,
+                    kind,
+                )
     assert compiled > 0
 
 
@@ -119,13 +126,12 @@ def rows(draw: st.DrawFn) -> tuple[S.StructType, bytes]:
 def test_generated_rows(row: tuple[S.StructType, bytes]) -> None:
     schema, data = row
     decoder = RowDecoder(S.StateSchema(schema, schema, 2), "hdfs")
-    enc = LineEncoder(decoder)
-    assert enc.compiled and compile_row(schema) is not None
+    assert decoder.compiled and compile_row(schema) is not None
     try:
         want = general(decoder, 0, data, data)
     except FormatError:  # the general decoder refuses (e.g. a date outside years 1-9999)
         return
-    assert json.loads(enc.line(0, data, data)) == json.loads(json.dumps(want))
+    assert json.loads(decoder.line(0, data, data)) == json.loads(json.dumps(want))
 
 
 def test_not_flat_is_not_compiled() -> None:
@@ -136,9 +142,75 @@ def test_not_flat_is_not_compiled() -> None:
 def test_rocksdb_rows_outside_the_row_fall_back(tmp_path: Path) -> None:
     schema = S.StructType((S.StructField("s", S.STRING),))
     decoder = RowDecoder(S.StateSchema(schema, schema, 2), "rocksdb")
-    enc = LineEncoder(decoder)
     row = b"\x00" + bytes(8) + struct.pack("<q", (16 << 32) | 3) + b"abc\x00\x00\x00\x00\x00"
-    assert json.loads(enc.line(1, row, row))["key"] == {"s": "abc"}
+    assert json.loads(decoder.line(1, row, row))["key"] == {"s": "abc"}
     bad = b"\x00" + bytes(8) + struct.pack("<q", (16 << 32) | 300)
     with pytest.raises(FormatError):
-        enc.line(1, bad, bad)
+        decoder.line(1, bad, bad)
+
+
+# -- plain JSON values (struct_converter vs json_value) -------------------------------------
+
+DATA = Path(__file__).parent / "formats" / "data_rows" / "hdfs_types"
+
+
+def test_real_rows_of_many_types() -> None:
+    if not (DATA / "store").is_dir():
+        pytest.skip("no data_rows fixture")
+    from ckpt_cli.formats.schema import parse_state_schema
+
+    state_schema = parse_state_schema("schema", (DATA / "store/_metadata/schema").read_bytes())
+    decoder = RowDecoder(state_schema, "hdfs")
+    from ckpt_cli.formats.compression import decompress
+    from ckpt_cli.formats.records import iter_kv_records
+
+    seen = 0
+    for delta in sorted((DATA / "store").glob("*.delta")):
+        plain = decompress(delta.name, delta.read_bytes())
+        for k, v in iter_kv_records(delta.name, [plain]):
+            key, value = decoder(k, v)
+            want = (json_value(key), json_value(value))
+            assert decoder.json_row(k, v) == want
+            seen += 1
+    assert seen
+
+
+def test_fixture_rows() -> None:
+    root = Path(__file__).parent.parent / "fixtures" / "checkpoints"
+    for ckpt_dir in sorted(root.glob("*/checkpoint")):
+        ckpt = Checkpoint.open(str(ckpt_dir))
+        for f in ckpt.of_kind(FileKind.SNAPSHOT, FileKind.DELTA, FileKind.CHANGELOG)[:4]:
+            assert f.store is not None
+            store = ckpt.operators[f.store.operator].stores[f.store.store]
+            decoder = RowDecoder(
+                store_schema(ckpt, f.store.operator, f.store.store), store.provider
+            )
+            for _kind, k, v in iter_file_records(ckpt, f):
+                key, value = decoder(k, v)
+                assert decoder.json_row(k, v) == (json_value(key), json_value(value))
+
+
+def test_converter_types() -> None:
+    schema = S.StructType(
+        (
+            S.StructField("ts", S.TIMESTAMP),
+            S.StructField("ntz", S.TIMESTAMP_NTZ),
+            S.StructField("d", S.DATE),
+            S.StructField("dec", S.DecimalType(10, 2)),
+            S.StructField("b", S.BINARY),
+            S.StructField("f", S.DOUBLE),
+            S.StructField("arr", S.ArrayType(S.TIMESTAMP)),
+            S.StructField("s", S.StructType((S.StructField("x", S.DATE),))),
+        )
+    )
+    row = {
+        "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc),
+        "ntz": dt.datetime(1, 1, 1, 0, 0, 0),
+        "d": dt.date(2024, 2, 29),
+        "dec": Decimal("-1.50"),
+        "b": b"\x00\xff",
+        "f": float("nan"),
+        "arr": [None, dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=dt.timezone.utc)],
+        "s": {"x": None},
+    }
+    assert struct_converter(schema)(copy.deepcopy(row)) == json_value(row)

@@ -1,0 +1,248 @@
+"""The raw key/value records of a store's files, and the state of a plan rebuilt from them.
+
+Per provider: HDFS ``.delta``/``.snapshot`` files (lz4/zstd-framed UnsafeRow records),
+RocksDB ``.zip`` files (their SSTs rebuilt into a temporary RocksDB directory and iterated)
+and ``.changelog`` files. ``iter_state`` merges a plan's base with the changes after it;
+``iter_file_records`` is also the change feed's reader. Keys and values stay bytes as
+stored; ``replay.rows`` decodes them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats import compression, records, rocksdb
+from ckpt_cli.formats.schema import StateSchema, parse_state_schema
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.plan import ReplayPlan, StateUnavailable, codec_of
+from ckpt_cli.storage import Storage
+
+ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+
+
+# Zips up to this size are read in one request; larger ones by ranges (two small requests:
+# the central directory and the metadata entry, not a MANIFEST of megabytes inside).
+WHOLE_ZIP_BYTES = 1 << 20
+
+
+def read_zip_metadata(
+    storage: Storage, path: str, size: int | None
+) -> rocksdb.RocksDBCheckpointMetadata:
+    """The metadata of a ``<v>.zip``: whole when small (or of unknown size), else by range."""
+    if size is None or size <= WHOLE_ZIP_BYTES:
+        return rocksdb.read_zip(path, storage.read_bytes(path)).metadata
+    with storage.open_random(path) as fh:
+        return rocksdb.read_zip(path, fh).metadata
+
+
+def iter_file_records(
+    ckpt: Checkpoint, f: CheckpointFile, stats: records.RecordStats | None = None
+) -> Iterator[tuple[str, bytes, bytes | None]]:
+    """``(type, key, value)`` of a delta, snapshot or changelog, streamed from storage."""
+    with ckpt.storage.open_stream(f.path) as fh:
+        chunks = compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
+        if f.kind is FileKind.CHANGELOG:
+            changelog = records.open_changelog(f.path, chunks)
+            yield from changelog.records()
+            if stats is not None:
+                stats.__dict__.update(changelog.stats.__dict__)
+            return
+        for key, value in records.iter_kv_records(
+            f.path, chunks, snapshot=f.kind is FileKind.SNAPSHOT, stats=stats
+        ):
+            yield (records.PUT, key, value) if value is not None else (records.DELETE, key, None)
+
+
+def _snapshot_rows(ckpt: Checkpoint, f: CheckpointFile) -> Iterator[tuple[bytes, bytes]]:
+    """A snapshot's (key, value) pairs, with no per-record repacking (the replay hot path)."""
+    with ckpt.storage.open_stream(f.path) as fh:
+        chunks = compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
+        yield from records.iter_kv_records(f.path, chunks, snapshot=True)  # type: ignore[misc]
+
+
+def _zip_rows(
+    ckpt: Checkpoint, f: CheckpointFile, part: Partition
+) -> Iterator[tuple[bytes, bytes]]:
+    zip_bytes = ckpt.storage.read_bytes(f.path)
+    prefix = part.path + "/"
+
+    def fetch(rel: str) -> bytes:
+        path = prefix + rel
+        if ckpt.listing.get(path) is None:
+            raise StateUnavailable(
+                f"{path}: named by {f.path} but not in the checkpoint",
+                reason="MISSING_SST",
+                paths=(path,),
+            )
+        return ckpt.storage.read_bytes(path)
+
+    def copy(rel: str, dest: Path) -> int:
+        fetch_check = prefix + rel
+        if ckpt.listing.get(fetch_check) is None:
+            fetch(rel)  # raises StateUnavailable naming the file
+        size = 0
+        with ckpt.storage.open_stream(fetch_check) as src, open(dest, "wb") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
+                size += len(chunk)
+        return size
+
+    with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:
+        rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
+        yield from rocksdb.iter_db(tmp, path=f.path)
+
+
+def _check_row_checksums(ckpt: Checkpoint, plan: ReplayPlan) -> None:
+    if ckpt.conf.get(ROW_CHECKSUM_CONF, "false").lower() == "true":
+        raise CkptError(
+            f"{plan.path}: rows carry checksums (rowChecksum.enabled=true), which ckpt does "
+            "not decode yet"
+        )
+
+
+# Pending changes, collected from the deltas/changelogs after the base: key -> new value, or
+# None for a remove. Plain values, not (kind, value) tuples: a tuple costs 56 bytes a key,
+# which is most of the memory of a large change set.
+_Changes = dict[bytes, bytes | None]
+_ABSENT: Any = object()
+
+
+def _merge(old: bytes | None, value: bytes) -> bytes:
+    # RocksDB's StringAppend merge operator, as Spark configures it.
+    return value if old is None else old + rocksdb.MERGE_DELIMITER + value
+
+
+def iter_state(
+    ckpt: Checkpoint, plan: ReplayPlan, progress: ProgressSink = NULL_PROGRESS
+) -> Iterator[tuple[bytes, bytes]]:
+    """The raw ``(key, value)`` pairs of the store at ``plan.version``, streamed.
+
+    The changes of the deltas/changelogs after the base are collected first (memory in
+    proportion to them, as bytes); then the base snapshot or zip is streamed and each of its
+    rows is emitted as it is, replaced, or dropped; keys only the changes know come last.
+    Keys and values are as stored (raw UnsafeRows for HDFS, Spark's RocksDB encoding for
+    RocksDB). Row order is the base's, then the changes'.
+    """
+    _check_row_checksums(ckpt, plan)
+    part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
+    progress.start(f"Rebuilding {plan.path} version {plan.version}", total=len(plan.files))
+    try:
+        changes: _Changes = {}
+        merges: dict[bytes, list[bytes]] = {}
+        # With no base, the first delta (usually the largest: every key's first put) is
+        # streamed like a snapshot instead of held in memory.
+        first = None
+        if plan.base is None and plan.steps and plan.steps[0].kind is FileKind.DELTA:
+            first = plan.steps[0]
+        for step in plan.steps[1:] if first is not None else plan.steps:
+            for kind, key, value in iter_file_records(ckpt, step):
+                if kind == records.MERGE:
+                    assert value is not None
+                    if key in changes:
+                        changes[key] = _merge(changes[key], value)
+                    else:
+                        merges.setdefault(key, []).append(value)
+                    continue
+                changes[key] = value if kind == records.PUT else None
+                merges.pop(key, None)
+            progress.advance()
+        base: Iterator[tuple[bytes, bytes]] | None = None
+        if first is not None:
+            base = _first_delta_rows(ckpt, first)
+        elif plan.base is not None and plan.base.kind is FileKind.ZIP:
+            base = _zip_rows(ckpt, plan.base, part)
+        elif plan.base is not None:
+            base = _snapshot_rows(ckpt, plan.base)
+        if base is not None:
+            for key, value in base:
+                change = changes.pop(key, _ABSENT) if changes else _ABSENT
+                if change is not _ABSENT:
+                    if change is not None:
+                        yield key, change
+                    continue
+                pending = merges.pop(key, None) if merges else None
+                if pending is not None:
+                    for extra in pending:
+                        value = _merge(value, extra)
+                yield key, value
+            progress.advance()
+        for key, change in changes.items():
+            if change is not None:
+                yield key, change
+        for key, pending in merges.items():
+            merged: bytes | None = None
+            for extra in pending:
+                merged = _merge(merged, extra)
+            assert merged is not None
+            yield key, merged
+    finally:
+        progress.close()
+
+
+# Bits of the key-hash bitmaps per compressed byte of the delta: a record takes >= ~10
+# compressed bytes, so false "repeated" flags (each costing one held entry) stay under ~5%.
+_BITMAP_BITS_PER_BYTE = 2
+_BITMAP_BITS: int | None = None  # a fixed size, for tests
+
+
+def _bitmap_bits(compressed_size: int) -> int:
+    if _BITMAP_BITS is not None:
+        return _BITMAP_BITS
+    wanted = max(1 << 16, compressed_size * _BITMAP_BITS_PER_BYTE)
+    return min(1 << 30, 1 << (wanted - 1).bit_length())
+
+
+def _first_delta_rows(ckpt: Checkpoint, delta: CheckpointFile) -> Iterator[tuple[bytes, bytes]]:
+    """The rows of a delta applied to the empty state, each key once, in bounded memory: a
+    base to stream like a snapshot.
+
+    A delta may name a key more than once (the last record wins) or remove a key. A first
+    pass flags possibly-repeated keys in a bitmap of key hashes (no false negatives); in the
+    second, keys never repeated are emitted as they stream by, and only the flagged ones are
+    held until the end of the file.
+    """
+    bits = _bitmap_bits(delta.entry.size)
+    seen = bytearray(bits // 8)
+    repeated = bytearray(bits // 8)
+    mask = bits - 1
+    for _kind, key, _value in iter_file_records(ckpt, delta):
+        h = hash(key) & mask
+        byte, bit = h >> 3, 1 << (h & 7)
+        if seen[byte] & bit:
+            repeated[byte] |= bit
+        else:
+            seen[byte] |= bit
+    del seen
+    held: dict[bytes, bytes | None] = {}
+    for kind, key, value in iter_file_records(ckpt, delta):
+        h = hash(key) & mask
+        if repeated[h >> 3] & (1 << (h & 7)):
+            held[key] = value if kind == records.PUT else None
+        elif kind == records.PUT and value is not None:
+            yield key, value
+        # else: removing a key the empty state does not have
+    for key, value in held.items():
+        if value is not None:
+            yield key, value
+
+
+# -- schemas ---------------------------------------------------------------------------------
+
+
+def store_schema(ckpt: Checkpoint, operator: int, store: str) -> StateSchema | None:
+    """The key/value schema Spark wrote for a store (``_metadata/schema`` of partition 0, or
+    the newest ``_stateSchema`` file of Spark 4.x), or None when there is none."""
+    st = ckpt.operators[operator].stores.get(store)
+    candidates = list(st.schema_files) if st else []
+    if not candidates:
+        op_files = ckpt.operators[operator].schema_files
+        candidates = [f for f in op_files if f"/_stateSchema/{store}/" in f"/{f.path}/"]
+    if not candidates:
+        return None
+    newest = max(candidates, key=lambda f: (f.entry.mtime or 0, f.path))
+    return parse_state_schema(newest.path, ckpt.storage.read_bytes(newest.path))

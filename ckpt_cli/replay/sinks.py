@@ -1,0 +1,363 @@
+"""Where rows go: a text stream (stdout or a file) as JSON lines or CSV, a parquet file, or a
+dataset with one ``partition_id=<p>/`` folder per state partition. Files are written through
+``Storage.open_write``, so any store ckpt reads is also an output.
+
+Partitions are independent: ``write_partitions`` replays several in worker processes (decoding
+is CPU work), each writing to a temporary file copied out in partition order;
+``write_dataset`` maps partitions over an engine (local pools or Spark tasks), each unit
+writing its own file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import itertools
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import IO, Any, BinaryIO
+
+import orjson
+
+from ckpt_cli.engine import Engine
+from ckpt_cli.errors import CkptError
+from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.plan import ReplayPlan
+from ckpt_cli.replay.rows import arrow_tables, key_filter, require_pyarrow
+from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_lines, iter_rows
+from ckpt_cli.storage import FileEntry, Listing, Storage, classify_store_error, store_error
+
+TEXT_FORMATS = ("jsonl", "csv")
+DATASET_FORMATS = ("jsonl", "parquet")
+
+
+class RowWriter:
+    """Writes rows as JSON lines or CSV (``flat_row`` columns) to a text stream."""
+
+    def __init__(self, out: IO[str], fmt: str, *, header: bool = True) -> None:
+        self.out = out
+        self.fmt = fmt
+        self.header = header
+        self._csv: csv.DictWriter[str] | None = None
+        self.count = 0
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.count += 1
+        if self.fmt == "jsonl":
+            # orjson: the JSON encoding is most of the time of a large replay.
+            self.out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE).decode())
+            return
+        flat = flat_row(row)
+        if self._csv is None:
+            # The header comes from the first row.
+            self._csv = csv.DictWriter(self.out, fieldnames=list(flat), extrasaction="ignore")
+            if self.header:
+                self._csv.writeheader()
+        self._csv.writerow(flat)
+
+
+def flat_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with nested key/value columns as ``key.col`` / ``value.col`` (for CSV); lists
+    as JSON text."""
+    out: dict[str, Any] = {}
+    for name, value in row.items():
+        if isinstance(value, dict):
+            _flatten(name, value, out)
+        else:
+            out[name] = value
+    return out
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}", v, out)
+    elif isinstance(value, list):
+        out[prefix] = json.dumps(value, ensure_ascii=False)
+    else:
+        out[prefix] = value
+
+
+def write_text(
+    rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, limit: int | None = None
+) -> int:
+    """Rows as JSON lines or CSV into ``out``; returns how many."""
+    writer = RowWriter(out, fmt)
+    for row in itertools.islice(rows, limit):
+        writer.write(row)
+    return writer.count
+
+
+def write_parquet(rows: Iterable[dict[str, Any]], out: BinaryIO) -> int:
+    """Rows as one parquet file (the schema of the first ``arrow_tables`` batch); returns
+    how many."""
+    require_pyarrow("parquet output")
+    import pyarrow.parquet as pq
+
+    count = 0
+    writer = None
+    try:
+        for table in arrow_tables(rows):
+            writer = writer or pq.ParquetWriter(out, table.schema)
+            writer.write_table(table)
+            count += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    return count
+
+
+@contextlib.contextmanager
+def open_output(
+    location: str, storage_options: Mapping[str, Any] | None = None, *, binary: bool = False
+) -> Iterator[Any]:
+    """A file to write at a path or URL: binary, or UTF-8 text (newlines as written)."""
+    if "://" in location:
+        parent, _, name = location.rpartition("/")
+    else:
+        parent, name = os.path.split(os.path.abspath(location))
+    storage = Storage.from_url(parent, storage_options)
+    with storage.open_write(name) as fh:
+        if binary:
+            yield fh
+            return
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        yield text
+        text.flush()
+        text.detach()  # the binary file is closed by open_write
+
+
+# -- partitions in worker processes, into one stream ------------------------------------------
+
+
+@dataclass(frozen=True)
+class _PartitionJob:
+    plan: ReplayPlan
+    raw: bool
+    where: Where
+    fmt: str
+    out_path: str
+
+
+_WORKER_CHECKPOINT: Checkpoint | None = None
+
+
+def _init_worker(storage: Storage, listing: Listing) -> None:
+    # Each worker builds the model once from the parent's listing: no new listing calls.
+    global _WORKER_CHECKPOINT
+    _WORKER_CHECKPOINT = Checkpoint(storage, listing)
+
+
+def _write_partition(job: _PartitionJob) -> tuple[str, int]:
+    """In a worker: replay one partition into the local file ``job.out_path``."""
+    ckpt = _WORKER_CHECKPOINT
+    assert ckpt is not None
+    decoder = decoder_for(ckpt, job.plan.operator, job.plan.store, raw=job.raw)
+    matches = key_filter(job.where, decoder.schema)
+    with open(job.out_path, "w", encoding="utf-8", newline="") as fh:
+        if job.fmt == "jsonl" and matches is None:
+            count = 0
+            for line in iter_lines(ckpt, job.plan, decoder):
+                fh.write(line)
+                count += 1
+            return job.out_path, count
+        writer = RowWriter(fh, job.fmt, header=False)
+        for row in iter_rows(ckpt, job.plan, decoder, matches):
+            writer.write(row)
+    return job.out_path, writer.count
+
+
+def write_partitions(
+    rows: StateRows,
+    out: IO[str],
+    fmt: str,
+    *,
+    limit: int | None = None,
+    workers: int | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> int:
+    """The rows as JSON lines or CSV into ``out``, partition after partition; returns how
+    many. Several partitions of state on local storage go to worker processes."""
+    if rows.changes is not None:
+        return write_text(rows, out, fmt, limit)
+    ckpt, plans, decoder = rows.ckpt, rows.plans, rows.decoder
+    workers = workers or os.cpu_count() or 1
+    progress.start("Replaying partitions", total=len(plans))
+    try:
+        # CSV's header comes from the first row, so it stays in one process.
+        parallel = len(plans) > 1 and workers > 1 and ckpt.storage.is_local
+        if parallel and limit is None and fmt == "jsonl":
+            return _write_parallel(rows, out, fmt, workers, progress)
+        if fmt == "jsonl" and rows.matches is None:
+            count = 0
+            for plan in plans:
+                for line in iter_lines(ckpt, plan, decoder):
+                    if limit is not None and count >= limit:
+                        return count
+                    out.write(line)
+                    count += 1
+                progress.advance()
+            return count
+        writer = RowWriter(out, fmt)
+        for plan in plans:
+            for row in iter_rows(ckpt, plan, decoder, rows.matches):
+                if limit is not None and writer.count >= limit:
+                    return writer.count
+                writer.write(row)
+            progress.advance()
+        return writer.count
+    finally:
+        progress.close()
+
+
+def _write_parallel(
+    rows: StateRows, out: IO[str], fmt: str, workers: int, progress: ProgressSink
+) -> int:
+    total = 0
+    with tempfile.TemporaryDirectory(prefix="ckpt-replay-") as tmp:
+        jobs = [
+            _PartitionJob(plan, rows.raw, rows.where, fmt, f"{tmp}/{plan.partition}")
+            for plan in rows.plans
+        ]
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(jobs)),
+            initializer=_init_worker,
+            initargs=(rows.ckpt.storage, rows.ckpt.listing),
+        ) as pool:
+            for path, count in pool.map(_write_partition, jobs):
+                with open(path, encoding="utf-8", newline="") as fh:
+                    while chunk := fh.read(1 << 20):
+                        out.write(chunk)
+                os.unlink(path)
+                total += count
+                progress.advance()
+    return total
+
+
+# -- datasets (replay at scale) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _DatasetUnit:
+    """One partition to replay into ``partition_id=<p>/``: its plan and the listing entries
+    its replay reads (the partition directory, schema files, metadata, latest offsets)."""
+
+    plan: ReplayPlan
+    entries: tuple[FileEntry, ...]
+
+
+@dataclass(frozen=True)
+class _DatasetSettings:
+    storage: Storage
+    output: str
+    storage_options: dict[str, Any]
+    fmt: str
+    raw: bool
+    where: Where
+
+
+_DATASET: tuple[_DatasetSettings, Storage] | None = None
+
+
+def _init_dataset(settings: _DatasetSettings) -> None:
+    # The output's filesystem is made in each process: a forked copy of the parent's
+    # (s3fs, adlfs: an event loop and connections) is not usable.
+    global _DATASET
+    _DATASET = settings, Storage.from_url(settings.output, settings.storage_options)
+
+
+def _replay_unit(unit: _DatasetUnit) -> int:
+    """On a worker or Spark executor: replay one partition and write its rows as one file."""
+    assert _DATASET is not None
+    settings, output = _DATASET
+    ext = "parquet" if settings.fmt == "parquet" else "jsonl"
+    rel = f"partition_id={unit.plan.partition}/part-00000.{ext}"
+    try:
+        return _write_unit(unit, settings, output, rel)
+    except CkptError:
+        raise
+    except Exception as exc:
+        # The output store's own errors (no credentials, refused, denied) in one line.
+        if isinstance(exc, OSError) or classify_store_error(exc)[0] != "other":
+            where = f"{output.url.rstrip('/')}/{rel}"
+            raise store_error(where, "write", exc) from exc
+        raise
+
+
+def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage, rel: str) -> int:
+    ckpt = Checkpoint(settings.storage, Listing(list(unit.entries)))
+    plan = unit.plan
+    decoder = decoder_for(ckpt, plan.operator, plan.store, raw=settings.raw)
+    matches = key_filter(settings.where, decoder.schema)
+    with output.open_write(rel) as fh:
+        if settings.fmt == "parquet":
+            rows = iter_rows(ckpt, plan, decoder, matches)
+            return write_parquet((_without_partition(row) for row in rows), fh)
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        count = 0
+        if matches is None:
+            for line in iter_lines(ckpt, plan, decoder):
+                text.write(line)
+                count += 1
+        else:
+            count = write_text(iter_rows(ckpt, plan, decoder, matches), text, "jsonl")
+        text.flush()
+        text.detach()  # the binary file is closed by open_write
+        return count
+
+
+def _without_partition(row: dict[str, Any]) -> dict[str, Any]:
+    del row["partition_id"]  # it is the directory (Hive-style partitioning)
+    return row
+
+
+def write_dataset(
+    rows: StateRows,
+    output: str,
+    fmt: str,
+    *,
+    engine: Engine,
+    storage_options: Mapping[str, Any] | None = None,
+) -> dict[int, int]:
+    """The state rows under ``output`` (a local path or URL), one folder per partition
+    (``partition_id=<p>/part-00000.<fmt>``), on ``engine``; returns rows per partition."""
+    if rows.changes is not None:
+        raise CkptError("a dataset holds the state at a batch, not the change feed")
+    if fmt not in DATASET_FORMATS:
+        raise CkptError(f"a dataset is written as jsonl or parquet, not {fmt}")
+    if fmt == "parquet":
+        require_pyarrow("parquet output")
+    ckpt, plans = rows.ckpt, rows.plans
+    latest = ckpt.batches.latest_offsets
+    shared = [e for e in ckpt.listing if e.path in ("metadata", f"offsets/{latest}")]
+    schema_prefixes = tuple(
+        f"{f.path.rsplit('/', 1)[0]}/"
+        for f in ckpt.of_kind(FileKind.STATE_SCHEMA)
+        if f.operator == rows.target.operator
+    )
+    units = []
+    for plan in plans:
+        prefix = plan.path + "/"
+        entries = [
+            e
+            for e in ckpt.listing
+            if e.path.startswith(prefix) or e.path.startswith(schema_prefixes)
+        ]
+        units.append(_DatasetUnit(plan, tuple(shared + entries)))
+    Storage.from_url(output, storage_options)  # a bad URL or a missing extra fails here
+    options = dict(storage_options or {})
+    settings = _DatasetSettings(ckpt.storage, output, options, fmt, rows.raw, rows.where)
+    counts = engine.map(
+        _replay_unit,
+        units,
+        cpu_bound=ckpt.storage.is_local,
+        initializer=_init_dataset,
+        initargs=(settings,),
+    )
+    return {plan.partition: n for plan, n in zip(plans, counts, strict=True)}

@@ -1,0 +1,284 @@
+"""The pipeline assembled, as Spark's ``statestore`` source reads state: ``read_state``
+returns ``StateRows`` (the state at a batch, or the change feed), to iterate or turn into
+Arrow or pandas.
+
+Choosing happens before any row: the target is resolved and every partition planned when
+``StateRows`` is made, so errors and ``notes`` come first; rows are read when iterated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ckpt_cli.model import Checkpoint, CheckpointFile
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.plan import (
+    ReplayPlan,
+    StateUnavailable,
+    change_file,
+    change_files,
+    plan_version,
+)
+from ckpt_cli.replay.read import iter_file_records, iter_state, store_schema
+from ckpt_cli.replay.rows import Filter, RowDecoder, arrow_tables, key_filter, require_pyarrow
+from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
+
+# ``where``: (key column, value) pairs that must all hold.
+Where = tuple[tuple[str, str], ...]
+# The change feed's file of each (batch, partition).
+ChangeFiles = dict[tuple[int, int], CheckpointFile]
+
+
+def decoder_for(ckpt: Checkpoint, operator: int, store: str, *, raw: bool = False) -> RowDecoder:
+    """The decoder of a store's rows: its schema file's, or hex with ``raw``."""
+    provider = ckpt.operators[operator].stores[store].provider
+    schema = None if raw else store_schema(ckpt, operator, store)
+    return RowDecoder(schema, provider, path=f"state/{operator}")
+
+
+@dataclass
+class StateRows:
+    """The rows of one store: its state at a version (one plan per partition), or with
+    ``changes`` the change feed (one file per batch and partition).
+
+    Iterating gives ``{"partition_id", "key", "value"}`` dicts (change feed rows also
+    ``batch_id`` and ``change_type``) with plain JSON values; ``to_arrow()`` gives the table
+    ``--format parquet`` writes.
+    """
+
+    ckpt: Checkpoint
+    target: ReplayTarget
+    plans: list[ReplayPlan]
+    raw: bool = False
+    where: Where = ()
+    changes: ChangeFiles | None = None
+
+    def __post_init__(self) -> None:
+        self.decoder = decoder_for(self.ckpt, self.target.operator, self.target.store, raw=self.raw)
+        self.matches = key_filter(self.where, self.decoder.schema)  # checked before any row
+
+    @property
+    def notes(self) -> list[str]:
+        """What a best-effort read did instead of what was asked."""
+        return self.target.notes
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.changes is not None:
+            return iter_change_rows(self.ckpt, self.changes, self.decoder, self.matches)
+        return (
+            row
+            for plan in self.plans
+            for row in iter_rows(self.ckpt, plan, self.decoder, self.matches)
+        )
+
+    def to_arrow(self) -> Any:
+        """A ``pyarrow.Table`` of the rows (needs pyarrow)."""
+        require_pyarrow("to_arrow()")
+        import pyarrow as pa
+
+        return pa.concat_tables(arrow_tables(self))
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame of the rows (needs pyarrow and pandas)."""
+        return self.to_arrow().to_pandas()
+
+
+def read_state(
+    checkpoint: Checkpoint | str,
+    *,
+    batch: int | None = None,
+    version: int | None = None,
+    operator: int | None = None,
+    store: str | None = None,
+    partitions: Iterable[int] | None = None,
+    change_start_batch: int | None = None,
+    change_end_batch: int | None = None,
+    where: Mapping[str, str] | None = None,
+    raw: bool = False,
+    best_effort: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> StateRows:
+    """The state of a store after ``batch`` (default: the latest committed), like
+    ``spark.read.format("statestore")``; with ``change_start_batch``, like its
+    ``readChangeFeed`` option, the change feed instead: every put (``update``), delete and
+    merge of batches ``change_start_batch``..``change_end_batch`` (default: the latest
+    committed). ``where`` keeps keys whose columns equal the given values. A path or URL is
+    opened with ``storage_options``."""
+    ckpt = _open(checkpoint, storage_options)
+    target = resolve_target(
+        ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partitions
+    )
+    return target_rows(
+        ckpt,
+        target,
+        change_start_batch=change_start_batch,
+        change_end_batch=change_end_batch,
+        where=tuple((where or {}).items()),
+        raw=raw,
+        best_effort=best_effort,
+    )
+
+
+def target_rows(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    *,
+    change_start_batch: int | None = None,
+    change_end_batch: int | None = None,
+    where: Where = (),
+    raw: bool = False,
+    best_effort: bool = False,
+) -> StateRows:
+    """``read_state`` for a resolved target: the key filter is checked, then every
+    partition planned, before any row is read."""
+    rows = StateRows(ckpt, target, [], raw, where)
+    if change_start_batch is not None:
+        end = change_end_batch
+        if end is None:
+            end = ckpt.batches.latest_committed or 0
+        rows.changes = plan_changes(ckpt, target, change_start_batch, end, best_effort=best_effort)
+    elif change_end_batch is not None:
+        raise SelectionError("{change_end_batch} is given without {change_start_batch}")
+    else:
+        plans = [
+            plan_partition(ckpt, target, p, best_effort=best_effort) for p in target.partitions
+        ]
+        rows.plans = plans
+    return rows
+
+
+def _open(checkpoint: Checkpoint | str, storage_options: Mapping[str, Any] | None) -> Checkpoint:
+    if isinstance(checkpoint, Checkpoint):
+        return checkpoint
+    return Checkpoint.open(checkpoint, dict(storage_options or {}))
+
+
+# -- the plans of a target, with best-effort fallbacks -----------------------------------------
+
+
+def plan_partition(
+    ckpt: Checkpoint, target: ReplayTarget, partition: int, *, best_effort: bool = False
+) -> ReplayPlan:
+    """The plan for one partition of ``target``; with ``best_effort`` the newest loadable
+    version at or below the target (a note says so) instead of an error."""
+    try:
+        return plan_version(ckpt, target.operator, partition, target.version, store=target.store)
+    except StateUnavailable as exc:
+        if not best_effort:
+            raise
+        first_error = exc
+    part = ckpt.operators[target.operator].stores[target.store].partitions[partition]
+    for v in reversed([v for v in part.version_ids if v < target.version]):
+        try:
+            plan = plan_version(ckpt, target.operator, partition, v, store=target.store)
+        except StateUnavailable:
+            continue
+        target.notes.append(
+            f"{first_error.message}; replayed version {v} (after batch {v - 1}) instead"
+        )
+        return plan
+    raise first_error
+
+
+def plan_changes(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    start_batch: int,
+    end_batch: int,
+    *,
+    best_effort: bool = False,
+) -> ChangeFiles:
+    """The file of each (batch, partition) of the change feed of ``target``'s partitions.
+
+    As Spark does, format v2 follows the changelog lineage back from the end batch; with
+    ``best_effort`` a broken lineage falls back to the changelogs the commit log names, and
+    a note in ``target.notes`` says so.
+    """
+    if start_batch > end_batch:
+        raise SelectionError(
+            f"{{change_start_batch}} {start_batch} is after {{change_end_batch}} {end_batch}"
+        )
+    files = {}
+    for pid in target.partitions:
+        chosen = _partition_changes(ckpt, target, pid, start_batch, end_batch, best_effort)
+        for batch, f in zip(range(start_batch, end_batch + 1), chosen, strict=True):
+            files[(batch, pid)] = f
+    return files
+
+
+def _partition_changes(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    pid: int,
+    start_batch: int,
+    end_batch: int,
+    best_effort: bool,
+) -> list[CheckpointFile]:
+    op, store = target.operator, target.store
+    try:
+        return change_files(ckpt, op, pid, start_batch + 1, end_batch + 1, store=store)
+    except StateUnavailable as exc:
+        if not best_effort:
+            raise
+        first_error = exc
+    try:
+        chosen = [
+            change_file(ckpt, op, pid, batch + 1, store=store)
+            for batch in range(start_batch, end_batch + 1)
+        ]
+    except StateUnavailable:
+        raise first_error from None
+    target.notes.append(
+        f"{first_error.message}; read the changelogs of the commit log's uniqueIds instead: "
+        + ", ".join(f.entry.name for f in chosen)
+    )
+    return chosen
+
+
+# -- one partition's rows --------------------------------------------------------------------
+
+
+def iter_rows(
+    ckpt: Checkpoint,
+    plan: ReplayPlan,
+    decoder: RowDecoder,
+    where: Filter | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> Iterator[dict[str, Any]]:
+    """The rows of one partition's plan."""
+    json_row = decoder.json_row  # ``decoder.row`` inlined: the hot loop of every row output
+    pid = plan.partition
+    for k, v in iter_state(ckpt, plan, progress):
+        key, value = json_row(k, v)
+        if where is None or where(key):
+            yield {"partition_id": pid, "key": key, "value": value}
+
+
+def iter_lines(ckpt: Checkpoint, plan: ReplayPlan, decoder: RowDecoder) -> Iterator[str]:
+    """The rows of ``iter_rows`` (unfiltered) as JSON lines, through the compiled encoder
+    when the schema allows (same JSON, several times faster)."""
+    line = decoder.line
+    pid = plan.partition
+    for k, v in iter_state(ckpt, plan):
+        yield line(pid, k, v)
+
+
+def iter_change_rows(
+    ckpt: Checkpoint, files: ChangeFiles, decoder: RowDecoder, where: Filter | None = None
+) -> Iterator[dict[str, Any]]:
+    """Change feed rows, by batch then partition, in the shape of Spark 4's
+    ``readChangeFeed`` rows."""
+    for (batch, pid), f in sorted(files.items()):
+        for kind, k, v in iter_file_records(ckpt, f):
+            key, value = decoder.json_row(k, v)
+            if where is not None and not where(key):
+                continue
+            yield {
+                "batch_id": batch,
+                "change_type": "update" if kind == "put" else kind,
+                "partition_id": pid,
+                "key": key,
+                "value": value,
+            }

@@ -1,0 +1,84 @@
+"""The Python API of replay (``read_state`` and its ``StateRows``) gives what ``ckpt replay``
+writes: the same rows as JSON lines, the same Arrow table as parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_cli.replay import StateRows, read_state
+from ckpt_cli.replay.target import SelectionError
+from tests.conftest import CASES, CASES_DIR, run_cli
+
+pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
+
+HDFS = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
+ROCKSDB_V2 = CASES_DIR / "spark4-rocksdb-v2" / "checkpoint"
+JOIN = CASES_DIR / "spark4-join" / "checkpoint"
+
+
+def canon(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True) for r in rows)
+
+
+def cli_jsonl(*args: str) -> list[dict[str, Any]]:
+    result = run_cli("replay", *args, "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines() if line]
+
+
+@pytest.mark.parametrize("root", [HDFS, ROCKSDB_V2], ids=["hdfs", "rocksdb-v2"])
+def test_rows_equal_the_cli_json_lines(root: Path) -> None:
+    rows = read_state(str(root))
+    assert isinstance(rows, StateRows) and rows.notes == []
+    got = list(rows)
+    assert got and canon(got) == canon(cli_jsonl(str(root)))
+    assert canon(list(rows)) == canon(got)  # iterating again reads again
+
+
+@pytest.mark.parametrize("root", [HDFS, ROCKSDB_V2], ids=["hdfs", "rocksdb-v2"])
+def test_to_arrow_equals_the_cli_parquet(root: Path, tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "state.parquet"
+    result = run_cli("replay", str(root), "--format", "parquet", "--output", str(out))
+    assert result.exit_code == 0, result.stderr
+    written = pq.read_table(out)
+    table = read_state(str(root)).to_arrow()
+    assert table.schema == written.schema
+    assert table.equals(written)
+    assert canon(table.to_pylist()) == canon(cli_jsonl(str(root)))
+
+
+def test_to_pandas() -> None:
+    pytest.importorskip("pandas")
+    frame = read_state(str(HDFS), partitions=[1]).to_pandas()
+    assert list(frame.columns) == ["partition_id", "key", "value"]
+    assert set(frame["partition_id"]) == {1} and len(frame) == len(cli_jsonl(str(HDFS), "-p", "1"))
+
+
+def test_where_and_the_change_feed() -> None:
+    rows = list(read_state(str(HDFS), where={"k": "k3"}))
+    assert [r["key"] for r in rows] == [{"k": "k3"}]
+    start = read_state(str(HDFS)).target.batch - 1  # the older batches' deltas are cleaned up
+    feed = list(read_state(str(HDFS), change_start_batch=start))
+    assert {r["batch_id"] for r in feed} == {start, start + 1}
+    assert canon(feed) == canon(cli_jsonl(str(HDFS), "--changes", "--from", str(start)))
+
+
+def test_library_errors_name_arguments_the_cli_its_options() -> None:
+    with pytest.raises(SelectionError) as caught:
+        read_state(str(JOIN))
+    assert "choose one with store (" in caught.value.message and "--" not in caught.value.message
+    with pytest.raises(SelectionError, match=r"^where 'nope=1': the key has no column 'nope'"):
+        read_state(str(HDFS), where={"nope": "1"})
+    with pytest.raises(SelectionError, match=r"^change_start_batch 3 is after change_end_batch 1$"):
+        read_state(str(HDFS), change_start_batch=3, change_end_batch=1)
+    with pytest.raises(SelectionError, match=r"^change_end_batch is given without change_start"):
+        read_state(str(HDFS), change_end_batch=1)
+    result = run_cli("replay", str(HDFS), "--changes", "--from", "3", "--to", "1")
+    assert result.exit_code == 2 and "error: --from 3 is after --to 1" in result.stderr
+    result = run_cli("replay", str(HDFS), "--where", "nope=1")
+    assert "error: --where 'nope=1': the key has no column 'nope'" in result.stderr
