@@ -11,10 +11,10 @@ from ckpt_cli import exit_codes
 from ckpt_cli.cleanup import CleanupPlan, CleanupRun, OrphanScan
 from ckpt_cli.cli.output import RENDERERS, exit_code
 from ckpt_cli.cli.text import render_text
-from ckpt_cli.cli.validate import Validation
 from ckpt_cli.files import FileReport
 from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 from ckpt_cli.results import Result
+from ckpt_cli.validate import ValidationReport
 from ckpt_cli.versions import VersionsReport
 
 RESULTS = [
@@ -25,7 +25,7 @@ RESULTS = [
     RepairPlan,
     RepairRun,
     UndoResult,
-    Validation,
+    ValidationReport,
     VersionsReport,
 ]
 

@@ -91,13 +91,13 @@ class JunitRenderer:
         return None
 
     def render(self, result: Result) -> None:
-        from ckpt_cli.cli.validate import Validation
-        from ckpt_cli.validate import junit_xml
+        from ckpt_cli.cli.junit import junit_xml
+        from ckpt_cli.validate import ValidationReport
 
-        if not isinstance(result, Validation):
+        if not isinstance(result, ValidationReport):
             raise CkptError(f"{self.target}: a JUnit report is made of a validation only")
         try:
-            self.target.write_text(junit_xml(result.report, result.fail_on))
+            self.target.write_text(junit_xml(result))
         except OSError as exc:
             raise CkptError(
                 f"{self.target}: cannot write the JUnit report: {exc.strerror}"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -21,24 +21,7 @@ from ckpt_cli.cli.common import (
 )
 from ckpt_cli.cli.output import render
 from ckpt_cli.engine import make_engine
-from ckpt_cli.results import Result
 from ckpt_cli.validate import ValidationReport, validate
-
-
-@dataclass(frozen=True)
-class Validation(Result):
-    """A validation judged at a ``--fail-on`` level: the result ``ckpt validate`` renders.
-    (To move beside ``ValidationReport`` once validate is a package.)"""
-
-    report: ValidationReport
-    fail_on: str
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.report.to_json(self.fail_on)["ok"])
-
-    def body_json(self) -> dict[str, Any]:
-        return self.report.to_json(self.fail_on)
 
 
 class FailOn(str, Enum):
@@ -88,7 +71,7 @@ def validate_command(
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
-) -> Validation:
+) -> ValidationReport:
     """Check that the query can restart from this checkpoint, and say why not.
 
     By default checks what Spark needs to restart from the latest committed batch (and to
@@ -111,7 +94,7 @@ def validate_command(
         progress=run.progress,
         engine=make_engine(engine, workers=workers, master=master),
     )
-    result = Validation(report, fail_on.value)
+    result = replace(report, fail_on=fail_on.value)
     if junit is not None:
         render(result, "junit", target=junit)
     return run.render(result)

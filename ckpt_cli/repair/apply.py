@@ -54,7 +54,7 @@ class RepairResult:
             "moved": self.moved,
             "rewritten": self.rewritten,
             "written": self.written,
-            "validation": self.validation.to_json(),
+            "validation": self.validation.body_json(),
         }
 
 
@@ -225,7 +225,7 @@ class RepairRun(PlanRun[RepairPlan, RepairResult]):
     @property
     def ok(self) -> bool:
         if self.result is not None:
-            return bool(self.result.validation.to_json()["ok"])
+            return self.result.validation.ok
         return self.declined or self.plan.ok
 
 

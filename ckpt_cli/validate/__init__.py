@@ -35,7 +35,6 @@ from ckpt_cli.validate.codes import (
     WARNING,
     format_error_code,
 )
-from ckpt_cli.validate.junit import junit_xml
 from ckpt_cli.validate.report import Finding, ValidationReport
 from ckpt_cli.validate.runner import validate
 
@@ -47,6 +46,5 @@ __all__ = [
     "Finding",
     "ValidationReport",
     "format_error_code",
-    "junit_xml",
     "validate",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_cli.results import Result
 from ckpt_cli.validate.codes import ERROR, SEVERITY_RANK
 
 
@@ -29,7 +30,7 @@ class Finding:
 
 
 @dataclass
-class ValidationReport:
+class ValidationReport(Result):
     checkpoint: str
     target: dict[str, Any]
     findings: list[Finding]
@@ -41,20 +42,14 @@ class ValidationReport:
     def ok(self) -> bool:
         return not self.at_or_above(self.fail_on)
 
-    @property
-    def status(self) -> str:
-        """``"ok"`` or ``"problems"``, as the JSON output's top-level ``"status"``."""
-        return "ok" if self.ok else "problems"
-
     def at_or_above(self, severity: str) -> list[Finding]:
         rank = SEVERITY_RANK[severity]
         return [f for f in self.findings if SEVERITY_RANK[f.severity] >= rank]
 
-    def to_json(self, fail_on: str | None = None) -> dict[str, Any]:
-        """The report as JSON (``fail_on`` overrides the report's own for ``"ok"``)."""
+    def body_json(self) -> dict[str, Any]:
         counts = {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITY_RANK}
         return {
-            "ok": not self.at_or_above(fail_on or self.fail_on),
+            "ok": self.ok,
             "checkpoint": self.checkpoint,
             "target": self.target,
             "counts": counts,

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from ckpt_cli.cli.text import render_text
-from ckpt_cli.cli.validate import Validation
-from ckpt_cli.validate import ERROR, INFO, WARNING
+from ckpt_cli.validate import ERROR, INFO, WARNING, ValidationReport
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer
@@ -17,8 +16,8 @@ if TYPE_CHECKING:
 _STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
 
 
-@render_text.register(Validation)
-def _validation(result: Validation, out: TextRenderer) -> None:
+@render_text.register(ValidationReport)
+def _validation(result: ValidationReport, out: TextRenderer) -> None:
     console, fail_on = out.console, result.fail_on
     data = result.to_json()
     target = data["target"]

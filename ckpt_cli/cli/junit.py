@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from ckpt_cli.validate.codes import CODES, ERROR, SEVERITY_RANK
+from ckpt_cli.validate.codes import CODES, SEVERITY_RANK
 from ckpt_cli.validate.report import ValidationReport
 
 
-def junit_xml(report: ValidationReport, fail_on: str = ERROR) -> str:
-    """One test case per rule code that ran, failing with its findings at or above
-    ``fail_on``; findings below it are listed in system-out."""
-    failing_rank = SEVERITY_RANK[fail_on]
+def junit_xml(report: ValidationReport) -> str:
+    """One test case per rule code that ran, failing with its findings at or above the
+    report's ``fail_on``; findings below it are listed in system-out."""
+    failing_rank = SEVERITY_RANK[report.fail_on]
     suite = ET.Element(
         "testsuite",
         name="ckpt validate",
