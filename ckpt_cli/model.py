@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
+from ckpt_cli.api import CheckpointCalls
 from ckpt_cli.errors import CkptError, FormatError, NotACheckpoint
 from ckpt_cli.formats import logs
 from ckpt_cli.layout import (
@@ -182,11 +183,13 @@ def _gaps(ids: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(b for b in range(ids[0], ids[-1] + 1) if b not in present)
 
 
-class Checkpoint:
+class Checkpoint(CheckpointCalls):
     """A streaming query's checkpoint, as found in one listing.
 
-    Build it with :meth:`open`. Log contents are parsed on first use and cached; they raise
-    :class:`~ckpt_cli.errors.FormatError` naming the file when Spark could not read it either.
+    Build it with :meth:`open` (or :func:`ckpt_cli.open`); the commands' library calls are its
+    methods (:class:`~ckpt_cli.api.CheckpointCalls`). Log contents are parsed on first use
+    and cached; they raise :class:`~ckpt_cli.errors.FormatError` naming the file when Spark
+    could not read it either.
     """
 
     def __init__(self, storage: Storage, listing: Listing) -> None:

@@ -1,0 +1,105 @@
+"""The Python API: one method per command on :class:`~ckpt_cli.model.Checkpoint`.
+
+    >>> import ckpt_cli
+    >>> ckpt = ckpt_cli.open("s3://bucket/query", {"anon": False})
+    >>> ckpt.validate().ok
+    >>> ckpt.replay(operator=0).to_pandas()
+
+Each method is the library call its command makes, with the same defaults; the modules named
+in each docstring have the rest of the options. Imports are inside the methods because those
+modules import the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from ckpt_cli.cleanup import CleanupPlan
+    from ckpt_cli.model import Checkpoint
+    from ckpt_cli.repair import RepairPlan
+    from ckpt_cli.replay import StateRows
+    from ckpt_cli.validate import ValidationReport
+    from ckpt_cli.versions import VersionsReport
+
+
+class CheckpointCalls:
+    """What ``ckpt versions``, ``validate``, ``replay``, ``orphans``/``cleanup`` (the plan)
+    and ``repair`` (the plan) compute, as methods of a checkpoint."""
+
+    @property
+    def _checkpoint(self) -> Checkpoint:
+        return cast("Checkpoint", self)  # the only class this is mixed into
+
+    def versions(
+        self, *, operator: int | None = None, partitions: Sequence[int] | None = None
+    ) -> VersionsReport:
+        """Batches, operators, stores, partitions and their state store versions."""
+        from ckpt_cli.versions import describe_versions
+
+        return describe_versions(self._checkpoint, operator=operator, partitions=partitions)
+
+    def validate(
+        self,
+        *,
+        batch: int | None = None,
+        all_versions: bool = False,
+        deep: bool = False,
+        fail_on: str = "error",
+    ) -> ValidationReport:
+        """Whether the query can restart from this checkpoint (``.ok``) and why not
+        (``.findings``); see :func:`ckpt_cli.validate.validate`."""
+        from dataclasses import replace
+
+        from ckpt_cli.validate import validate
+
+        report = validate(self._checkpoint, batch=batch, all_versions=all_versions, deep=deep)
+        return replace(report, fail_on=fail_on)
+
+    def replay(
+        self,
+        *,
+        batch: int | None = None,
+        operator: int | None = None,
+        store: str | None = None,
+        partitions: Iterable[int] | None = None,
+        change_start_batch: int | None = None,
+        change_end_batch: int | None = None,
+        where: Mapping[str, str] | None = None,
+        raw: bool = False,
+    ) -> StateRows:
+        """A store's state after ``batch`` (default: the latest committed), or with
+        ``change_start_batch`` its change feed, as Spark's ``statestore`` source gives it:
+        iterate the rows, or call ``.to_arrow()`` / ``.to_pandas()``."""
+        from ckpt_cli.replay import read_state
+
+        return read_state(
+            self._checkpoint,
+            batch=batch,
+            operator=operator,
+            store=store,
+            partitions=partitions,
+            change_start_batch=change_start_batch,
+            change_end_batch=change_end_batch,
+            where=where,
+            raw=raw,
+        )
+
+    def plan_cleanup(
+        self, *, retain: int | None = None, min_age: float | None = None
+    ) -> CleanupPlan:
+        """What ``cleanup`` would delete (``.deletions``) and why, keeping what every retained
+        version needs; nothing is deleted (see :func:`ckpt_cli.cleanup.apply_cleanup`)."""
+        from ckpt_cli.cleanup import plan_cleanup
+        from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS
+
+        age = DEFAULT_MIN_AGE_SECONDS if min_age is None else min_age
+        return plan_cleanup(self._checkpoint, retain=retain, min_age=age)
+
+    def plan_repair(self, *, rollback_to: int | None = None, snapshot: bool = False) -> RepairPlan:
+        """What ``repair`` would do to make the checkpoint restartable (``.actions``);
+        nothing is changed (see :func:`ckpt_cli.repair.apply_repair`)."""
+        from ckpt_cli.repair import plan_repair
+
+        return plan_repair(self._checkpoint, rollback_to=rollback_to, snapshot=snapshot)
