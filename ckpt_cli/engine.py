@@ -120,7 +120,7 @@ class SparkEngine:
             from pyspark.sql import SparkSession
         except ImportError as exc:
             raise MissingExtraError(
-                "--engine spark needs PySpark", hint="pip install 'ckpt-cli[spark]'"
+                "engine=spark needs PySpark", hint="pip install 'ckpt-cli[spark]'"
             ) from exc
         session = SparkSession.getActiveSession()
         if session is None:
@@ -175,4 +175,4 @@ def make_engine(name: str, *, workers: int | None = None, master: str | None = N
         return LocalEngine(workers)
     if name == "spark":
         return SparkEngine.start(master)
-    raise CkptError(f"--engine {name!r}: expected one of {', '.join(ENGINES)}")
+    raise CkptError(f"engine={name}: expected one of {', '.join(ENGINES)}")

@@ -143,7 +143,7 @@ def acquire(storage: Storage, command: str, *, break_lock: bool = False) -> str:
             if held.holder_alive() is False
             else f"it is older than {STALE_AFTER_SECONDS / 3600:.0f} h"
         )
-        hint = f"the lock looks stale ({why}): pass --break-lock to remove it"
+        hint = f"the lock looks stale ({why}): pass break_lock=True to remove it"
     else:
         hint = (
             f"wait for it to finish; if it was killed on another host, delete {where} "

@@ -23,7 +23,7 @@ def test_local_engine_keeps_order() -> None:
 
 
 def test_unknown_engine() -> None:
-    with pytest.raises(CkptError, match="--engine 'yarn'"):
+    with pytest.raises(CkptError, match="engine=yarn"):
         make_engine("yarn")
 
 

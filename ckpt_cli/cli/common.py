@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from ckpt_cli import exit_codes
-from ckpt_cli.cli.output import Renderer, exit_code, renderer
+from ckpt_cli.cli.output import Renderer, cli_words, exit_code, renderer
 from ckpt_cli.cli.output import write_json as write_json  # commands still import it from here
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.model import Checkpoint
@@ -291,22 +291,6 @@ def report_error(exc: CkptError) -> None:
         write_json(
             {"status": "error", "errors": [{**exc.to_json(), "message": message, "hint": hint}]}
         )
-
-
-# The library names its parameters (``min_age=0s``, ``force=True``); on the command line they
-# are options.
-_PARAMETERS = {
-    "min_age=": "--min-age ",
-    "retain=": "--retain ",
-    "rollback_to=": "--rollback-to ",
-    "force=True": "--force",
-}
-_PARAMETER_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PARAMETERS) + ")")
-
-
-def cli_words(text: str) -> str:
-    """A library message in the command line's words: its parameters as options."""
-    return _PARAMETER_RE.sub(lambda m: _PARAMETERS[m.group(1)], text)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ stdout, keys sorted) and ``junit`` (a JUnit XML file for CI, for ``validate``).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,6 +20,27 @@ from rich.console import Console
 from ckpt_cli import exit_codes
 from ckpt_cli.errors import CkptError
 from ckpt_cli.results import Result
+
+# The library names its parameters (``min_age=0s``, ``force=True``); on the command line they
+# are options.
+_PARAMETERS = {
+    "min_age=": "--min-age ",
+    "retain=": "--retain ",
+    "rollback_to=": "--rollback-to ",
+    "force=True": "--force",
+    "break_lock=True": "--break-lock",
+    "snapshot=True": "--snapshot",
+    "all_versions=True": "--all-versions",
+    "best_effort=True": "--best-effort",
+    "engine=": "--engine ",
+    "storage_options": "--storage-option",
+}
+_PARAMETER_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PARAMETERS) + ")")
+
+
+def cli_words(text: str) -> str:
+    """A library message in the command line's words: its parameters as options."""
+    return _PARAMETER_RE.sub(lambda m: _PARAMETERS[m.group(1)], text)
 
 
 def exit_code(result: Result) -> int:

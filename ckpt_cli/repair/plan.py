@@ -290,7 +290,7 @@ def _plan_snapshots(ckpt: Checkpoint, plan: RepairPlan, add: Any) -> None:
         for store in op.stores.values():
             if store.provider != "hdfs":
                 plan.notes.append(
-                    f"{op.path} store {store.name}: --snapshot applies to HDFS-backed stores; "
+                    f"{op.path} store {store.name}: snapshot=True applies to HDFS-backed stores; "
                     "RocksDB writes its own zips"
                 )
                 continue

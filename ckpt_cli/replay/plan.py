@@ -267,8 +267,9 @@ def _missing_lineage_link(
             f"{changelog.path}: its lineage names version {entry.version} as "
             f"{entry.unique_id}, which no file has (commits/{entry.version - 1} records "
             f"{recorded}); Spark fails: {path} does not exist",
-            hint="ckpt validate --all-versions lists every broken lineage; ckpt replay "
-            "--best-effort reads what the commit log names instead, and says so",
+            hint="validating every version (all_versions=True) lists every broken lineage; a "
+            "best-effort read (best_effort=True) reads what the commit log names instead, "
+            "and says so",
             reason="LINEAGE_MISMATCH",
             paths=(changelog.path, path),
         )

@@ -66,7 +66,7 @@ def store_error(where: str, action: str, exc: BaseException, endpoint: str = "")
     if kind == "credentials":
         return StorageAccessError(
             f"{where}: no credentials to {action} with ({detail})",
-            hint="set AWS_*/AZURE_STORAGE_* variables, a profile, or --storage-option",
+            hint="set AWS_*/AZURE_STORAGE_* variables, a profile, or storage_options",
         )
     if kind == "denied":
         return StorageAccessError(f"{where}: access denied while trying to {action} ({detail})")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import plan_first, render_text
 from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 
@@ -34,9 +35,9 @@ def _plan(plan: RepairPlan, out: TextRenderer) -> None:
     elif not plan.refused:
         console.print("[green]Nothing to repair.[/]")
     for note in plan.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {cli_words(note)}")
     for reason in plan.refused:
-        console.print(f"[red]refused:[/] {reason}")
+        console.print(f"[red]refused:[/] {cli_words(reason)}")
 
 
 @render_text.register(RepairRun)
