@@ -15,7 +15,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ckpt_cli import exit_codes
 from ckpt_cli.cli.common import (
     STATE,
     EngineOpt,
@@ -239,7 +238,6 @@ def replay(
             write_partitions(
                 rows, out, fmt.value, limit=limit, workers=workers, progress=progress_sink()
             )
-    raise typer.Exit(exit_codes.OK)
 
 
 # The CLI's options for the library's arguments, in library errors.
