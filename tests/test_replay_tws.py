@@ -5,12 +5,15 @@ formats v1 and v2, UnsafeRow and Avro encodings, with and without row checksums.
 
 from __future__ import annotations
 
+import io
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ckpt_cli.errors import CkptError
+from ckpt_cli.formats import compression, records, rocksdb
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import read_state
 from tests.conftest import Case, run_cli
@@ -96,3 +99,37 @@ def test_state_var_on_another_operator_is_refused() -> None:
     ckpt_dir = next(p / "checkpoint" for p in sorted(other.iterdir()) if "rocksdb" in p.name)
     with pytest.raises(CkptError, match="not a transformWithState operator"):
         read_state(str(ckpt_dir), operator=0, state_var="x")
+
+
+def _damage_a_put(changelog: Path, family_id: int) -> bytes:
+    """Flips a byte of the first put of ``family_id`` in a changelog (re-compressed as it
+    was); returns the key."""
+    raw = changelog.read_bytes()
+    codec = compression.detect_codec(raw[:16])
+    assert codec is not None
+    data = compression.decompress(changelog.name, raw, codec=codec)
+    chunks = compression.decompressed_chunks(changelog.name, io.BytesIO(raw), codec=codec)
+    key, value = next(
+        (k, v)
+        for kind, k, v in records.open_changelog(changelog.name, chunks).records()
+        if kind == records.PUT and v is not None and int.from_bytes(k[:2], "little") == family_id
+    )
+    at = data.index(key + len(value).to_bytes(4, "big") + value) + len(key) + 4 + len(value) - 1
+    damaged = data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :]
+    changelog.write_bytes(compression.compress(damaged, codec))
+    return key
+
+
+def test_a_damaged_row_checksum_is_an_error_naming_the_key(tmp_path: Path) -> None:
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(PENDING / "spark4-tws-checksum/checkpoint", copy)
+    part = copy / "state/0/0"
+    mapping = rocksdb.read_zip("5.zip", (part / "5.zip").read_bytes()).metadata
+    key = _damage_a_put(part / "6.changelog", mapping.column_family_mapping["cnt"])
+    with pytest.raises(CkptError, match=f"row checksum mismatch .* key {key.hex()}"):
+        list(read_state(str(copy), batch=5, state_var="cnt", partitions=[0]))
+    with pytest.raises(CkptError, match=f"row checksum mismatch .* key {key.hex()}"):
+        list(read_state(str(copy), change_start_batch=5, state_var="cnt", partitions=[0]))
+    result = run_cli("replay", str(copy), "--state-var", "cnt", "-f", "jsonl")
+    assert result.exit_code == 2
+    assert "row checksum mismatch" in result.stderr and "Traceback" not in result.stderr

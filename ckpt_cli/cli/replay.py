@@ -281,6 +281,7 @@ OPTION_NAMES = {
     "where": "--where",
     "change_start_batch": "--from",
     "change_end_batch": "--to",
+    "raw": "--raw",
 }
 
 

@@ -10,7 +10,7 @@ stored; ``replay.rows`` decodes them.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +124,7 @@ def iter_state(
     progress: ProgressSink = NULL_PROGRESS,
     *,
     checksummed: bool = False,
-) -> Iterator[tuple[bytes, bytes]]:
+) -> Generator[tuple[bytes, bytes], None, None]:
     """The raw ``(key, value)`` pairs of the store at ``plan.version``, streamed.
 
     The changes of the deltas/changelogs after the base are collected first (memory in

@@ -9,6 +9,7 @@ Choosing happens before any row: the target is resolved and every partition plan
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,9 +92,10 @@ class StateRows:
             cf_id = reader.family_id(self.ckpt, zips_of(self.ckpt, op, store, plan.partition))
             if cf_id is None:
                 continue
-            pairs = iter_state(self.ckpt, plan, checksummed=reader.checksums)
-            for row in reader.rows(pairs, cf_id):
-                yield {"partition_id": plan.partition, **row}
+            # Closed at once when a row fails: the zip's temporary RocksDB copy goes with it.
+            with closing(iter_state(self.ckpt, plan, checksummed=reader.checksums)) as pairs:
+                for row in reader.rows(pairs, cf_id):
+                    yield {"partition_id": plan.partition, **row}
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` of the rows (needs pyarrow)."""
@@ -176,6 +178,10 @@ def target_rows(
                 f"state/{target.operator} is a transformWithState operator: name one of its "
                 "state variables with state_var=NAME (" + ", ".join(variables) + ") or read "
                 "its timers with timers=True"
+            )
+        if where or raw:
+            raise SelectionError(
+                "{where} and {raw} are not supported for transformWithState state variables yet"
             )
         reader = variable_reader(
             ckpt,

@@ -177,8 +177,7 @@ def variable_reader(
         # Spark reads user variables only, not the internal families ($ttl_, $rowCounter_...).
         if state_var not in names or state_var not in families:
             raise CkptError(
-                f"{path}: no state variable {state_var!r} (state_var=); the operator has: "
-                + ", ".join(names)
+                f"{path}: no state variable {state_var!r}; the operator has: " + ", ".join(names)
             )
         name = state_var
         var = meta and next((v for v in meta.state_variables if v.name == name), None)
