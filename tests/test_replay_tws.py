@@ -133,3 +133,12 @@ def test_a_damaged_row_checksum_is_an_error_naming_the_key(tmp_path: Path) -> No
     result = run_cli("replay", str(copy), "--state-var", "cnt", "-f", "jsonl")
     assert result.exit_code == 2
     assert "row checksum mismatch" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_without_a_zip_the_family_ids_are_unknown(tmp_path: Path) -> None:
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(PENDING / "spark4-tws-row/checkpoint", copy)
+    for zip_file in (copy / "state/0/0").glob("*.zip"):
+        zip_file.unlink()
+    with pytest.raises(CkptError, match=r"state/0/0: no \.zip .*\(columnFamilyMapping\)"):
+        list(read_state(str(copy), change_start_batch=8, state_var="total", partitions=[0]))

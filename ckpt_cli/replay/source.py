@@ -81,15 +81,21 @@ class StateRows:
     def _variable_rows(self, reader: VariableReader) -> Iterator[dict[str, Any]]:
         op, store = self.target.operator, self.target.store
         if self.changes is not None:
+            ids = {
+                pid: reader.family_id(self.ckpt, zips_of(self.ckpt, op, store, pid), pid)
+                for _batch, pid in self.changes
+            }
             for (batch, pid), f in sorted(self.changes.items()):
-                cf_id = reader.family_id(self.ckpt, zips_of(self.ckpt, op, store, pid))
+                cf_id = ids[pid]
                 if cf_id is None:
                     continue
                 for row in reader.change_rows(iter_file_records(self.ckpt, f), cf_id):
                     yield {"batch_id": batch, "partition_id": pid, **row}
             return
         for plan in self.plans:
-            cf_id = reader.family_id(self.ckpt, zips_of(self.ckpt, op, store, plan.partition))
+            cf_id = reader.family_id(
+                self.ckpt, zips_of(self.ckpt, op, store, plan.partition), plan.partition
+            )
             if cf_id is None:
                 continue
             # Closed at once when a row fails: the zip's temporary RocksDB copy goes with it.

@@ -70,12 +70,17 @@ class VariableReader:
     checksums: bool
     path: str
 
-    def family_id(self, ckpt: Checkpoint, zips: list[CheckpointFile]) -> int | None:
-        for f in zips:
-            mapping = read_zip_metadata(ckpt.storage, f.path, f.entry.size).column_family_mapping
-            if self.family in mapping:
-                return mapping[self.family]
-        return None
+    def family_id(self, ckpt: Checkpoint, zips: list[CheckpointFile], partition: int) -> int | None:
+        """The family's id in the newest zip (ids never change once given; changelogs carry
+        none), or None when the store has no such family yet."""
+        if not zips:
+            raise CkptError(
+                f"{self.path}/{partition}: no .zip gives the column family ids "
+                f"(columnFamilyMapping) that {self.family} needs"
+            )
+        newest = max(zips, key=lambda f: f.version or 0)
+        mapping = read_zip_metadata(ckpt.storage, newest.path, newest.entry.size)
+        return mapping.column_family_mapping.get(self.family)
 
     def row(self, key: Any, values: list[Any]) -> Iterator[Row]:
         if self.kind == "timers":
