@@ -17,17 +17,8 @@ from typing import Any
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import records
+from ckpt_cli.formats import state_encoders as encoders
 from ckpt_cli.formats.schema import ColumnFamilySchema
-from ckpt_cli.formats.state_encoders import (
-    make_family_decoder,
-    make_key_decoder,
-    make_value_decoder,
-    row_checksums,
-    split_list_value,
-    state_encoding,
-    strip_key_checksum,
-    strip_value_checksum,
-)
 from ckpt_cli.formats.tws import OperatorMetadataV2, family_role, parse_operator_metadata_v2
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.replay.read import read_zip_metadata, store_schema
@@ -130,7 +121,7 @@ class VariableReader:
     ) -> Iterator[Row]:
         for kind, raw_key, raw_value in changes:
             if kind == records.DELETE and self.checksums:
-                raw_key, checksum = strip_key_checksum(raw_key, path=self.path)
+                raw_key, checksum = encoders.strip_key_checksum(raw_key, path=self.path)
                 if not checksum.ok:
                     self._mismatch(raw_key)
             if int.from_bytes(raw_key[:2], "little", signed=True) != cf_id:
@@ -138,7 +129,7 @@ class VariableReader:
             key = self.decode_key(raw_key).key
             values: list[Any] = [None]
             if raw_value is not None and self.kind == "list":
-                elements = split_list_value(
+                elements = encoders.split_list_value(
                     raw_value, key=raw_key, checksums=self.checksums, path=self.path
                 )
                 if any(e.checksum is not None and not e.checksum.ok for e in elements):
@@ -146,7 +137,9 @@ class VariableReader:
                 values = [self.decode_value(e.data) for e in elements]
             elif raw_value is not None:
                 if self.checksums:
-                    raw_value, checksum = strip_value_checksum(raw_key, raw_value, path=self.path)
+                    raw_value, checksum = encoders.strip_value_checksum(
+                        raw_key, raw_value, path=self.path
+                    )
                     if not checksum.ok:
                         self._mismatch(raw_key)
                 values = [self.decode_value(raw_value)]
@@ -188,13 +181,13 @@ def variable_reader(
         var = meta and next((v for v in meta.state_variables if v.name == name), None)
         kind = var.short_kind if var else "value"
     cf = families[name]
-    encoding = state_encoding(ckpt.conf)
-    checksums = row_checksums(ckpt.conf)
+    encoding = encoders.state_encoding(ckpt.conf)
+    checksums = encoders.row_checksums(ckpt.conf)
     return VariableReader(
         name,
         kind,
         flatten,
-        make_family_decoder(
+        encoders.make_family_decoder(
             cf.key,
             cf.value,
             cf.key_encoder,
@@ -206,7 +199,7 @@ def variable_reader(
             key_writers={cf.key_schema_id: cf.key},
             value_writers={cf.value_schema_id: cf.value},
         ),
-        make_key_decoder(
+        encoders.make_key_decoder(
             cf.key,
             cf.key_encoder,
             column_families=True,
@@ -214,7 +207,7 @@ def variable_reader(
             path=path,
             key_writers={cf.key_schema_id: cf.key},
         ),
-        make_value_decoder(cf.value, encoding=encoding, path=path),
+        encoders.make_value_decoder(cf.value, encoding=encoding, path=path),
         checksums,
         path,
     )
