@@ -34,6 +34,8 @@ _PARAMETERS = {
     "best_effort=True": "--best-effort",
     "engine=": "--engine ",
     "storage_options": "--storage-option",
+    "state_var=": "--state-var ",
+    "timers=True": "--timers",
 }
 _PARAMETER_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PARAMETERS) + ")")
 

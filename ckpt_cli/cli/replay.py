@@ -161,6 +161,30 @@ def replay(
             "changelogs the commit log names and say so.",
         ),
     ] = False,
+    state_var: Annotated[
+        str | None,
+        typer.Option(
+            "--state-var",
+            help="transformWithState: the state variable to read (Spark's stateVarName), "
+            "e.g. ckpt replay CKPT --state-var events.",
+            show_default=False,
+        ),
+    ] = None,
+    timers: Annotated[
+        bool,
+        typer.Option(
+            "--timers",
+            help="transformWithState: the registered timers (Spark's readRegisteredTimers).",
+        ),
+    ] = False,
+    flatten: Annotated[
+        bool,
+        typer.Option(
+            "--flatten/--no-flatten",
+            help="transformWithState list/map variables: a row per element (default) or one "
+            "row per key with the whole collection (Spark's flattenCollectionTypes=false).",
+        ),
+    ] = True,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -183,6 +207,9 @@ def replay(
 
     With --changes, the rows are the change feed of batches --from..--to: each put
     ("update"), delete and merge, with the batch it happened in.
+
+    A transformWithState operator holds several state variables: name one with --state-var
+    (ckpt replay CKPT --state-var events --no-flatten) or read --timers.
     """
     begin(json_output=json_output, quiet=quiet)
     if batch is not None and version is not None:
@@ -208,8 +235,13 @@ def replay(
             where=pairs,
             raw=raw,
             best_effort=best_effort,
+            state_var=state_var,
+            timers=timers,
+            flatten=flatten,
         )
     _print_notes(target)
+    if rows.state_var is not None and output is not None and _is_dataset(output, engine):
+        raise CkptError("--state-var and --timers write a file or stdout, not a dataset, yet")
     if not changes and output is not None and _is_dataset(output, engine):
         _write_dataset(rows, output, fmt, engine, workers, master, options, json_output)
     elif not changes and engine != "local":
@@ -247,6 +279,7 @@ OPTION_NAMES = {
     "where": "--where",
     "change_start_batch": "--from",
     "change_end_batch": "--to",
+    "raw": "--raw",
 }
 
 
@@ -331,6 +364,11 @@ def _cell(value: Any) -> str:
     return text if len(text) <= 120 else text[:119] + "…"
 
 
+def _variable_value(row: dict[str, Any]) -> dict[str, Any]:
+    # transformWithState rows: list_element, user_map_key/value, expiration_timestamp_ms...
+    return {k: v for k, v in row.items() if k not in ("partition_id", "key", "batch_id")}
+
+
 def render_table(
     rows: list[dict[str, Any]], console: Console, target: ReplayTarget, *, more: bool, changes: bool
 ) -> None:
@@ -343,15 +381,14 @@ def render_table(
         table.add_column("change")
     table.add_column("partition", justify="right")
     key_cols = list(rows[0]["key"]) if rows and isinstance(rows[0]["key"], dict) else ["key"]
-    value_cols = (
-        list(rows[0]["value"]) if rows and isinstance(rows[0].get("value"), dict) else ["value"]
-    )
+    first = rows[0].get("value", _variable_value(rows[0])) if rows else None
+    value_cols = list(first) if isinstance(first, dict) else ["value"]
     for c in key_cols:
         table.add_column(c, style="bold", overflow="fold")
     for c in value_cols:
         table.add_column(c, overflow="fold")
     for row in rows:
-        key, value = row["key"], row["value"]
+        key, value = row["key"], row.get("value", _variable_value(row))
         cells = [_cell(key.get(c)) for c in key_cols] if isinstance(key, dict) else [_cell(key)]
         if isinstance(value, dict):
             cells += [_cell(value.get(c)) for c in value_cols]

@@ -10,13 +10,14 @@ stored; ``replay.rows`` decodes them.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import compression, records, rocksdb
 from ckpt_cli.formats.schema import StateSchema, parse_state_schema
+from ckpt_cli.formats.state_encoders import strip_key_checksum
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.plan import ReplayPlan, StateUnavailable, codec_of
@@ -118,17 +119,23 @@ def _merge(old: bytes | None, value: bytes) -> bytes:
 
 
 def iter_state(
-    ckpt: Checkpoint, plan: ReplayPlan, progress: ProgressSink = NULL_PROGRESS
-) -> Iterator[tuple[bytes, bytes]]:
+    ckpt: Checkpoint,
+    plan: ReplayPlan,
+    progress: ProgressSink = NULL_PROGRESS,
+    *,
+    checksummed: bool = False,
+) -> Generator[tuple[bytes, bytes], None, None]:
     """The raw ``(key, value)`` pairs of the store at ``plan.version``, streamed.
 
     The changes of the deltas/changelogs after the base are collected first (memory in
     proportion to them, as bytes); then the base snapshot or zip is streamed and each of its
     rows is emitted as it is, replaced, or dropped; keys only the changes know come last.
     Keys and values are as stored (raw UnsafeRows for HDFS, Spark's RocksDB encoding for
-    RocksDB). Row order is the base's, then the changes'.
+    RocksDB). Row order is the base's, then the changes'. ``checksummed``: the caller
+    verifies row checksums (a delete's key carries one, stripped here).
     """
-    _check_row_checksums(ckpt, plan)
+    if not checksummed:
+        _check_row_checksums(ckpt, plan)
     part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
     progress.start(f"Rebuilding {plan.path} version {plan.version}", total=len(plan.files))
     try:
@@ -148,6 +155,10 @@ def iter_state(
                     else:
                         merges.setdefault(key, []).append(value)
                     continue
+                if checksummed and kind == records.DELETE:
+                    key, checksum = strip_key_checksum(key, path=step.path)
+                    if not checksum.ok:
+                        raise CkptError(f"{step.path}: row checksum mismatch, key {key.hex()}")
                 changes[key] = value if kind == records.PUT else None
                 merges.pop(key, None)
             progress.advance()

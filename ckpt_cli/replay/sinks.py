@@ -184,7 +184,7 @@ def write_partitions(
 ) -> int:
     """The rows as JSON lines or CSV into ``out``, partition after partition; returns how
     many. Several partitions of state on local storage go to worker processes."""
-    if rows.changes is not None:
+    if rows.changes is not None or rows.state_var is not None:
         return write_text(rows, out, fmt, limit)
     ckpt, plans, decoder = rows.ckpt, rows.plans, rows.decoder
     workers = workers or os.cpu_count() or 1

@@ -9,6 +9,7 @@ Choosing happens before any row: the target is resolved and every partition plan
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from ckpt_cli.replay.plan import (
 from ckpt_cli.replay.read import iter_file_records, iter_state, store_schema
 from ckpt_cli.replay.rows import Filter, RowDecoder, arrow_tables, key_filter, require_pyarrow
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
+from ckpt_cli.replay.tws import VariableReader, state_variables, variable_reader, zips_of
 
 # ``where``: (key column, value) pairs that must all hold.
 Where = tuple[tuple[str, str], ...]
@@ -54,6 +56,7 @@ class StateRows:
     raw: bool = False
     where: Where = ()
     changes: ChangeFiles | None = None
+    state_var: VariableReader | None = None  # a transformWithState variable or its timers
 
     def __post_init__(self) -> None:
         self.decoder = decoder_for(self.ckpt, self.target.operator, self.target.store, raw=self.raw)
@@ -65,6 +68,8 @@ class StateRows:
         return self.target.notes
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.state_var is not None:
+            return self._variable_rows(self.state_var)
         if self.changes is not None:
             return iter_change_rows(self.ckpt, self.changes, self.decoder, self.matches)
         return (
@@ -72,6 +77,31 @@ class StateRows:
             for plan in self.plans
             for row in iter_rows(self.ckpt, plan, self.decoder, self.matches)
         )
+
+    def _variable_rows(self, reader: VariableReader) -> Iterator[dict[str, Any]]:
+        op, store = self.target.operator, self.target.store
+        if self.changes is not None:
+            ids = {
+                pid: reader.family_id(self.ckpt, zips_of(self.ckpt, op, store, pid), pid)
+                for _batch, pid in self.changes
+            }
+            for (batch, pid), f in sorted(self.changes.items()):
+                cf_id = ids[pid]
+                if cf_id is None:
+                    continue
+                for row in reader.change_rows(iter_file_records(self.ckpt, f), cf_id):
+                    yield {"batch_id": batch, "partition_id": pid, **row}
+            return
+        for plan in self.plans:
+            cf_id = reader.family_id(
+                self.ckpt, zips_of(self.ckpt, op, store, plan.partition), plan.partition
+            )
+            if cf_id is None:
+                continue
+            # Closed at once when a row fails: the zip's temporary RocksDB copy goes with it.
+            with closing(iter_state(self.ckpt, plan, checksummed=reader.checksums)) as pairs:
+                for row in reader.rows(pairs, cf_id):
+                    yield {"partition_id": plan.partition, **row}
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` of the rows (needs pyarrow)."""
@@ -99,13 +129,19 @@ def read_state(
     raw: bool = False,
     best_effort: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    state_var: str | None = None,
+    timers: bool = False,
+    flatten: bool = True,
 ) -> StateRows:
     """The state of a store after ``batch`` (default: the latest committed), like
     ``spark.read.format("statestore")``; with ``change_start_batch``, like its
     ``readChangeFeed`` option, the change feed instead: every put (``update``), delete and
     merge of batches ``change_start_batch``..``change_end_batch`` (default: the latest
     committed). ``where`` keeps keys whose columns equal the given values. A path or URL is
-    opened with ``storage_options``."""
+    opened with ``storage_options``. Of a transformWithState operator one state variable is
+    read (``state_var``, Spark's ``stateVarName``) or its timers (``timers``,
+    ``readRegisteredTimers``); ``flatten=False`` gives a list or map variable's collection in
+    one row per key (``flattenCollectionTypes=false``)."""
     ckpt = _open(checkpoint, storage_options)
     target = resolve_target(
         ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partitions
@@ -118,6 +154,9 @@ def read_state(
         where=tuple((where or {}).items()),
         raw=raw,
         best_effort=best_effort,
+        state_var=state_var,
+        timers=timers,
+        flatten=flatten,
     )
 
 
@@ -130,10 +169,40 @@ def target_rows(
     where: Where = (),
     raw: bool = False,
     best_effort: bool = False,
+    state_var: str | None = None,
+    timers: bool = False,
+    flatten: bool = True,
 ) -> StateRows:
     """``read_state`` for a resolved target: the key filter is checked, then every
     partition planned, before any row is read."""
-    rows = StateRows(ckpt, target, [], raw, where)
+    variables = state_variables(ckpt, target.operator)
+    reader = None
+    if variables is not None:
+        if state_var is None and not timers:
+            # As Spark refuses: the store holds several variables, one must be named.
+            raise SelectionError(
+                f"state/{target.operator} is a transformWithState operator: name one of its "
+                "state variables with state_var=NAME (" + ", ".join(variables) + ") or read "
+                "its timers with timers=True"
+            )
+        if where or raw:
+            raise SelectionError(
+                "{where} and {raw} are not supported for transformWithState state variables yet"
+            )
+        reader = variable_reader(
+            ckpt,
+            target.operator,
+            target.store,
+            state_var=state_var,
+            timers=timers,
+            flatten=flatten,
+        )
+    elif state_var is not None or timers:
+        raise SelectionError(
+            f"state/{target.operator} is not a transformWithState operator: it has no state "
+            "variables (state_var=) or timers (timers=True)"
+        )
+    rows = StateRows(ckpt, target, [], raw, where, state_var=reader)
     if change_start_batch is not None:
         end = change_end_batch
         if end is None:
