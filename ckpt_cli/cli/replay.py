@@ -43,7 +43,7 @@ from ckpt_cli.replay.sinks import (
     write_parquet,
     write_partitions,
 )
-from ckpt_cli.replay.source import target_rows
+from ckpt_cli.replay.source import join_side_store, target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.secrets import scrub
 
@@ -88,6 +88,15 @@ def replay(
             "--store",
             help="Store name, for joins: left-keyToNumValues, left-keyWithIndexToValue, "
             "right-keyToNumValues, right-keyWithIndexToValue.",
+            show_default=False,
+        ),
+    ] = None,
+    join_side: Annotated[
+        str | None,
+        typer.Option(
+            "--join-side",
+            help="A stream-stream join's side, left or right: its input rows by join key, "
+            "like Spark's joinSide option.",
             show_default=False,
         ),
     ] = None,
@@ -197,6 +206,7 @@ def replay(
     options = parse_storage_options(storage_option)
     ckpt = Checkpoint.open(path, options, progress=progress_sink(), stats=STATE.requests)
     with _in_option_names():
+        store = join_side_store(join_side, store)
         target = resolve_target(
             ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
         )
@@ -208,8 +218,13 @@ def replay(
             where=pairs,
             raw=raw,
             best_effort=best_effort,
+            join_side=join_side is not None,
         )
     _print_notes(target)
+    if join_side is not None:
+        workers = 1  # worker processes decode a store's own rows, not a join side's
+        if output is not None and _is_dataset(output, engine):
+            raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
     if not changes and output is not None and _is_dataset(output, engine):
         _write_dataset(rows, output, fmt, engine, workers, master, options, json_output)
     elif not changes and engine != "local":
@@ -244,6 +259,7 @@ def replay(
 OPTION_NAMES = {
     "operator": "--operator",
     "store": "--store",
+    "join_side": "--join-side",
     "where": "--where",
     "change_start_batch": "--from",
     "change_end_batch": "--to",

@@ -447,3 +447,21 @@ def compile_row(schema: S.StructType) -> Callable[[bytes, int, int], str] | None
     exec("\n".join(lines), namespace)  # noqa: S102 - code generated above from the schema
     encode: Callable[[bytes, int, int], str] = namespace["encode"]
     return encode
+
+
+class JoinSideDecoder(RowDecoder):
+    """Rows as Spark's ``joinSide`` option reads them: a side's ``keyWithIndexToValue`` rows
+    without the ``index`` key column and the ``matched`` value column (the joined side's
+    input rows by join key)."""
+
+    @functools.cached_property
+    def _compiled(self) -> tuple[_Compiled, _Compiled] | None:
+        return None  # the generated encoders would keep the dropped columns
+
+    def json_row(self, key: bytes, value: bytes | None) -> tuple[Any, Any]:
+        k, v = super().json_row(key, value)
+        if isinstance(k, dict):
+            k = {name: x for name, x in k.items() if name != "index"}
+        if isinstance(v, dict):
+            v = {name: x for name, x in v.items() if name != "matched"}
+        return k, v

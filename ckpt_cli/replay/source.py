@@ -22,7 +22,14 @@ from ckpt_cli.replay.plan import (
     plan_version,
 )
 from ckpt_cli.replay.read import iter_file_records, iter_state, store_schema
-from ckpt_cli.replay.rows import Filter, RowDecoder, arrow_tables, key_filter, require_pyarrow
+from ckpt_cli.replay.rows import (
+    Filter,
+    JoinSideDecoder,
+    RowDecoder,
+    arrow_tables,
+    key_filter,
+    require_pyarrow,
+)
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 
 # ``where``: (key column, value) pairs that must all hold.
@@ -31,11 +38,31 @@ Where = tuple[tuple[str, str], ...]
 ChangeFiles = dict[tuple[int, int], CheckpointFile]
 
 
-def decoder_for(ckpt: Checkpoint, operator: int, store: str, *, raw: bool = False) -> RowDecoder:
-    """The decoder of a store's rows: its schema file's, or hex with ``raw``."""
+def decoder_for(
+    ckpt: Checkpoint, operator: int, store: str, *, raw: bool = False, join_side: bool = False
+) -> RowDecoder:
+    """The decoder of a store's rows: its schema file's, or hex with ``raw``; with
+    ``join_side``, in the shape of Spark's ``joinSide`` reads."""
     provider = ckpt.operators[operator].stores[store].provider
     schema = None if raw else store_schema(ckpt, operator, store)
+    if join_side and schema is not None:
+        return JoinSideDecoder(schema, provider, path=f"state/{operator}")
     return RowDecoder(schema, provider, path=f"state/{operator}")
+
+
+JOIN_SIDES = ("left", "right")
+
+
+def join_side_store(join_side: str | None, store: str | None) -> str | None:
+    """The store a ``joinSide`` read decodes: the side's ``keyWithIndexToValue`` (Spark's
+    ``StreamStreamJoinStateHelper`` reads the side's values by key from it)."""
+    if join_side is None:
+        return store
+    if join_side not in JOIN_SIDES:
+        raise SelectionError(f"{{join_side}} is {join_side!r}: give left or right")
+    if store is not None:
+        raise SelectionError("give {join_side} or {store}, not both")
+    return f"{join_side}-keyWithIndexToValue"
 
 
 @dataclass
@@ -54,9 +81,16 @@ class StateRows:
     raw: bool = False
     where: Where = ()
     changes: ChangeFiles | None = None
+    join_side: bool = False
 
     def __post_init__(self) -> None:
-        self.decoder = decoder_for(self.ckpt, self.target.operator, self.target.store, raw=self.raw)
+        self.decoder = decoder_for(
+            self.ckpt,
+            self.target.operator,
+            self.target.store,
+            raw=self.raw,
+            join_side=self.join_side,
+        )
         self.matches = key_filter(self.where, self.decoder.schema)  # checked before any row
 
     @property
@@ -99,14 +133,17 @@ def read_state(
     raw: bool = False,
     best_effort: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    join_side: str | None = None,
 ) -> StateRows:
     """The state of a store after ``batch`` (default: the latest committed), like
     ``spark.read.format("statestore")``; with ``change_start_batch``, like its
     ``readChangeFeed`` option, the change feed instead: every put (``update``), delete and
     merge of batches ``change_start_batch``..``change_end_batch`` (default: the latest
     committed). ``where`` keeps keys whose columns equal the given values. A path or URL is
-    opened with ``storage_options``."""
+    opened with ``storage_options``. ``join_side`` ("left" or "right") reads a stream-stream
+    join's side like Spark's ``joinSide`` option."""
     ckpt = _open(checkpoint, storage_options)
+    store = join_side_store(join_side, store)
     target = resolve_target(
         ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partitions
     )
@@ -118,6 +155,7 @@ def read_state(
         where=tuple((where or {}).items()),
         raw=raw,
         best_effort=best_effort,
+        join_side=join_side is not None,
     )
 
 
@@ -130,10 +168,13 @@ def target_rows(
     where: Where = (),
     raw: bool = False,
     best_effort: bool = False,
+    join_side: bool = False,
 ) -> StateRows:
     """``read_state`` for a resolved target: the key filter is checked, then every
     partition planned, before any row is read."""
-    rows = StateRows(ckpt, target, [], raw, where)
+    rows = StateRows(ckpt, target, [], raw, where, join_side=join_side)
+    if change_start_batch is not None and join_side:
+        raise SelectionError("{join_side} reads have no change feed (Spark refuses them too)")
     if change_start_batch is not None:
         end = change_end_batch
         if end is None:
