@@ -20,6 +20,7 @@ from tests.test_state_vs_spark import _canon, _spark_rows
 READ_CASES = [
     "spark4-join-v2-rocksdb",
     "spark4-session-hdfs",
+    "spark4-session-rocksdb",
     "spark4-fmgws-hdfs",
     "spark4-fmgws-v1-hdfs",
     "spark4-fmgws-rocksdb",

@@ -25,6 +25,7 @@ from ckpt_cli.replay.read import iter_file_records, iter_state, store_schema
 from ckpt_cli.replay.rows import (
     Filter,
     JoinSideDecoder,
+    PrefixScanDecoder,
     RowDecoder,
     arrow_tables,
     key_filter,
@@ -47,7 +48,20 @@ def decoder_for(
     schema = None if raw else store_schema(ckpt, operator, store)
     if join_side and schema is not None:
         return JoinSideDecoder(schema, provider, path=f"state/{operator}")
+    prefix_cols = _prefix_key_columns(ckpt, operator, store)
+    if provider == "rocksdb" and schema is not None and prefix_cols:
+        return PrefixScanDecoder(
+            schema, provider, prefix_cols=prefix_cols, path=f"state/{operator}"
+        )
     return RowDecoder(schema, provider, path=f"state/{operator}")
+
+
+def _prefix_key_columns(ckpt: Checkpoint, operator: int, store: str) -> int:
+    """``numColsPrefixKey`` of a store in its operator's metadata (0 without one)."""
+    meta = ckpt.operator_metadata(operator)
+    if meta is None:
+        return 0
+    return next((cols for name, cols, _ in meta.stores if name == store), 0)
 
 
 JOIN_SIDES = ("left", "right")
