@@ -5,6 +5,7 @@ as a multiset of rows."""
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -25,6 +26,7 @@ READ_CASES = [
     "spark4-fmgws-v1-hdfs",
     "spark4-fmgws-rocksdb",
     "spark4-dedup-ww-hdfs",
+    "spark4-dedup-ww-hdfs-checksum",
     "spark4-dedup-ww-rocksdb",
     "spark4-multi-op-rocksdb",
 ]
@@ -108,3 +110,20 @@ def test_cli_join_side() -> None:
     bad = run_cli("replay", str(case.checkpoint), "--join-side", "left", "--store", "x")
     assert bad.exit_code == 2
     assert "--join-side or --store" in bad.stderr
+
+
+def test_hdfs_row_checksum_mismatch_names_file_and_key() -> None:
+    """A value whose CRC32C does not match its key and value rows is an error naming the
+    file and the key, not a row."""
+    from ckpt_cli.formats import compression, records
+    from ckpt_cli.replay.read import _verified
+
+    case = _case("spark4-dedup-ww-hdfs-checksum")
+    path = case.checkpoint / "state/0/0/12.snapshot"
+    chunks = compression.decompressed_chunks(str(path), io.BytesIO(path.read_bytes()))
+    kv = [(k, v) for k, v in records.iter_kv_records(str(path), chunks, snapshot=True)]
+    assert len(list(_verified("12.snapshot", iter(kv)))) == len(kv)  # the real bytes verify
+    key, value = next((k, v) for k, v in kv if v is not None)
+    broken = [(key, bytes([value[0] ^ 1]) + value[1:])]
+    with pytest.raises(CkptError, match=f"12.snapshot: row checksum mismatch for key {key.hex()}"):
+        list(_verified("12.snapshot", iter(broken)))
