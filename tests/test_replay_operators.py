@@ -127,3 +127,11 @@ def test_hdfs_row_checksum_mismatch_names_file_and_key() -> None:
     broken = [(key, bytes([value[0] ^ 1]) + value[1:])]
     with pytest.raises(CkptError, match=f"12.snapshot: row checksum mismatch for key {key.hex()}"):
         list(_verified("12.snapshot", iter(broken)))
+
+
+@pytest.mark.parametrize("name", ["spark4-join-v3-rocksdb", "spark4-join-v4-rocksdb"])
+@pytest.mark.parametrize("choice", [{"store": "left-keyToNumValues"}, {"join_side": "right"}, {}])
+def test_join_state_format_3_and_4_refused(name: str, choice: dict[str, Any]) -> None:
+    """Not read yet: one clear error naming the operator's state directory."""
+    with pytest.raises(CkptError, match=r"^state/0: stream-stream join state format [34] "):
+        read_state(str(_case(name).checkpoint), operator=0, **choice)

@@ -43,7 +43,7 @@ from ckpt_cli.replay.sinks import (
     write_parquet,
     write_partitions,
 )
-from ckpt_cli.replay.source import join_side_store, target_rows
+from ckpt_cli.replay.source import requested_store, target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.secrets import scrub
 
@@ -206,7 +206,7 @@ def replay(
     options = parse_storage_options(storage_option)
     ckpt = Checkpoint.open(path, options, progress=progress_sink(), stats=STATE.requests)
     with _in_option_names():
-        store = join_side_store(join_side, store)
+        store = requested_store(ckpt, operator, store, join_side)
         target = resolve_target(
             ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
         )

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.plan import (
@@ -67,9 +68,13 @@ def _prefix_key_columns(ckpt: Checkpoint, operator: int, store: str) -> int:
 JOIN_SIDES = ("left", "right")
 
 
-def join_side_store(join_side: str | None, store: str | None) -> str | None:
-    """The store a ``joinSide`` read decodes: the side's ``keyWithIndexToValue`` (Spark's
-    ``StreamStreamJoinStateHelper`` reads the side's values by key from it)."""
+def requested_store(
+    ckpt: Checkpoint, operator: int | None, store: str | None, join_side: str | None
+) -> str | None:
+    """The store a read decodes: ``store``, or for ``join_side`` the side's
+    ``keyWithIndexToValue`` (Spark's ``StreamStreamJoinStateHelper`` reads the side's values
+    by key from it). Join state formats 3 and 4 are refused first."""
+    _refuse_join_families(ckpt, operator)
     if join_side is None:
         return store
     if join_side not in JOIN_SIDES:
@@ -77,6 +82,24 @@ def join_side_store(join_side: str | None, store: str | None) -> str | None:
     if store is not None:
         raise SelectionError("give {join_side} or {store}, not both")
     return f"{join_side}-keyWithIndexToValue"
+
+
+JOIN_FORMAT_CONF = "spark.sql.streaming.join.stateFormatVersion"
+
+
+def _refuse_join_families(ckpt: Checkpoint, operator: int | None) -> None:
+    # Formats 3 and 4 keep the join's stores as column families of one store per partition.
+    version = ckpt.conf.get(JOIN_FORMAT_CONF, "2").strip()
+    if not version.isdigit() or int(version) < 3:
+        return
+    for op in [operator] if operator is not None else list(ckpt.operators):
+        prefix = f"state/{op}/_metadata/v2/"
+        metas = [e.path for e in ckpt.listing if e.path.startswith(prefix) and "/." not in e.path]
+        if metas and b'"symmetricHashJoin"' in ckpt.storage.read_bytes(metas[0]):
+            raise CkptError(
+                f"state/{op}: stream-stream join state format {version} (the join's stores "
+                "as column families of one store) is not supported yet"
+            )
 
 
 @dataclass
@@ -157,7 +180,7 @@ def read_state(
     opened with ``storage_options``. ``join_side`` ("left" or "right") reads a stream-stream
     join's side like Spark's ``joinSide`` option."""
     ckpt = _open(checkpoint, storage_options)
-    store = join_side_store(join_side, store)
+    store = requested_store(ckpt, operator, store, join_side)
     target = resolve_target(
         ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partitions
     )
