@@ -43,7 +43,7 @@ from ckpt_cli.replay.sinks import (
     write_parquet,
     write_partitions,
 )
-from ckpt_cli.replay.source import target_rows
+from ckpt_cli.replay.source import requested_store, target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.secrets import scrub
 
@@ -88,6 +88,15 @@ def replay(
             "--store",
             help="Store name, for joins: left-keyToNumValues, left-keyWithIndexToValue, "
             "right-keyToNumValues, right-keyWithIndexToValue.",
+            show_default=False,
+        ),
+    ] = None,
+    join_side: Annotated[
+        str | None,
+        typer.Option(
+            "--join-side",
+            help="A stream-stream join's side, left or right: its input rows by join key, "
+            "like Spark's joinSide option.",
             show_default=False,
         ),
     ] = None,
@@ -224,6 +233,7 @@ def replay(
     options = parse_storage_options(storage_option)
     ckpt = Checkpoint.open(path, options, progress=progress_sink(), stats=STATE.requests)
     with _in_option_names():
+        store = requested_store(ckpt, operator, store, join_side)
         target = resolve_target(
             ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
         )
@@ -238,10 +248,15 @@ def replay(
             state_var=state_var,
             timers=timers,
             flatten=flatten,
+            join_side=join_side is not None,
         )
     _print_notes(target)
     if rows.state_var is not None and output is not None and _is_dataset(output, engine):
         raise CkptError("--state-var and --timers write a file or stdout, not a dataset, yet")
+    if join_side is not None:
+        workers = 1  # worker processes decode a store's own rows, not a join side's
+        if output is not None and _is_dataset(output, engine):
+            raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
     if not changes and output is not None and _is_dataset(output, engine):
         _write_dataset(rows, output, fmt, engine, workers, master, options, json_output)
     elif not changes and engine != "local":
@@ -276,6 +291,7 @@ def replay(
 OPTION_NAMES = {
     "operator": "--operator",
     "store": "--store",
+    "join_side": "--join-side",
     "where": "--where",
     "change_start_batch": "--from",
     "change_end_batch": "--to",

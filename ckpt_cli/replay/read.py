@@ -17,14 +17,15 @@ from typing import Any
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import compression, records, rocksdb
 from ckpt_cli.formats.schema import StateSchema, parse_state_schema
-from ckpt_cli.formats.state_encoders import strip_key_checksum
+from ckpt_cli.formats.state_encoders import (
+    row_checksums,
+    strip_hdfs_value_checksum,
+    strip_key_checksum,
+)
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.plan import ReplayPlan, StateUnavailable, codec_of
 from ckpt_cli.storage import Storage
-
-ROW_CHECKSUM_CONF = "spark.sql.streaming.stateStore.rowChecksum.enabled"
-
 
 # Zips up to this size are read in one request; larger ones by ranges (two small requests:
 # the central directory and the metadata entry, not a MANIFEST of megabytes inside).
@@ -53,9 +54,12 @@ def iter_file_records(
             if stats is not None:
                 stats.__dict__.update(changelog.stats.__dict__)
             return
-        for key, value in records.iter_kv_records(
+        kv = records.iter_kv_records(
             f.path, chunks, snapshot=f.kind is FileKind.SNAPSHOT, stats=stats
-        ):
+        )
+        if row_checksums(ckpt.conf):
+            kv = _verified(f.path, kv)
+        for key, value in kv:
             yield (records.PUT, key, value) if value is not None else (records.DELETE, key, None)
 
 
@@ -63,7 +67,26 @@ def _snapshot_rows(ckpt: Checkpoint, f: CheckpointFile) -> Iterator[tuple[bytes,
     """A snapshot's (key, value) pairs, with no per-record repacking (the replay hot path)."""
     with ckpt.storage.open_stream(f.path) as fh:
         chunks = compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt))
-        yield from records.iter_kv_records(f.path, chunks, snapshot=True)  # type: ignore[misc]
+        kv = records.iter_kv_records(f.path, chunks, snapshot=True)
+        yield from _verified(f.path, kv) if row_checksums(ckpt.conf) else kv  # type: ignore[misc]
+
+
+def _verified(
+    path: str, kv: Iterator[tuple[bytes, bytes | None]]
+) -> Iterator[tuple[bytes, bytes | None]]:
+    """HDFS records of a store with row checksums: each value without its CRC32C header,
+    which must match the key and value rows; a remove's key carries one over the key."""
+    for key, value in kv:
+        if value is None:
+            key, checksum = strip_key_checksum(key, path=path)
+        else:
+            value, checksum = strip_hdfs_value_checksum(key, value, path=path)
+        if not checksum.ok:
+            raise CkptError(
+                f"{path}: row checksum mismatch for key {key.hex()} (stored "
+                f"{checksum.stored}, computed {checksum.computed})"
+            )
+        yield key, value
 
 
 def _zip_rows(
@@ -99,7 +122,9 @@ def _zip_rows(
 
 
 def _check_row_checksums(ckpt: Checkpoint, plan: ReplayPlan) -> None:
-    if ckpt.conf.get(ROW_CHECKSUM_CONF, "false").lower() == "true":
+    # HDFS stores' checksums are verified as their records are read (``_verified``).
+    provider = ckpt.operators[plan.operator].stores[plan.store].provider
+    if provider == "rocksdb" and row_checksums(ckpt.conf):
         raise CkptError(
             f"{plan.path}: rows carry checksums (rowChecksum.enabled=true), which ckpt does "
             "not decode yet"

@@ -32,7 +32,8 @@ import orjson
 from ckpt_cli.errors import MissingExtraError
 from ckpt_cli.formats import rocksdb
 from ckpt_cli.formats import schema as S
-from ckpt_cli.formats.schema import StateSchema
+from ckpt_cli.formats.schema import KeyEncoderSpec, StateSchema
+from ckpt_cli.formats.state_encoders import make_key_decoder
 from ckpt_cli.formats.unsaferow import make_decoder
 from ckpt_cli.replay.target import SelectionError
 
@@ -447,3 +448,41 @@ def compile_row(schema: S.StructType) -> Callable[[bytes, int, int], str] | None
     exec("\n".join(lines), namespace)  # noqa: S102 - code generated above from the schema
     encode: Callable[[bytes, int, int], str] = namespace["encode"]
     return encode
+
+
+class JoinSideDecoder(RowDecoder):
+    """Rows as Spark's ``joinSide`` option reads them: a side's ``keyWithIndexToValue`` rows
+    without the ``index`` key column and the ``matched`` value column (the joined side's
+    input rows by join key)."""
+
+    @functools.cached_property
+    def _compiled(self) -> tuple[_Compiled, _Compiled] | None:
+        return None  # the generated encoders would keep the dropped columns
+
+    def json_row(self, key: bytes, value: bytes | None) -> tuple[Any, Any]:
+        k, v = super().json_row(key, value)
+        if isinstance(k, dict):
+            k = {name: x for name, x in k.items() if name != "index"}
+        if isinstance(v, dict):
+            v = {name: x for name, x in v.items() if name != "matched"}
+        return k, v
+
+
+class PrefixScanDecoder(RowDecoder):
+    """A RocksDB store whose keys Spark's ``PrefixKeyScanStateEncoder`` wrote (the operator
+    metadata's ``numColsPrefixKey`` > 0, e.g. session windows): the prefix columns and the
+    rest as two rows, decoded by ``formats/state_encoders``."""
+
+    def __init__(
+        self, schema: StateSchema, provider: str, *, prefix_cols: int, path: str = "<state>"
+    ) -> None:
+        super().__init__(schema, provider, path=path)
+        spec = KeyEncoderSpec("PrefixKeyScanStateEncoderSpec", prefix_cols)
+        self._prefix_key = make_key_decoder(schema.key, spec, column_families=False, path=path)
+
+    @functools.cached_property
+    def _compiled(self) -> tuple[_Compiled, _Compiled] | None:
+        return None  # the generated key encoder reads one UnsafeRow
+
+    def key(self, data: bytes) -> Any:
+        return self._prefix_key(data).key

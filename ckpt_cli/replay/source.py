@@ -13,6 +13,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.plan import (
@@ -23,7 +24,15 @@ from ckpt_cli.replay.plan import (
     plan_version,
 )
 from ckpt_cli.replay.read import iter_file_records, iter_state, store_schema
-from ckpt_cli.replay.rows import Filter, RowDecoder, arrow_tables, key_filter, require_pyarrow
+from ckpt_cli.replay.rows import (
+    Filter,
+    JoinSideDecoder,
+    PrefixScanDecoder,
+    RowDecoder,
+    arrow_tables,
+    key_filter,
+    require_pyarrow,
+)
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.replay.tws import VariableReader, state_variables, variable_reader, zips_of
 
@@ -33,11 +42,66 @@ Where = tuple[tuple[str, str], ...]
 ChangeFiles = dict[tuple[int, int], CheckpointFile]
 
 
-def decoder_for(ckpt: Checkpoint, operator: int, store: str, *, raw: bool = False) -> RowDecoder:
-    """The decoder of a store's rows: its schema file's, or hex with ``raw``."""
+def decoder_for(
+    ckpt: Checkpoint, operator: int, store: str, *, raw: bool = False, join_side: bool = False
+) -> RowDecoder:
+    """The decoder of a store's rows: its schema file's, or hex with ``raw``; with
+    ``join_side``, in the shape of Spark's ``joinSide`` reads."""
     provider = ckpt.operators[operator].stores[store].provider
     schema = None if raw else store_schema(ckpt, operator, store)
+    if join_side and schema is not None:
+        return JoinSideDecoder(schema, provider, path=f"state/{operator}")
+    prefix_cols = _prefix_key_columns(ckpt, operator, store)
+    if provider == "rocksdb" and schema is not None and prefix_cols:
+        return PrefixScanDecoder(
+            schema, provider, prefix_cols=prefix_cols, path=f"state/{operator}"
+        )
     return RowDecoder(schema, provider, path=f"state/{operator}")
+
+
+def _prefix_key_columns(ckpt: Checkpoint, operator: int, store: str) -> int:
+    """``numColsPrefixKey`` of a store in its operator's metadata (0 without one)."""
+    meta = ckpt.operator_metadata(operator)
+    if meta is None:
+        return 0
+    return next((cols for name, cols, _ in meta.stores if name == store), 0)
+
+
+JOIN_SIDES = ("left", "right")
+
+
+def requested_store(
+    ckpt: Checkpoint, operator: int | None, store: str | None, join_side: str | None
+) -> str | None:
+    """The store a read decodes: ``store``, or for ``join_side`` the side's
+    ``keyWithIndexToValue`` (Spark's ``StreamStreamJoinStateHelper`` reads the side's values
+    by key from it). Join state formats 3 and 4 are refused first."""
+    _refuse_join_families(ckpt, operator)
+    if join_side is None:
+        return store
+    if join_side not in JOIN_SIDES:
+        raise SelectionError(f"{{join_side}} is {join_side!r}: give left or right")
+    if store is not None:
+        raise SelectionError("give {join_side} or {store}, not both")
+    return f"{join_side}-keyWithIndexToValue"
+
+
+JOIN_FORMAT_CONF = "spark.sql.streaming.join.stateFormatVersion"
+
+
+def _refuse_join_families(ckpt: Checkpoint, operator: int | None) -> None:
+    # Formats 3 and 4 keep the join's stores as column families of one store per partition.
+    version = ckpt.conf.get(JOIN_FORMAT_CONF, "2").strip()
+    if not version.isdigit() or int(version) < 3:
+        return
+    for op in [operator] if operator is not None else list(ckpt.operators):
+        prefix = f"state/{op}/_metadata/v2/"
+        metas = [e.path for e in ckpt.listing if e.path.startswith(prefix) and "/." not in e.path]
+        if metas and b'"symmetricHashJoin"' in ckpt.storage.read_bytes(metas[0]):
+            raise CkptError(
+                f"state/{op}: stream-stream join state format {version} (the join's stores "
+                "as column families of one store) is not supported yet"
+            )
 
 
 @dataclass
@@ -57,9 +121,16 @@ class StateRows:
     where: Where = ()
     changes: ChangeFiles | None = None
     state_var: VariableReader | None = None  # a transformWithState variable or its timers
+    join_side: bool = False
 
     def __post_init__(self) -> None:
-        self.decoder = decoder_for(self.ckpt, self.target.operator, self.target.store, raw=self.raw)
+        self.decoder = decoder_for(
+            self.ckpt,
+            self.target.operator,
+            self.target.store,
+            raw=self.raw,
+            join_side=self.join_side,
+        )
         self.matches = key_filter(self.where, self.decoder.schema)  # checked before any row
 
     @property
@@ -132,6 +203,7 @@ def read_state(
     state_var: str | None = None,
     timers: bool = False,
     flatten: bool = True,
+    join_side: str | None = None,
 ) -> StateRows:
     """The state of a store after ``batch`` (default: the latest committed), like
     ``spark.read.format("statestore")``; with ``change_start_batch``, like its
@@ -141,8 +213,10 @@ def read_state(
     opened with ``storage_options``. Of a transformWithState operator one state variable is
     read (``state_var``, Spark's ``stateVarName``) or its timers (``timers``,
     ``readRegisteredTimers``); ``flatten=False`` gives a list or map variable's collection in
-    one row per key (``flattenCollectionTypes=false``)."""
+    one row per key (``flattenCollectionTypes=false``). ``join_side`` ("left" or "right")
+    reads a stream-stream join's side like Spark's ``joinSide`` option."""
     ckpt = _open(checkpoint, storage_options)
+    store = requested_store(ckpt, operator, store, join_side)
     target = resolve_target(
         ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partitions
     )
@@ -157,6 +231,7 @@ def read_state(
         state_var=state_var,
         timers=timers,
         flatten=flatten,
+        join_side=join_side is not None,
     )
 
 
@@ -172,6 +247,7 @@ def target_rows(
     state_var: str | None = None,
     timers: bool = False,
     flatten: bool = True,
+    join_side: bool = False,
 ) -> StateRows:
     """``read_state`` for a resolved target: the key filter is checked, then every
     partition planned, before any row is read."""
@@ -202,7 +278,9 @@ def target_rows(
             f"state/{target.operator} is not a transformWithState operator: it has no state "
             "variables (state_var=) or timers (timers=True)"
         )
-    rows = StateRows(ckpt, target, [], raw, where, state_var=reader)
+    rows = StateRows(ckpt, target, [], raw, where, state_var=reader, join_side=join_side)
+    if change_start_batch is not None and join_side:
+        raise SelectionError("{join_side} reads have no change feed (Spark refuses them too)")
     if change_start_batch is not None:
         end = change_end_batch
         if end is None:
