@@ -161,12 +161,7 @@ def _check_operator_metadata(run: ValidationRun, op: int) -> None:
     validateAndWriteStateSchema, uncaught) and fails on an unreadable one, and ignores the
     older ones (all checked with real restarts)."""
     files = run.ckpt.operators[op].metadata_files
-    v2 = {
-        int(name): f
-        for f in files
-        if f.path.startswith(f"state/{op}/_metadata/v2/")
-        and (name := f.path.rsplit("/", 1)[1]).isdigit()
-    }
+    v2 = run.ckpt.operators[op].metadata_v2_files
     newest_v2 = v2[max(v2)] if v2 else None
     for f in files:
         if f.path == f"state/{op}/_metadata/metadata":
