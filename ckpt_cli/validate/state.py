@@ -22,6 +22,7 @@ from ckpt_cli.validate.codes import (
 )
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.lineage import check_plan_lineage, check_retained_changelogs
+from ckpt_cli.validate.spark4 import check_fmgws_v1
 
 
 def _shuffle_partitions(run: ValidationRun) -> int | None:
@@ -44,6 +45,7 @@ def check_state(run: ValidationRun) -> None:
     for op in ops.values():
         _check_operator_metadata(run, op.id)
         _check_schema(run, op.id)
+        check_fmgws_v1(run, op)
         for store in op.stores.values():
             missing = _check_partition_count(run, op, store, want)
             _check_versions(run, op.id, store, target)
