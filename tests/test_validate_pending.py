@@ -8,6 +8,7 @@ import io
 import json
 import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -74,11 +75,21 @@ def _rename_family(zip_path: Path, old: str, new: str) -> None:
     zip_path.with_name(f".{zip_path.name}.crc").unlink(missing_ok=True)
 
 
-def test_family_missing_from_schema_is_found(tmp_path: Path) -> None:
+def _copy_with_renamed_family(
+    tmp_path: Path, case: str, partition: int, pick: Callable[..., Path], old: str, new: str
+) -> tuple[Path, Path]:
+    """A copy of ``case`` whose zip chosen by ``pick`` (min/max version) has a family renamed."""
     root = tmp_path / "ckpt"
-    shutil.copytree(PENDING / "spark4-tws-row" / "checkpoint", root)
-    newest = max((root / "state/0/0").glob("*.zip"), key=lambda p: int(p.stem))
-    _rename_family(newest, "buckets", "buckets2")
+    shutil.copytree(PENDING / case / "checkpoint", root)
+    zip_path = pick((root / f"state/0/{partition}").glob("*.zip"), key=lambda p: int(p.stem))
+    _rename_family(zip_path, old, new)
+    return root, zip_path
+
+
+def test_family_missing_from_schema_is_found(tmp_path: Path) -> None:
+    root, newest = _copy_with_renamed_family(
+        tmp_path, "spark4-tws-row", 0, max, "buckets", "buckets2"
+    )
     report = validate(Checkpoint.open(str(root)))
     found = [f for f in report.findings if f.code == SCHEMA_FAMILY_MISMATCH]
     # Both ways: the zip's new name is not in the schema, the schema's "buckets" not in the zip.
@@ -91,10 +102,9 @@ def test_family_missing_from_schema_is_found(tmp_path: Path) -> None:
 
 
 def test_family_check_reads_every_retained_zip(tmp_path: Path) -> None:
-    root = tmp_path / "ckpt"
-    shutil.copytree(PENDING / "spark4-join-v4-rocksdb" / "checkpoint", root)
-    oldest = min((root / "state/0/1").glob("*.zip"), key=lambda p: int(p.stem))
-    _rename_family(oldest, "left-tsWithKey", "left-tsWithKeys")
+    root, _ = _copy_with_renamed_family(
+        tmp_path, "spark4-join-v4-rocksdb", 1, min, "left-tsWithKey", "left-tsWithKeys"
+    )
     restart = validate(Checkpoint.open(str(root)))
     every = validate(Checkpoint.open(str(root)), all_versions=True)
     assert SCHEMA_FAMILY_MISMATCH not in {f.code for f in restart.findings}
