@@ -49,6 +49,7 @@ UNKNOWN_FILE = "UNKNOWN_FILE"
 SYMLINK = "SYMLINK"
 FMGWS_V1_SNAPSHOT = "FMGWS_V1_SNAPSHOT"
 SCHEMA_FAMILY_MISMATCH = "SCHEMA_FAMILY_MISMATCH"
+ROWS_NOT_DECODED = "ROWS_NOT_DECODED"
 
 _ROLL_BACK = (
     "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"
@@ -163,6 +164,11 @@ CODES: dict[str, tuple[str, str]] = {
         "the store's zips and its schema file v3 (_stateSchema/) disagree on the column "
         "families; the state of a family without a schema cannot be decoded: restore the "
         "schema file or the zip from a backup",
+    ),
+    ROWS_NOT_DECODED: (
+        INFO,
+        "not a problem of the checkpoint: ckpt does not decode this store's rows yet, so "
+        "--deep checked its files but not its keys and values",
     ),
 }
 
