@@ -140,6 +140,16 @@ class Operator:
     schema_files: list[CheckpointFile] = field(default_factory=list)  # _stateSchema/ (v3)
     other_files: list[CheckpointFile] = field(default_factory=list)
 
+    @property
+    def metadata_v2_files(self) -> dict[int, CheckpointFile]:
+        """``_metadata/v2/<batchId>`` files by batch id (Spark reads only the newest)."""
+        prefix = f"{self.path}/_metadata/v2/"
+        return {
+            int(name): f
+            for f in self.metadata_files
+            if f.path.startswith(prefix) and (name := f.path[len(prefix) :]).isdigit()
+        }
+
 
 @dataclass(frozen=True)
 class Batches:

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError
-from ckpt_cli.formats import logs
-from ckpt_cli.model import Checkpoint, FileKind, Partition
+from ckpt_cli.formats import logs, tws
+from ckpt_cli.model import Checkpoint, FileKind, Operator, Partition
 from ckpt_cli.results import Report
 
 
@@ -52,12 +52,29 @@ class StoreVersions:
 
 
 @dataclass(frozen=True)
+class StateVariableInfo:
+    """A transformWithState state variable as operator metadata v2 declares it."""
+
+    name: str
+    kind: str  # value, list, map or timer (Spark's stateVariableType shortened)
+    ttl: bool
+
+
+@dataclass(frozen=True)
 class OperatorVersions:
     id: int
-    name: str | None  # from the operator metadata file (Spark 4.0+)
+    name: str | None  # from the newest operator metadata file (Spark 4.0+)
     path: str
     metadata_files: list[str]
     stores: list[StoreVersions]
+    # From operator metadata v2's operatorPropertiesJson (transformWithState).
+    time_mode: str | None
+    state_variables: list[StateVariableInfo]
+    # _stateSchema/<store>/ (schema file v3), shared by the operator's column families.
+    schema_files: list[str]
+    # spark.sql.streaming.join.stateFormatVersion for a stream-stream join: 1-2 keep four
+    # stores, 3-4 one store with a column family per former store.
+    join_state_format: int | None
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "stores": [s.to_json() for s in self.stores]}
@@ -148,10 +165,7 @@ def _operators(
     for op in checkpoint.operators.values():
         if operator is not None and op.id != operator:
             continue
-        try:
-            meta = checkpoint.operator_metadata(op.id)
-        except FormatError:
-            meta = None  # Spark restarts without it too; validate reports it
+        meta, meta_v2 = _operator_metadata(checkpoint, op)
         stores = []
         for store in op.stores.values():
             parts = [
@@ -178,9 +192,44 @@ def _operators(
                 path=op.path,
                 metadata_files=[f.path for f in op.metadata_files],
                 stores=stores,
+                time_mode=meta_v2.time_mode if meta_v2 else None,
+                state_variables=[
+                    StateVariableInfo(v.name, v.short_kind, v.ttl_enabled)
+                    for v in (meta_v2.state_variables if meta_v2 else ())
+                ],
+                schema_files=[f.path for f in op.schema_files],
+                join_state_format=_join_state_format(checkpoint, meta),
             )
         )
     return out
+
+
+def _operator_metadata(
+    checkpoint: Checkpoint, op: Operator
+) -> tuple[logs.OperatorMetadata | tws.OperatorMetadataV2 | None, tws.OperatorMetadataV2 | None]:
+    """The newest ``_metadata/v2/<batch>`` file (what Spark 4.x reads), else the v1 file.
+    Unreadable files count as absent: Spark restarts without v1 too; validate reports them."""
+    v2 = op.metadata_v2_files
+    if v2:
+        f = v2[max(v2)]
+        try:
+            meta = tws.parse_operator_metadata_v2(f.path, checkpoint.storage.read_bytes(f.path))
+            return meta, meta
+        except FormatError:
+            pass
+    try:
+        return checkpoint.operator_metadata(op.id), None
+    except FormatError:
+        return None, None
+
+
+def _join_state_format(
+    checkpoint: Checkpoint, meta: logs.OperatorMetadata | tws.OperatorMetadataV2 | None
+) -> int | None:
+    if meta is None or meta.operator_name != "symmetricHashJoin":
+        return None
+    value = checkpoint.conf.get("spark.sql.streaming.join.stateFormatVersion")
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def describe_versions(

@@ -47,6 +47,9 @@ MISSING_SCHEMA = "MISSING_SCHEMA"
 CORRUPT_SCHEMA = "CORRUPT_SCHEMA"
 UNKNOWN_FILE = "UNKNOWN_FILE"
 SYMLINK = "SYMLINK"
+FMGWS_V1_SNAPSHOT = "FMGWS_V1_SNAPSHOT"
+SCHEMA_FAMILY_MISMATCH = "SCHEMA_FAMILY_MISMATCH"
+ROWS_NOT_DECODED = "ROWS_NOT_DECODED"
 
 _ROLL_BACK = (
     "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"
@@ -149,6 +152,23 @@ CODES: dict[str, tuple[str, str]] = {
         WARNING,
         "ckpt does not follow symbolic links to directories, and cleanup/repair never change "
         "anything through a link; replace the link with what it points to for a full check",
+    ),
+    FMGWS_V1_SNAPSHOT: (
+        ERROR,
+        "Spark 4.3 cannot load flatMapGroupsWithState state format 1 snapshots; start the query "
+        "on a new checkpoint (state format 2, the default, does not have this problem); the "
+        "state can still be read from its change feed",
+    ),
+    SCHEMA_FAMILY_MISMATCH: (
+        WARNING,
+        "the store's zips and its schema file v3 (_stateSchema/) disagree on the column "
+        "families; the state of a family without a schema cannot be decoded: restore the "
+        "schema file or the zip from a backup",
+    ),
+    ROWS_NOT_DECODED: (
+        INFO,
+        "not a problem of the checkpoint: ckpt does not decode this store's rows yet, so "
+        "--deep checked its files but not its keys and values",
     ),
 }
 

@@ -17,6 +17,7 @@ from ckpt_cli.validate.orphans import check_orphans
 from ckpt_cli.validate.pool import run_file_checks
 from ckpt_cli.validate.report import ValidationReport
 from ckpt_cli.validate.sources import check_sources
+from ckpt_cli.validate.spark4 import check_column_families, check_rows_decodable
 from ckpt_cli.validate.state import check_state
 
 
@@ -51,6 +52,8 @@ def validate(
     check_state(run)
     check_files(run)
     pool_reads, pool_bytes = run_file_checks(run, engine or LocalEngine(workers), progress)
+    check_column_families(run)
+    check_rows_decodable(run)
     check_orphans(run)
     check_symlinks(run)
     run.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code, f.paths))

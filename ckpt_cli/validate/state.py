@@ -22,6 +22,7 @@ from ckpt_cli.validate.codes import (
 )
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.lineage import check_plan_lineage, check_retained_changelogs
+from ckpt_cli.validate.spark4 import check_fmgws_v1
 
 
 def _shuffle_partitions(run: ValidationRun) -> int | None:
@@ -44,6 +45,7 @@ def check_state(run: ValidationRun) -> None:
     for op in ops.values():
         _check_operator_metadata(run, op.id)
         _check_schema(run, op.id)
+        check_fmgws_v1(run, op)
         for store in op.stores.values():
             missing = _check_partition_count(run, op, store, want)
             _check_versions(run, op.id, store, target)
@@ -161,12 +163,7 @@ def _check_operator_metadata(run: ValidationRun, op: int) -> None:
     validateAndWriteStateSchema, uncaught) and fails on an unreadable one, and ignores the
     older ones (all checked with real restarts)."""
     files = run.ckpt.operators[op].metadata_files
-    v2 = {
-        int(name): f
-        for f in files
-        if f.path.startswith(f"state/{op}/_metadata/v2/")
-        and (name := f.path.rsplit("/", 1)[1]).isdigit()
-    }
+    v2 = run.ckpt.operators[op].metadata_v2_files
     newest_v2 = v2[max(v2)] if v2 else None
     for f in files:
         if f.path == f"state/{op}/_metadata/metadata":

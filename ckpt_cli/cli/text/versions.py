@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.units import human_bytes
-from ckpt_cli.versions import VersionsReport
+from ckpt_cli.versions import OperatorVersions, VersionsReport
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer
@@ -102,6 +102,27 @@ def _versions(report: VersionsReport, out: TextRenderer) -> None:
                 )
             console.print()
             console.print(table)
+        about = _operator_details(op)
+        if about:
+            console.print(about)
     console.print(
         "\n[dim]Versions are state store versions: version N+1 holds the state after batch N.[/]"
     )
+
+
+def _operator_details(op: OperatorVersions) -> str:
+    """transformWithState's state variables and time mode; a join's state format."""
+    parts = []
+    if op.time_mode:
+        parts.append(f"time mode {op.time_mode}")
+    if op.state_variables:
+        parts.append(
+            "state variables: "
+            + ", ".join(
+                f"{v.name} ({v.kind}{', TTL' if v.ttl else ''})" for v in op.state_variables
+            )
+        )
+    if op.join_state_format is not None:
+        layout = "four stores" if op.join_state_format < 3 else "column families in one store"
+        parts.append(f"join state format {op.join_state_format} ({layout})")
+    return f"[dim]Operator {op.id}: " + " · ".join(parts) + "[/]" if parts else ""
