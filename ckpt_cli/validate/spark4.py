@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats.schema import parse_state_schema
@@ -13,6 +14,7 @@ from ckpt_cli.formats.tws import (
 )
 from ckpt_cli.model import DEFAULT_STORE, Operator
 from ckpt_cli.replay import read_state
+from ckpt_cli.replay.tws import state_variables
 from ckpt_cli.validate.codes import FMGWS_V1_SNAPSHOT, ROWS_NOT_DECODED, SCHEMA_FAMILY_MISMATCH
 from ckpt_cli.validate.context import ValidationRun
 
@@ -134,13 +136,24 @@ def _first_undecodable(
     run: ValidationRun, op: int, store: str, partitions: list[int]
 ) -> tuple[int, CkptError] | None:
     """The first partition whose first rows ckpt cannot decode, and why."""
+    # A transformWithState store is read a state variable at a time, as Spark reads it.
+    variables = state_variables(run.ckpt, op)
+    reads: list[dict[str, Any]] = (
+        [{}] if variables is None else [{"state_var": v} for v in variables] + [{"timers": True}]
+    )
     for part in partitions:
         try:
-            rows = read_state(
-                run.ckpt, batch=run.batch, operator=op, store=store, partitions=[part]
-            )
-            for _ in itertools.islice(rows, ROWS_SAMPLED):
-                pass
+            for options in reads:
+                rows = read_state(
+                    run.ckpt,
+                    batch=run.batch,
+                    operator=op,
+                    store=store,
+                    partitions=[part],
+                    **options,
+                )
+                for _ in itertools.islice(rows, ROWS_SAMPLED):
+                    pass
         except CkptError as exc:
             return part, exc
     return None
