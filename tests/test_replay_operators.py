@@ -117,6 +117,22 @@ def test_cli_join_side() -> None:
     assert "--join-side or --store" in bad.stderr
 
 
+def test_cli_join_format_3_store_and_refusal() -> None:
+    """``--store`` names a family of a format 3 join; without one: exit 2 listing them."""
+    case = _case("spark4-join-v3-rocksdb")
+    read = next(r for r in case.expected["state_reads"] if r.get("store_name") and "rows_file" in r)
+    result = run_cli(
+        "replay", str(case.checkpoint), "--batch", str(read["batch_id"]),
+        "--store", read["store_name"], "--format", "jsonl",
+    )  # fmt: skip
+    assert result.exit_code == 0
+    ours = [json.loads(line) for line in result.stdout.splitlines() if line]
+    assert _canon(ours) == _canon(_spark_rows(case, read))
+    bad = run_cli("replay", str(case.checkpoint))
+    assert bad.exit_code == 2
+    assert "name one with --store (left-keyToNumValues, " in bad.stderr
+
+
 def test_hdfs_row_checksum_mismatch_names_file_and_key() -> None:
     """A value whose CRC32C does not match its key and value rows is an error naming the
     file and the key, not a row."""
