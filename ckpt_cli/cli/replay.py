@@ -233,7 +233,7 @@ def replay(
     options = parse_storage_options(storage_option)
     ckpt = Checkpoint.open(path, options, progress=progress_sink(), stats=STATE.requests)
     with _in_option_names():
-        store = requested_store(ckpt, operator, store, join_side)
+        store, family = requested_store(ckpt, operator, store, join_side)
         target = resolve_target(
             ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
         )
@@ -249,6 +249,7 @@ def replay(
             timers=timers,
             flatten=flatten,
             join_side=join_side is not None,
+            join_family=family,
         )
     _print_notes(target)
     if rows.state_var is not None and output is not None and _is_dataset(output, engine):

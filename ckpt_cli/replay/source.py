@@ -13,9 +13,10 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.errors import CkptError
+from ckpt_cli.layout import DEFAULT_STORE
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.join_families import JoinFamily, join_family, join_family_reader
 from ckpt_cli.replay.plan import (
     ReplayPlan,
     StateUnavailable,
@@ -72,36 +73,20 @@ JOIN_SIDES = ("left", "right")
 
 def requested_store(
     ckpt: Checkpoint, operator: int | None, store: str | None, join_side: str | None
-) -> str | None:
+) -> tuple[str | None, JoinFamily | None]:
     """The store a read decodes: ``store``, or for ``join_side`` the side's
     ``keyWithIndexToValue`` (Spark's ``StreamStreamJoinStateHelper`` reads the side's values
-    by key from it). Join state formats 3 and 4 are refused first."""
-    _refuse_join_families(ckpt, operator)
-    if join_side is None:
-        return store
-    if join_side not in JOIN_SIDES:
+    by key from it); of a join in state format 3 or 4, its one store and the family read."""
+    if join_side is not None and join_side not in JOIN_SIDES:
         raise SelectionError(f"{{join_side}} is {join_side!r}: give left or right")
-    if store is not None:
+    if join_side is not None and store is not None:
         raise SelectionError("give {join_side} or {store}, not both")
-    return f"{join_side}-keyWithIndexToValue"
-
-
-JOIN_FORMAT_CONF = "spark.sql.streaming.join.stateFormatVersion"
-
-
-def _refuse_join_families(ckpt: Checkpoint, operator: int | None) -> None:
-    # Formats 3 and 4 keep the join's stores as column families of one store per partition.
-    version = ckpt.conf.get(JOIN_FORMAT_CONF, "2").strip()
-    if not version.isdigit() or int(version) < 3:
-        return
-    for op in [operator] if operator is not None else list(ckpt.operators):
-        prefix = f"state/{op}/_metadata/v2/"
-        metas = [e.path for e in ckpt.listing if e.path.startswith(prefix) and "/." not in e.path]
-        if metas and b'"symmetricHashJoin"' in ckpt.storage.read_bytes(metas[0]):
-            raise CkptError(
-                f"state/{op}: stream-stream join state format {version} (the join's stores "
-                "as column families of one store) is not supported yet"
-            )
+    family = join_family(ckpt, operator, store, join_side)
+    if family is not None:
+        return DEFAULT_STORE, family
+    if join_side is None:
+        return store, None
+    return f"{join_side}-keyWithIndexToValue", None
 
 
 @dataclass
@@ -216,7 +201,7 @@ def read_state(
     one row per key (``flattenCollectionTypes=false``). ``join_side`` ("left" or "right")
     reads a stream-stream join's side like Spark's ``joinSide`` option."""
     ckpt = _open(checkpoint, storage_options)
-    store = requested_store(ckpt, operator, store, join_side)
+    store, family = requested_store(ckpt, operator, store, join_side)
     target = resolve_target(
         ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partitions
     )
@@ -232,6 +217,7 @@ def read_state(
         timers=timers,
         flatten=flatten,
         join_side=join_side is not None,
+        join_family=family,
     )
 
 
@@ -248,12 +234,20 @@ def target_rows(
     timers: bool = False,
     flatten: bool = True,
     join_side: bool = False,
+    join_family: JoinFamily | None = None,
 ) -> StateRows:
     """``read_state`` for a resolved target: the key filter is checked, then every
     partition planned, before any row is read."""
     variables = state_variables(ckpt, target.operator)
     reader = None
-    if variables is not None:
+    if join_family is not None:
+        if where or raw:
+            raise SelectionError(
+                "{where} and {raw} are not supported for stream-stream join state formats 3 "
+                "and 4 yet"
+            )
+        reader = join_family_reader(ckpt, join_family)
+    elif variables is not None:
         if state_var is None and not timers:
             # As Spark refuses: the store holds several variables, one must be named.
             raise SelectionError(
@@ -278,7 +272,9 @@ def target_rows(
             f"state/{target.operator} is not a transformWithState operator: it has no state "
             "variables (state_var=) or timers (timers=True)"
         )
-    rows = StateRows(ckpt, target, [], raw, where, state_var=reader, join_side=join_side)
+    rows = StateRows(
+        ckpt, target, [], raw, where, state_var=reader, join_side=join_side and not join_family
+    )
     if change_start_batch is not None and join_side:
         raise SelectionError("{join_side} reads have no change feed (Spark refuses them too)")
     if change_start_batch is not None:

@@ -48,12 +48,17 @@ def state_variables(ckpt: Checkpoint, operator: int) -> list[str] | None:
     return [v.name for v in meta.user_state_variables]
 
 
+MULTI_VALUED = ("list", "values")
+
+
 @dataclass
 class VariableReader:
     """Decodes one family of a transformWithState store into Spark's rows."""
 
     family: str
-    kind: str  # value, list, map or timers
+    # value, list, map or timers; a join's families (formats 3 and 4): values (one row per
+    # value of a multi-valued family) or joinSide (keyWithIndexToValue as Spark's joinSide)
+    kind: str
     flatten: bool
     decode_entry: Callable[[bytes, bytes], Any]
     decode_key: Callable[[bytes], Any]
@@ -84,6 +89,12 @@ class VariableReader:
                 yield {"key": key, "list_element": value}
         elif self.kind == "list":
             yield {"key": key, "list_value": values}
+        elif self.kind == "joinSide":
+            for value in values:
+                yield {
+                    "key": {k: x for k, x in key.items() if k != "index"},
+                    "value": value and {k: x for k, x in value.items() if k != "matched"},
+                }
         else:
             for value in values:
                 yield {"key": key, "value": value}
@@ -128,7 +139,7 @@ class VariableReader:
                 continue
             key = self.decode_key(raw_key).key
             values: list[Any] = [None]
-            if raw_value is not None and self.kind == "list":
+            if raw_value is not None and self.kind in MULTI_VALUED:
                 elements = encoders.split_list_value(
                     raw_value, key=raw_key, checksums=self.checksums, path=self.path
                 )
@@ -180,11 +191,17 @@ def variable_reader(
         name = state_var
         var = meta and next((v for v in meta.state_variables if v.name == name), None)
         kind = var.short_kind if var else "value"
-    cf = families[name]
+    return family_reader(ckpt, families[name], kind, flatten=flatten, path=path)
+
+
+def family_reader(
+    ckpt: Checkpoint, cf: ColumnFamilySchema, kind: str, *, flatten: bool = True, path: str
+) -> VariableReader:
+    """The reader of one column family of a store, in the checkpoint's encoding."""
     encoding = encoders.state_encoding(ckpt.conf)
     checksums = encoders.row_checksums(ckpt.conf)
     return VariableReader(
-        name,
+        cf.name,
         kind,
         flatten,
         encoders.make_family_decoder(
@@ -192,7 +209,7 @@ def variable_reader(
             cf.value,
             cf.key_encoder,
             column_families=True,
-            multi_valued=kind == "list",
+            multi_valued=kind in MULTI_VALUED,
             encoding=encoding,
             checksums=checksums,
             path=path,
