@@ -170,5 +170,5 @@ def test_join_state_format_4_join_side_refused() -> None:
     """Spark 4.3 decodes format 4's joinSide event times from the wrong bytes (its rows show
     the join key's characters as a number): not imitated, one clear error instead."""
     case = _case("spark4-join-v4-rocksdb")
-    with pytest.raises(CkptError, match=r"^state/0: --join-side of stream-stream join state "):
+    with pytest.raises(CkptError, match=r"^state/0: join_side of stream-stream join state "):
         read_state(str(case.checkpoint), operator=0, join_side="left")

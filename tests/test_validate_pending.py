@@ -10,14 +10,13 @@ import shutil
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.tws import state_variables
+from ckpt_cli.replay.source import covering_reads
 from ckpt_cli.validate import validate
 from ckpt_cli.validate.codes import (
     ERROR,
@@ -61,16 +60,11 @@ def test_deep_says_which_rows_it_cannot_decode(case: str) -> None:
         if f.code == ROWS_NOT_DECODED and f.severity == INFO
     }
     for op in ckpt.operators.values():
-        variables = state_variables(ckpt, op.id)  # read one at a time, as Spark reads them
-        reads: list[dict[str, Any]] = (
-            [{}]
-            if variables is None
-            else [{"state_var": v} for v in variables] + [{"timers": True}]
-        )
         for store in op.stores:
             try:
-                for options in reads:
-                    for _ in read_state(ckpt, operator=op.id, store=store, **options):
+                # A state variable or join family at a time, as Spark reads them.
+                for options in covering_reads(ckpt, op.id):
+                    for _ in read_state(ckpt, operator=op.id, **{"store": store, **options}):
                         pass
                 decoded = True
             except CkptError:

@@ -56,14 +56,14 @@ def join_family(
         return None
     op, version = found[0]
     path = f"state/{op}"
-    families = _families(ckpt, op)
+    families = join_families(ckpt, op)
     if join_side is not None:
         if version != 3:
             # Spark 4.3's joinSide read of format 4 decodes the key's event time from the
             # wrong bytes; its rows cannot be matched, so they are not imitated.
-            raise CkptError(
-                f"{path}: --join-side of stream-stream join state format {version} is not "
-                f"supported yet; read a family with --store ({', '.join(families)})"
+            raise SelectionError(
+                f"{path}: {{join_side}} of stream-stream join state format {version} is not "
+                "supported yet; read a family with {store} (" + ", ".join(families) + ")"
             )
         return JoinFamily(op, f"{join_side}-keyWithIndexToValue", True)
     if store is None or store == DEFAULT_STORE:
@@ -78,7 +78,8 @@ def join_family(
     return JoinFamily(op, store, False)
 
 
-def _families(ckpt: Checkpoint, operator: int) -> list[str]:
+def join_families(ckpt: Checkpoint, operator: int) -> list[str]:
+    """The column families (Spark's storeNames) of a format 3/4 join's one store."""
     schema = store_schema(ckpt, operator, DEFAULT_STORE)
     if schema is None:
         raise CkptError(f"state/{operator}/_stateSchema: no schema file names the join's families")

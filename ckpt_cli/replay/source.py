@@ -16,7 +16,13 @@ from typing import Any
 from ckpt_cli.layout import DEFAULT_STORE
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay.join_families import JoinFamily, join_family, join_family_reader
+from ckpt_cli.replay.join_families import (
+    JoinFamily,
+    join_families,
+    join_family,
+    join_family_reader,
+    join_format,
+)
 from ckpt_cli.replay.plan import (
     ReplayPlan,
     StateUnavailable,
@@ -87,6 +93,18 @@ def requested_store(
     if join_side is None:
         return store, None
     return f"{join_side}-keyWithIndexToValue", None
+
+
+def covering_reads(ckpt: Checkpoint, operator: int) -> list[dict[str, Any]]:
+    """The ``read_state`` options that together read all of an operator's state, the way
+    Spark's reader must be asked for it: one per transformWithState variable and one for its
+    timers, one per column family of a format 3/4 join, else one plain read."""
+    variables = state_variables(ckpt, operator)
+    if variables is not None:
+        return [{"state_var": v} for v in variables] + [{"timers": True}]
+    if join_format(ckpt, operator) is not None:
+        return [{"store": family} for family in join_families(ckpt, operator)]
+    return [{}]
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats.schema import parse_state_schema
@@ -14,7 +13,7 @@ from ckpt_cli.formats.tws import (
 )
 from ckpt_cli.model import DEFAULT_STORE, Operator
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.tws import state_variables
+from ckpt_cli.replay.source import covering_reads
 from ckpt_cli.validate.codes import FMGWS_V1_SNAPSHOT, ROWS_NOT_DECODED, SCHEMA_FAMILY_MISMATCH
 from ckpt_cli.validate.context import ValidationRun
 
@@ -136,21 +135,16 @@ def _first_undecodable(
     run: ValidationRun, op: int, store: str, partitions: list[int]
 ) -> tuple[int, CkptError] | None:
     """The first partition whose first rows ckpt cannot decode, and why."""
-    # A transformWithState store is read a state variable at a time, as Spark reads it.
-    variables = state_variables(run.ckpt, op)
-    reads: list[dict[str, Any]] = (
-        [{}] if variables is None else [{"state_var": v} for v in variables] + [{"timers": True}]
-    )
     for part in partitions:
         try:
-            for options in reads:
+            # A transformWithState variable or join family at a time, as Spark reads them.
+            for options in covering_reads(run.ckpt, op):
                 rows = read_state(
                     run.ckpt,
                     batch=run.batch,
                     operator=op,
-                    store=store,
                     partitions=[part],
-                    **options,
+                    **{"store": store, **options},
                 )
                 for _ in itertools.islice(rows, ROWS_SAMPLED):
                     pass
