@@ -33,13 +33,13 @@ from ckpt_cli.errors import (
 )
 from ckpt_cli.formats import limits as lim
 from ckpt_cli.formats.limits import Limits
+from ckpt_cli.formats.state_encoders import strip_version
 
 METADATA_ENTRY = "metadata"
 # The metadata's first line. Spark 3.2-3.5 and 4.1+ write "v1"; Spark 4.0 writes
 # "v" + spark.sql.streaming.stateStore.checkpointFormatVersion ("v2" in format-v2 zips; the
 # JSON is the same). RocksDBCheckpointMetadata.VERSION in each version's spark-sql jar.
 ZIP_METADATA_VERSIONS = (1, 2)
-STATE_ENCODING_VERSION = 0
 VIRTUAL_CF_PREFIX_BYTES = 2
 # A RocksDB version's "other files" are a few KB; this caps what a corrupt or hostile zip can
 # make us inflate onto disk (formats/limits.py bounds it further by ratio).
@@ -475,20 +475,6 @@ class EncodedKey:
     cf_id: int | None = None
 
 
-def _strip_version(path: str, data: bytes, at: int, what: str) -> bytes:
-    if not data:
-        raise FormatError(
-            path, f"{what} is empty (expected the 0x00 encoding version byte)", offset=at
-        )
-    if data[0] != STATE_ENCODING_VERSION:
-        raise FormatError(
-            path,
-            f"{what} starts with encoding version {data[0]}, expected {STATE_ENCODING_VERSION}",
-            offset=at,
-        )
-    return data[1:]
-
-
 def decode_rocksdb_key(
     data: bytes,
     *,
@@ -510,23 +496,25 @@ def decode_rocksdb_key(
         (cf_id,) = struct.unpack_from("<h", raw, 0)
         pos = VIRTUAL_CF_PREFIX_BYTES
     if prefix_key_cols <= 0:
-        return EncodedKey(_strip_version(path, raw[pos:], pos, "key"), None, cf_id)
+        return EncodedKey(strip_version(raw[pos:], path=path, what="key", at=pos), None, cf_id)
     if len(raw) - pos < 4:
         raise FormatError(path, "prefix-scan key shorter than its 4-byte length", offset=pos)
     (prefix_len,) = struct.unpack_from("<i", raw, pos)
     pos += 4
     if not 0 < prefix_len <= len(raw) - pos:
         raise FormatError(path, f"prefix length {prefix_len} does not fit the key", offset=pos - 4)
-    prefix = _strip_version(path, raw[pos : pos + prefix_len], pos, "key prefix")
+    prefix = strip_version(raw[pos : pos + prefix_len], path=path, what="key prefix", at=pos)
     pos += prefix_len
     # transformWithState ValueState keys of a prefix-scan CF can end here (no remaining part).
-    remaining = _strip_version(path, raw[pos:], pos, "key remainder") if pos < len(raw) else b""
+    remaining = (
+        strip_version(raw[pos:], path=path, what="key remainder", at=pos) if pos < len(raw) else b""
+    )
     return EncodedKey(prefix, remaining, cf_id)
 
 
 def decode_rocksdb_value(data: bytes, *, path: str = "<value>") -> bytes:
     """Strip the 0x00 encoding version byte of a single value; returns the UnsafeRow."""
-    return _strip_version(path, bytes(data), 0, "value")
+    return strip_version(bytes(data), path=path, what="value", at=0)
 
 
 # What RocksDB's StringAppend merge operator puts between merge operands (a list value's
