@@ -23,17 +23,14 @@ from ckpt_cli.cli.common import (
     PathArg,
     QuietOpt,
     StorageOpt,
-    begin,
     error_boundary,
-    parse_storage_options,
-    progress_sink,
+    start,
     stderr_console,
     stdout_console,
     write_json,
 )
 from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import StateRows
 from ckpt_cli.replay.rows import require_pyarrow
 from ckpt_cli.replay.sinks import (
@@ -220,7 +217,7 @@ def replay(
     A transformWithState operator holds several state variables: name one with --state-var
     (ckpt replay CKPT --state-var events --no-flatten) or read --timers.
     """
-    begin(json_output=json_output, quiet=quiet)
+    run = start(json_output, quiet, storage_option)
     if batch is not None and version is not None:
         raise CkptError("give --batch or --version, not both")
     if changes and from_batch is None:
@@ -230,8 +227,7 @@ def replay(
     if fmt is OutputFormat.parquet:
         require_pyarrow("--format parquet")
     pairs = _parse_where(where)
-    options = parse_storage_options(storage_option)
-    ckpt = Checkpoint.open(path, options, progress=progress_sink(), stats=STATE.requests)
+    ckpt = run.open(path)
     with _in_option_names():
         store, family = requested_store(ckpt, operator, store, join_side)
         target = resolve_target(
@@ -259,7 +255,7 @@ def replay(
         if output is not None and _is_dataset(output, engine):
             raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
     if not changes and output is not None and _is_dataset(output, engine):
-        _write_dataset(rows, output, fmt, engine, workers, master, options, json_output)
+        _write_dataset(rows, output, fmt, engine, workers, master, run.storage_options, json_output)
     elif not changes and engine != "local":
         raise CkptError("--engine spark writes a dataset: give --output DIR/")
     elif json_output:
@@ -284,7 +280,7 @@ def replay(
     else:
         with _open_text(output) as out:
             write_partitions(
-                rows, out, fmt.value, limit=limit, workers=workers, progress=progress_sink()
+                rows, out, fmt.value, limit=limit, workers=workers, progress=run.progress
             )
 
 
