@@ -33,8 +33,8 @@ def kill_mid_command(args: list[str], root: Path, rng: random.Random) -> None:
     kill_after(args, root, rng.uniform(0, 0.05))
 
 
-def kill_after(args: list[str], root: Path, delay: float) -> None:
-    """Run ``ckpt ARGS`` and SIGKILL it ``delay`` seconds after it takes the lock."""
+def kill_after(args: list[str], root: Path, delay: float) -> int:
+    """Run ``ckpt ARGS`` and SIGKILL it ``delay`` seconds after it takes the lock; its pid."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "ckpt_cli", *args],
         env=ENV,
@@ -48,3 +48,4 @@ def kill_after(args: list[str], root: Path, delay: float) -> None:
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    return proc.pid

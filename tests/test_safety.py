@@ -9,7 +9,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from ckpt_cli.repair import apply_repair, plan_repair
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, REPO, run_cli
 from tests.fixture_copies import age_everything
+from tests.kill_support import kill_after
 from tests.servers import AzureServer, S3Server
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
@@ -364,19 +364,8 @@ def test_killed_cleanup_leaves_a_restartable_checkpoint_and_a_breakable_lock(
         (root / "state/0/0/outside").symlink_to(outside, target_is_directory=True)
         age_everything(root)
         args = [sys.executable, "-m", "ckpt_cli", "cleanup", str(root), "--retain", "1"]
-        proc = subprocess.Popen(
-            [*args, "--apply", "--yes"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while not (root / LOCK_NAME).exists() and proc.poll() is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        time.sleep(rng.uniform(0, 0.03))  # somewhere in the locked section
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        # Killed somewhere in the locked section.
+        pid = kill_after([*args[3:], "--apply", "--yes"], root, rng.uniform(0, 0.03))
         # Whatever was deleted, the checkpoint still restarts from its latest batch.
         check = run_cli("validate", str(root), "--json")
         assert check.json()["ok"], check.json()["findings"]
@@ -384,7 +373,7 @@ def test_killed_cleanup_leaves_a_restartable_checkpoint_and_a_breakable_lock(
             again = subprocess.run([*args, "--apply", "--yes"], env=env, capture_output=True)
             assert again.returncode == 2
             err = again.stderr.decode()
-            assert f"pid {proc.pid}" in err and "process is gone" in err and " ago" in err
+            assert f"pid {pid}" in err and "process is gone" in err and " ago" in err
         done = subprocess.run(
             [*args, "--apply", "--yes", "--break-lock"], env=env, capture_output=True
         )
