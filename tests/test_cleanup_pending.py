@@ -13,10 +13,10 @@ from ckpt_cli.cleanup import apply_cleanup, plan_cleanup
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.validate import validate
 from ckpt_cli.validate.codes import FMGWS_V1_SNAPSHOT, INFO
+from tests.conftest import CASES_DIR
 from tests.fixture_copies import age_everything
 
-PENDING = Path(__file__).resolve().parent.parent / "fixtures" / "pending"
-PENDING_CASES = sorted(p.name for p in PENDING.iterdir() if (p / "expected.json").is_file())
+PENDING_CASES = sorted(p.name for p in CASES_DIR.iterdir() if (p / "expected.json").is_file())
 # Files of the operator itself, never of a version: every one is kept.
 OPERATOR_FILES = ("/_stateSchema/", "/_metadata/")
 
@@ -36,7 +36,7 @@ def _problems(ckpt: Checkpoint, **kwargs: object) -> list[str]:
 @pytest.mark.parametrize("case", PENDING_CASES)
 def test_cleanup_keeps_what_retained_versions_need(case: str, retain: int, tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
-    shutil.copytree(PENDING / case / "checkpoint", root)
+    shutil.copytree(CASES_DIR / case / "checkpoint", root)
     age_everything(root)
     ckpt = Checkpoint.open(str(root))
     latest = ckpt.batches.latest_committed
@@ -55,7 +55,7 @@ def test_cleanup_keeps_what_retained_versions_need(case: str, retain: int, tmp_p
 
 @pytest.mark.parametrize("case", PENDING_CASES)
 def test_orphans_on_the_fixtures_spare_operator_files(case: str) -> None:
-    plan = plan_cleanup(Checkpoint.open(str(PENDING / case / "checkpoint")), min_age=0)
+    plan = plan_cleanup(Checkpoint.open(str(CASES_DIR / case / "checkpoint")), min_age=0)
     for d in plan.deletions + plan.kept_young + plan.kept:
         assert not any(part in f"/{d.path}" for part in OPERATOR_FILES), d
 
@@ -63,7 +63,7 @@ def test_orphans_on_the_fixtures_spare_operator_files(case: str) -> None:
 def test_the_check_sees_a_deleted_retained_zip(tmp_path: Path) -> None:
     """The checks above can fail: a plan that also deletes the newest zip's SSTs is caught."""
     root = tmp_path / "ckpt"
-    shutil.copytree(PENDING / "spark4-tws-row" / "checkpoint", root)
+    shutil.copytree(CASES_DIR / "spark4-tws-row" / "checkpoint", root)
     age_everything(root)
     ckpt = Checkpoint.open(str(root))
     plan = plan_cleanup(ckpt, retain=1, force=False)

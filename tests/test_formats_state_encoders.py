@@ -49,9 +49,7 @@ from ckpt_cli.formats.state_encoders import (
     strip_key_checksum,
     strip_value_checksum,
 )
-
-PENDING = Path(__file__).resolve().parent.parent / "fixtures" / "pending"
-
+from tests.conftest import CASES_DIR
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -120,7 +118,7 @@ def rocksdb_state(
 
 
 def schema_v3(case: str) -> dict[str, ColumnFamilySchema]:
-    files = sorted((PENDING / case / "checkpoint/state/0/_stateSchema").rglob("[0-9]*_*"))
+    files = sorted((CASES_DIR / case / "checkpoint/state/0/_stateSchema").rglob("[0-9]*_*"))
     assert len(files) == 1, files
     schema = parse_state_schema(files[0].name, files[0].read_bytes())
     assert schema.version == 3
@@ -128,12 +126,12 @@ def schema_v3(case: str) -> dict[str, ColumnFamilySchema]:
 
 
 def expected(case: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads((PENDING / case / "expected.json").read_text())
+    result: dict[str, Any] = json.loads((CASES_DIR / case / "expected.json").read_text())
     return result
 
 
 def spark_rows(case: str, rows_file: str) -> list[dict[str, Any]]:
-    lines = (PENDING / case / rows_file).read_text().splitlines()
+    lines = (CASES_DIR / case / rows_file).read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
 
 
@@ -238,7 +236,7 @@ def test_every_family_read_equals_sparks(case: str) -> None:
         reader = FamilyReader(case, families[name], multi=kind == "list")
         ours: list[dict[str, Any]] = []
         parts = sorted(
-            (p for p in (PENDING / case / "checkpoint/state/0").iterdir() if p.name.isdigit()),
+            (p for p in (CASES_DIR / case / "checkpoint/state/0").iterdir() if p.name.isdigit()),
             key=lambda p: int(p.name),
         )
         for part in parts:
@@ -281,7 +279,7 @@ def test_range_scan_indexes_mirror_their_families(case: str) -> None:
     columns, as ordered numbers."""
     families = schema_v3(case)
     checked = 0
-    for part in (PENDING / case / "checkpoint/state/0").iterdir():
+    for part in (CASES_DIR / case / "checkpoint/state/0").iterdir():
         if not part.name.isdigit():
             continue
         version = zip_versions(part)[-1] + 1
@@ -333,7 +331,7 @@ def test_range_scan_indexes_mirror_their_families(case: str) -> None:
 def test_session_window_prefix_scan_keys_equal_sparks() -> None:
     """Session windows on RocksDB: prefix-scan keys without a family prefix."""
     case = "spark4-session-rocksdb"
-    root = PENDING / case / "checkpoint/state/0"
+    root = CASES_DIR / case / "checkpoint/state/0"
     schema = parse_state_schema("schema", (root / "0/_metadata/schema").read_bytes())
     key = make_key_decoder(
         schema.key, KeyEncoderSpec("PrefixKeyScanStateEncoderSpec", 1), column_families=False
@@ -358,7 +356,7 @@ def test_hdfs_row_checksums_verify_and_values_equal_sparks() -> None:
     and snapshot carries a CRC32C that verifies; the state at each read batch equals
     Spark's."""
     case = "spark4-dedup-ww-hdfs-checksum"
-    root = PENDING / case / "checkpoint/state/0"
+    root = CASES_DIR / case / "checkpoint/state/0"
     schema = parse_state_schema("schema", (root / "0/_metadata/schema").read_bytes())
     from ckpt_cli.formats.unsaferow import make_decoder
 
@@ -397,7 +395,7 @@ def test_hdfs_row_checksums_verify_and_values_equal_sparks() -> None:
 
 
 def _first_checksummed(case: str, multi_name: str) -> tuple[bytes, bytes]:
-    part = PENDING / case / "checkpoint/state/0/0"
+    part = CASES_DIR / case / "checkpoint/state/0/0"
     state, mapping = rocksdb_state(part, zip_versions(part)[-1])
     cf_id = mapping[multi_name]
     return next((k, v) for k, v in state.items() if int.from_bytes(k[:2], "little") == cf_id)
@@ -488,7 +486,7 @@ def test_negative_doubles_flip_every_bit() -> None:
 _CASE_FAMILIES = {
     case: schema_v3(case)
     for case in ("spark4-tws-pandas", "spark4-tws-avro", "spark4-join-v4-rocksdb")
-    if (PENDING / case).is_dir()
+    if (CASES_DIR / case).is_dir()
 }
 _FUZZ_DECODERS = [
     (
@@ -569,7 +567,7 @@ def _samples() -> tuple[list[tuple[bytes, bytes, int]], list[Any]]:
     decoders: list[Any] = []
     for case in ("spark4-tws-pandas", "spark4-tws-avro", "spark4-tws-row-avro"):
         families = schema_v3(case)
-        part = PENDING / case / "checkpoint/state/0/0"
+        part = CASES_DIR / case / "checkpoint/state/0/0"
         state, mapping = rocksdb_state(part, zip_versions(part)[-1])
         by_id = {v: k for k, v in mapping.items()}
         for k, v in state.items():
@@ -631,7 +629,7 @@ def test_change_feed_per_state_variable_equals_sparks(case: str) -> None:
         name, kind = opts["stateVarName"], kinds[opts["stateVarName"]]
         reader = FamilyReader(case, families[name], multi=kind == "list")
         ours: list[dict[str, Any]] = []
-        for part in (PENDING / case / "checkpoint/state/0").iterdir():
+        for part in (CASES_DIR / case / "checkpoint/state/0").iterdir():
             if not part.name.isdigit():
                 continue
             for batch in range(int(opts["changeStartBatchId"]), int(opts["changeEndBatchId"]) + 1):
@@ -697,7 +695,7 @@ def test_single_family_stores_equal_sparks(case: str) -> None:
     compared = 0
     for read in _reads(case):
         opts = read["reader_options"]
-        op_dir = PENDING / case / "checkpoint/state" / opts["operatorId"]
+        op_dir = CASES_DIR / case / "checkpoint/state" / opts["operatorId"]
         meta = parse_operator_metadata("metadata", (op_dir / "_metadata/metadata").read_bytes())
         assert meta.version == 1
         store = opts.get("storeName", "default")

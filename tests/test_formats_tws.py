@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,16 +21,16 @@ from ckpt_cli.formats.tws import (
     parse_operator_metadata_v2,
     schema_file_in_operator_dir,
 )
+from tests.conftest import CASES_DIR
 
-PENDING = Path(__file__).resolve().parent.parent / "fixtures" / "pending"
 V2_CASES = sorted(
     p.parent.parent.parent.parent.parent.name
-    for p in PENDING.glob("*/checkpoint/state/*/_metadata/v2")
+    for p in CASES_DIR.glob("*/checkpoint/state/*/_metadata/v2")
 )
 
 
 def expected(case: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads((PENDING / case / "expected.json").read_text())
+    result: dict[str, Any] = json.loads((CASES_DIR / case / "expected.json").read_text())
     return result
 
 
@@ -41,7 +40,7 @@ def test_the_fixtures_have_v2_metadata() -> None:
 
 @pytest.mark.parametrize("case", V2_CASES)
 def test_operator_metadata_v2_equals_sparks_state_metadata(case: str) -> None:
-    op_dir = PENDING / case / "checkpoint/state/0"
+    op_dir = CASES_DIR / case / "checkpoint/state/0"
     files = sorted((op_dir / "_metadata/v2").glob("[0-9]*"), key=lambda p: int(p.name))
     newest = parse_operator_metadata_v2(files[-1].name, files[-1].read_bytes())
     spark = expected(case)["state_metadata"]
@@ -72,7 +71,7 @@ def test_operator_metadata_v2_equals_sparks_state_metadata(case: str) -> None:
 
 @pytest.mark.parametrize("case", [c for c in V2_CASES if "tws" in c])
 def test_families_of_the_variables_are_the_zips_families(case: str) -> None:
-    op_dir = PENDING / case / "checkpoint/state/0"
+    op_dir = CASES_DIR / case / "checkpoint/state/0"
     files = sorted((op_dir / "_metadata/v2").glob("[0-9]*"), key=lambda p: int(p.name))
     meta = parse_operator_metadata_v2(files[-1].name, files[-1].read_bytes())
     want = {"default"}

@@ -25,10 +25,9 @@ from ckpt_cli.validate.codes import (
     ROWS_NOT_DECODED,
     SCHEMA_FAMILY_MISMATCH,
 )
-from tests.conftest import run_cli
+from tests.conftest import CASES_DIR, run_cli
 
-PENDING = Path(__file__).resolve().parent.parent / "fixtures" / "pending"
-PENDING_CASES = sorted(p.name for p in PENDING.iterdir() if (p / "expected.json").is_file())
+PENDING_CASES = sorted(p.name for p in CASES_DIR.iterdir() if (p / "expected.json").is_file())
 # Spark 4.3 rejects its own state format 1 snapshots (fixtures/README.md, "Pending cases").
 NO_RESTART = "spark4-fmgws-v1-hdfs"
 # mode -> (all_versions, deep)
@@ -39,7 +38,7 @@ MODES = {"restart": (False, False), "all-versions": (True, False), "deep": (Fals
 @pytest.mark.parametrize("case", [c for c in PENDING_CASES if c != NO_RESTART])
 def test_no_false_alarm(case: str, mode: str) -> None:
     report = validate(
-        Checkpoint.open(str(PENDING / case / "checkpoint")),
+        Checkpoint.open(str(CASES_DIR / case / "checkpoint")),
         all_versions=MODES[mode][0],
         deep=MODES[mode][1],
     )
@@ -52,7 +51,7 @@ def test_no_false_alarm(case: str, mode: str) -> None:
 @pytest.mark.parametrize("case", PENDING_CASES)
 def test_deep_says_which_rows_it_cannot_decode(case: str) -> None:
     """Every store either replays in full, or --deep names it; never a silent OK."""
-    ckpt = Checkpoint.open(str(PENDING / case / "checkpoint"))
+    ckpt = Checkpoint.open(str(CASES_DIR / case / "checkpoint"))
     report = validate(ckpt, deep=True)
     noted = {
         (f.details["operator"], f.details["store"])
@@ -75,7 +74,7 @@ def test_deep_says_which_rows_it_cannot_decode(case: str) -> None:
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_fmgws_state_format_1_cannot_restart(mode: str) -> None:
     report = validate(
-        Checkpoint.open(str(PENDING / NO_RESTART / "checkpoint")),
+        Checkpoint.open(str(CASES_DIR / NO_RESTART / "checkpoint")),
         all_versions=MODES[mode][0],
         deep=MODES[mode][1],
     )
@@ -86,7 +85,7 @@ def test_fmgws_state_format_1_cannot_restart(mode: str) -> None:
 
 
 def test_fmgws_state_format_1_exit_code() -> None:
-    result = run_cli("validate", str(PENDING / NO_RESTART / "checkpoint"))
+    result = run_cli("validate", str(CASES_DIR / NO_RESTART / "checkpoint"))
     assert result.exit_code != 0
     assert FMGWS_V1_SNAPSHOT in result.stdout
 
@@ -114,7 +113,7 @@ def _copy_with_renamed_family(
 ) -> tuple[Path, Path]:
     """A copy of ``case`` whose zip chosen by ``pick`` (min/max version) has a family renamed."""
     root = tmp_path / "ckpt"
-    shutil.copytree(PENDING / case / "checkpoint", root)
+    shutil.copytree(CASES_DIR / case / "checkpoint", root)
     zip_path = pick((root / f"state/0/{partition}").glob("*.zip"), key=lambda p: int(p.stem))
     _rename_family(zip_path, old, new)
     return root, zip_path

@@ -248,9 +248,7 @@ def replay(
             join_family=family,
         )
     _print_notes(target)
-    if rows.state_var is not None and output is not None and _is_dataset(output, engine):
-        raise CkptError("--state-var and --timers write a file or stdout, not a dataset, yet")
-    if join_side is not None:
+    if join_side is not None and rows.family is None:
         workers = 1  # worker processes decode a store's own rows, not a join side's
         if output is not None and _is_dataset(output, engine):
             raise CkptError("--join-side writes one file, not a dataset (not supported yet)")

@@ -1,7 +1,8 @@
 """Stream-stream joins in state formats 3 and 4: the join's stores (``left-keyToNumValues``,
 ``left-keyWithTsToValues``...) are column families of one store, ``default``, per
 partition. ``storeName`` names a family; ``joinSide`` reads the side's values by key (format
-3: ``<side>-keyWithIndexToValue`` without ``index`` and ``matched``).
+3: ``<side>-keyWithIndexToValue`` without ``index`` and ``matched``; format 4:
+``<side>-keyWithTsToValues`` without ``matched``, the key with its ``__event_time``).
 
 The families are read as transformWithState's (``replay/tws.py``): ids from the zips'
 ``columnFamilyMapping``, schemas from the schema file v3.
@@ -58,14 +59,10 @@ def join_family(
     path = f"state/{op}"
     families = join_families(ckpt, op)
     if join_side is not None:
-        if version != 3:
-            # Spark 4.3's joinSide read of format 4 decodes the key's event time from the
-            # wrong bytes; its rows cannot be matched, so they are not imitated.
-            raise SelectionError(
-                f"{path}: {{join_side}} of stream-stream join state format {version} is not "
-                "supported yet; read a family with {store} (" + ", ".join(families) + ")"
-            )
-        return JoinFamily(op, f"{join_side}-keyWithIndexToValue", True)
+        # Format 3: the side's values by key and index; format 4: by key and event time
+        # (Spark's joinSide rows of format 4 carry a wrong event time: docs/state-formats.md).
+        family = "keyWithIndexToValue" if version == 3 else "keyWithTsToValues"
+        return JoinFamily(op, f"{join_side}-{family}", True)
     if store is None or store == DEFAULT_STORE:
         raise SelectionError(
             f"{path}: stream-stream join state format {version} keeps its stores as column "
@@ -96,5 +93,6 @@ def join_family_reader(ckpt: Checkpoint, request: JoinFamily) -> VariableReader:
     path = f"state/{request.operator}"
     if cf is None:
         raise CkptError(f"{path}: the schema file has no column family {request.family}")
-    kind = "values" if request.family.endswith(MULTI_VALUED_SUFFIXES) else "value"
-    return family_reader(ckpt, cf, "joinSide" if request.join_side else kind, path=path)
+    multi = request.family.endswith(MULTI_VALUED_SUFFIXES)
+    kind = "joinSide" if request.join_side else "values" if multi else "value"
+    return family_reader(ckpt, cf, kind, multi_valued=multi, path=path)

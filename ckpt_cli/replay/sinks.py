@@ -28,6 +28,7 @@ from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.rows import arrow_tables, key_filter, require_pyarrow
 from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_lines, iter_rows
@@ -260,6 +261,7 @@ class _DatasetSettings:
     fmt: str
     raw: bool
     where: Where
+    family: FamilyRead | None = None  # one family of a store of several
 
 
 _DATASET: tuple[_DatasetSettings, Storage] | None = None
@@ -293,6 +295,8 @@ def _replay_unit(unit: _DatasetUnit) -> int:
 def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage, rel: str) -> int:
     ckpt = Checkpoint(settings.storage, Listing(list(unit.entries)))
     plan = unit.plan
+    if settings.family is not None:
+        return _write_family_unit(ckpt, plan, settings, output, rel)
     decoder = decoder_for(ckpt, plan.operator, plan.store, raw=settings.raw)
     matches = key_filter(settings.where, decoder.schema)
     with output.open_write(rel) as fh:
@@ -307,6 +311,23 @@ def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage,
                 count += 1
         else:
             count = write_text(iter_rows(ckpt, plan, decoder, matches), text, "jsonl")
+        text.flush()
+        text.detach()  # the binary file is closed by open_write
+        return count
+
+
+def _write_family_unit(
+    ckpt: Checkpoint, plan: ReplayPlan, settings: _DatasetSettings, output: Storage, rel: str
+) -> int:
+    """``_write_unit`` of one family of the store (a state variable, timers, join family)."""
+    assert settings.family is not None
+    reader = settings.family.reader(ckpt)
+    rows = family_rows(ckpt, plan, reader, family_filter(reader, settings.where))
+    with output.open_write(rel) as fh:
+        if settings.fmt == "parquet":
+            return write_parquet((_without_partition(row) for row in rows), fh)
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        count = write_text(rows, text, "jsonl")
         text.flush()
         text.detach()  # the binary file is closed by open_write
         return count
@@ -340,7 +361,7 @@ def write_dataset(
         f"{f.path.rsplit('/', 1)[0]}/"
         for f in ckpt.of_kind(FileKind.STATE_SCHEMA)
         if f.operator == rows.target.operator
-    )
+    ) + (f"state/{rows.target.operator}/_metadata/",)  # operator metadata v2: state variables
     units = []
     for plan in plans:
         prefix = plan.path + "/"
@@ -352,7 +373,9 @@ def write_dataset(
         units.append(_DatasetUnit(plan, tuple(shared + entries)))
     Storage.from_url(output, storage_options)  # a bad URL or a missing extra fails here
     options = dict(storage_options or {})
-    settings = _DatasetSettings(ckpt.storage, output, options, fmt, rows.raw, rows.where)
+    settings = _DatasetSettings(
+        ckpt.storage, output, options, fmt, rows.raw, rows.where, rows.family
+    )
     counts = engine.map(
         _replay_unit,
         units,

@@ -9,20 +9,20 @@ Choosing happens before any row: the target is resolved and every partition plan
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
 from ckpt_cli.layout import DEFAULT_STORE
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay.join_families import (
-    JoinFamily,
-    join_families,
-    join_family,
-    join_family_reader,
-    join_format,
+from ckpt_cli.replay.families import (
+    FamilyRead,
+    family_change_rows,
+    family_filter,
+    family_read,
+    family_rows,
 )
+from ckpt_cli.replay.join_families import JoinFamily, join_families, join_family, join_format
 from ckpt_cli.replay.plan import (
     ReplayPlan,
     StateUnavailable,
@@ -41,7 +41,7 @@ from ckpt_cli.replay.rows import (
     require_pyarrow,
 )
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
-from ckpt_cli.replay.tws import VariableReader, state_variables, variable_reader, zips_of
+from ckpt_cli.replay.tws import state_variables
 
 # ``where``: (key column, value) pairs that must all hold.
 Where = tuple[tuple[str, str], ...]
@@ -123,7 +123,9 @@ class StateRows:
     raw: bool = False
     where: Where = ()
     changes: ChangeFiles | None = None
-    state_var: VariableReader | None = None  # a transformWithState variable or its timers
+    # One family of a store of several: a transformWithState variable or its timers, a
+    # format 3/4 join's family.
+    family: FamilyRead | None = None
     join_side: bool = False
 
     def __post_init__(self) -> None:
@@ -134,7 +136,12 @@ class StateRows:
             raw=self.raw,
             join_side=self.join_side,
         )
-        self.matches = key_filter(self.where, self.decoder.schema)  # checked before any row
+        self.state_var = None if self.family is None else self.family.reader(self.ckpt)
+        # Checked before any row.
+        if self.state_var is not None:
+            self.matches = family_filter(self.state_var, self.where)
+        else:
+            self.matches = key_filter(self.where, self.decoder.schema)
 
     @property
     def notes(self) -> list[str]:
@@ -142,8 +149,17 @@ class StateRows:
         return self.target.notes
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.state_var is not None and self.changes is not None:
+            return family_change_rows(
+                self.ckpt, self.target, self.changes, self.state_var, self.matches
+            )
         if self.state_var is not None:
-            return self._variable_rows(self.state_var)
+            reader = self.state_var
+            return (
+                row
+                for plan in self.plans
+                for row in family_rows(self.ckpt, plan, reader, self.matches)
+            )
         if self.changes is not None:
             return iter_change_rows(self.ckpt, self.changes, self.decoder, self.matches)
         return (
@@ -151,31 +167,6 @@ class StateRows:
             for plan in self.plans
             for row in iter_rows(self.ckpt, plan, self.decoder, self.matches)
         )
-
-    def _variable_rows(self, reader: VariableReader) -> Iterator[dict[str, Any]]:
-        op, store = self.target.operator, self.target.store
-        if self.changes is not None:
-            ids = {
-                pid: reader.family_id(self.ckpt, zips_of(self.ckpt, op, store, pid), pid)
-                for _batch, pid in self.changes
-            }
-            for (batch, pid), f in sorted(self.changes.items()):
-                cf_id = ids[pid]
-                if cf_id is None:
-                    continue
-                for row in reader.change_rows(iter_file_records(self.ckpt, f), cf_id):
-                    yield {"batch_id": batch, "partition_id": pid, **row}
-            return
-        for plan in self.plans:
-            cf_id = reader.family_id(
-                self.ckpt, zips_of(self.ckpt, op, store, plan.partition), plan.partition
-            )
-            if cf_id is None:
-                continue
-            # Closed at once when a row fails: the zip's temporary RocksDB copy goes with it.
-            with closing(iter_state(self.ckpt, plan, checksummed=reader.checksums)) as pairs:
-                for row in reader.rows(pairs, cf_id):
-                    yield {"partition_id": plan.partition, **row}
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` of the rows (needs pyarrow)."""
@@ -256,42 +247,17 @@ def target_rows(
 ) -> StateRows:
     """``read_state`` for a resolved target: the key filter is checked, then every
     partition planned, before any row is read."""
-    variables = state_variables(ckpt, target.operator)
-    reader = None
-    if join_family is not None:
-        if where or raw:
-            raise SelectionError(
-                "{where} and {raw} are not supported for stream-stream join state formats 3 "
-                "and 4 yet"
-            )
-        reader = join_family_reader(ckpt, join_family)
-    elif variables is not None:
-        if state_var is None and not timers:
-            # As Spark refuses: the store holds several variables, one must be named.
-            raise SelectionError(
-                f"state/{target.operator} is a transformWithState operator: name one of its "
-                "state variables with state_var=NAME (" + ", ".join(variables) + ") or read "
-                "its timers with timers=True"
-            )
-        if where or raw:
-            raise SelectionError(
-                "{where} and {raw} are not supported for transformWithState state variables yet"
-            )
-        reader = variable_reader(
-            ckpt,
-            target.operator,
-            target.store,
-            state_var=state_var,
-            timers=timers,
-            flatten=flatten,
-        )
-    elif state_var is not None or timers:
-        raise SelectionError(
-            f"state/{target.operator} is not a transformWithState operator: it has no state "
-            "variables (state_var=) or timers (timers=True)"
-        )
+    family = family_read(
+        ckpt,
+        target,
+        state_var=state_var,
+        timers=timers,
+        flatten=flatten,
+        join_family=join_family,
+        raw=raw,
+    )
     rows = StateRows(
-        ckpt, target, [], raw, where, state_var=reader, join_side=join_side and not join_family
+        ckpt, target, [], raw, where, family=family, join_side=join_side and not join_family
     )
     if change_start_batch is not None and join_side:
         raise SelectionError("{join_side} reads have no change feed (Spark refuses them too)")

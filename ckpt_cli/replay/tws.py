@@ -18,7 +18,7 @@ from typing import Any
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import records
 from ckpt_cli.formats import state_encoders as encoders
-from ckpt_cli.formats.schema import ColumnFamilySchema
+from ckpt_cli.formats.schema import ColumnFamilySchema, StructType
 from ckpt_cli.formats.tws import OperatorMetadataV2, family_role, parse_operator_metadata_v2
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.replay.read import read_zip_metadata, store_schema
@@ -60,11 +60,24 @@ class VariableReader:
     # value of a multi-valued family) or joinSide (keyWithIndexToValue as Spark's joinSide)
     kind: str
     flatten: bool
+    multi_valued: bool  # several values per key (list state, format 4's join families)
     decode_entry: Callable[[bytes, bytes], Any]
     decode_key: Callable[[bytes], Any]
     decode_value: Callable[[bytes], Any]
     checksums: bool
     path: str
+    key_schema: StructType  # the family's key
+    raw: bool = False  # the family's records as stored, hex, undecoded
+
+    def row_key_schema(self) -> StructType:
+        """The columns of the rows' ``key`` (the grouping key), which ``where`` filters on."""
+        if self.kind in ("map", "timers"):
+            inner = next((f.data_type for f in self.key_schema.fields if f.name == "key"), None)
+            if isinstance(inner, StructType):
+                return inner
+        if self.kind == "joinSide":
+            return StructType(tuple(f for f in self.key_schema.fields if f.name != "index"))
+        return self.key_schema
 
     def family_id(self, ckpt: Checkpoint, zips: list[CheckpointFile], partition: int) -> int | None:
         """The family's id in the newest zip (ids never change once given; changelogs carry
@@ -100,6 +113,11 @@ class VariableReader:
                 yield {"key": key, "value": value}
 
     def rows(self, pairs: Iterator[tuple[bytes, bytes]], cf_id: int) -> Iterator[Row]:
+        if self.raw:
+            for raw_key, raw_value in pairs:
+                if int.from_bytes(raw_key[:2], "little", signed=True) == cf_id:
+                    yield {"key": raw_key.hex(), "value": raw_value.hex()}
+            return
         if self.kind == "map" and not self.flatten:
             # One row per grouping key, its user keys as JSON text (Spark's map key column).
             groups: dict[str, Row] = {}
@@ -137,9 +155,14 @@ class VariableReader:
                     self._mismatch(raw_key)
             if int.from_bytes(raw_key[:2], "little", signed=True) != cf_id:
                 continue
+            change = {records.PUT: "update", records.MERGE: "append"}.get(kind, kind)
+            if self.raw:
+                hex_value = None if raw_value is None else raw_value.hex()
+                yield {"change_type": change, "key": raw_key.hex(), "value": hex_value}
+                continue
             key = self.decode_key(raw_key).key
             values: list[Any] = [None]
-            if raw_value is not None and self.kind in MULTI_VALUED:
+            if raw_value is not None and self.multi_valued:
                 elements = encoders.split_list_value(
                     raw_value, key=raw_key, checksums=self.checksums, path=self.path
                 )
@@ -154,7 +177,6 @@ class VariableReader:
                     if not checksum.ok:
                         self._mismatch(raw_key)
                 values = [self.decode_value(raw_value)]
-            change = {records.PUT: "update", records.MERGE: "append"}.get(kind, kind)
             for row in self.row(json_value(key), json_value(values)):
                 yield {"change_type": change, **row}
 
@@ -195,21 +217,30 @@ def variable_reader(
 
 
 def family_reader(
-    ckpt: Checkpoint, cf: ColumnFamilySchema, kind: str, *, flatten: bool = True, path: str
+    ckpt: Checkpoint,
+    cf: ColumnFamilySchema,
+    kind: str,
+    *,
+    flatten: bool = True,
+    multi_valued: bool | None = None,
+    path: str,
 ) -> VariableReader:
-    """The reader of one column family of a store, in the checkpoint's encoding."""
+    """The reader of one column family of a store, in the checkpoint's encoding
+    (``multi_valued`` default: the kinds of multi-valued families)."""
+    multi = kind in MULTI_VALUED if multi_valued is None else multi_valued
     encoding = encoders.state_encoding(ckpt.conf)
     checksums = encoders.row_checksums(ckpt.conf)
     return VariableReader(
         cf.name,
         kind,
         flatten,
+        multi,
         encoders.make_family_decoder(
             cf.key,
             cf.value,
             cf.key_encoder,
             column_families=True,
-            multi_valued=kind in MULTI_VALUED,
+            multi_valued=multi,
             encoding=encoding,
             checksums=checksums,
             path=path,
@@ -227,6 +258,7 @@ def family_reader(
         encoders.make_value_decoder(cf.value, encoding=encoding, path=path),
         checksums,
         path,
+        cf.key,
     )
 
 

@@ -1,0 +1,133 @@
+"""One column family of a store that holds several, read as Spark's ``statestore`` source
+reads it: a transformWithState variable (``stateVarName``) or its registered timers
+(``readRegisteredTimers``), or a family of a stream-stream join in state format 3/4
+(``storeName``, ``joinSide``).
+
+``FamilyRead`` says which family and how; it is plain data, so dataset workers and Spark
+executors rebuild the reader from it. ``family_rows`` / ``family_change_rows`` give a
+partition's rows, filtered on the rows' grouping key (``where``) or raw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any
+
+from ckpt_cli.formats.schema import StateSchema
+from ckpt_cli.model import Checkpoint, CheckpointFile
+from ckpt_cli.replay.join_families import JoinFamily, join_family_reader
+from ckpt_cli.replay.plan import ReplayPlan
+from ckpt_cli.replay.read import iter_file_records, iter_state
+from ckpt_cli.replay.rows import Filter, key_filter
+from ckpt_cli.replay.target import ReplayTarget, SelectionError
+from ckpt_cli.replay.tws import VariableReader, state_variables, variable_reader, zips_of
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FamilyRead:
+    """Which family of ``operator``'s ``store`` a read decodes, and how."""
+
+    operator: int
+    store: str
+    state_var: str | None = None
+    timers: bool = False
+    flatten: bool = True
+    join_family: JoinFamily | None = None
+    raw: bool = False
+
+    def reader(self, ckpt: Checkpoint) -> VariableReader:
+        if self.join_family is not None:
+            reader = join_family_reader(ckpt, self.join_family)
+        else:
+            reader = variable_reader(
+                ckpt,
+                self.operator,
+                self.store,
+                state_var=self.state_var,
+                timers=self.timers,
+                flatten=self.flatten,
+            )
+        reader.raw = self.raw
+        return reader
+
+
+def family_read(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    *,
+    state_var: str | None,
+    timers: bool,
+    flatten: bool,
+    join_family: JoinFamily | None,
+    raw: bool,
+) -> FamilyRead | None:
+    """The family a read of ``target`` decodes, or None for a store of one family. As
+    Spark, a transformWithState store needs a state variable or its timers named."""
+    if join_family is not None:
+        return FamilyRead(target.operator, target.store, join_family=join_family, raw=raw)
+    variables = state_variables(ckpt, target.operator)
+    if variables is None:
+        if state_var is not None or timers:
+            raise SelectionError(
+                f"state/{target.operator} is not a transformWithState operator: it has no "
+                "state variables (state_var=) or timers (timers=True)"
+            )
+        return None
+    if state_var is None and not timers:
+        raise SelectionError(
+            f"state/{target.operator} is a transformWithState operator: name one of its "
+            "state variables with state_var=NAME (" + ", ".join(variables) + ") or read "
+            "its timers with timers=True"
+        )
+    return FamilyRead(target.operator, target.store, state_var, timers, flatten, raw=raw)
+
+
+def family_filter(reader: VariableReader, where: Any) -> Filter | None:
+    """``where`` over the rows' grouping key (not with raw rows: nothing is decoded)."""
+    if not where:
+        return None
+    if reader.raw:
+        raise SelectionError("{where} compares decoded key columns: not with {raw}")
+    schema = StateSchema(reader.row_key_schema(), reader.key_schema, 3)
+    return key_filter(where, schema)
+
+
+def family_rows(
+    ckpt: Checkpoint, plan: ReplayPlan, reader: VariableReader, matches: Filter | None
+) -> Iterator[Row]:
+    """The family's rows of one partition's plan."""
+    cf_id = reader.family_id(
+        ckpt, zips_of(ckpt, plan.operator, plan.store, plan.partition), plan.partition
+    )
+    if cf_id is None:
+        return
+    # Closed at once when a row fails: the zip's temporary RocksDB copy goes with it.
+    with closing(iter_state(ckpt, plan, checksummed=reader.checksums)) as pairs:
+        for row in reader.rows(pairs, cf_id):
+            if matches is None or matches(row["key"]):
+                yield {"partition_id": plan.partition, **row}
+
+
+def family_change_rows(
+    ckpt: Checkpoint,
+    target: ReplayTarget,
+    changes: Mapping[tuple[int, int], CheckpointFile],
+    reader: VariableReader,
+    matches: Filter | None,
+) -> Iterator[Row]:
+    """The family's change feed: one file per (batch, partition)."""
+    op, store = target.operator, target.store
+    ids = {
+        pid: reader.family_id(ckpt, zips_of(ckpt, op, store, pid), pid) for _batch, pid in changes
+    }
+    for (batch, pid), f in sorted(changes.items()):
+        cf_id = ids[pid]
+        if cf_id is None:
+            continue
+        for row in reader.change_rows(iter_file_records(ckpt, f), cf_id):
+            if matches is None or matches(row["key"]):
+                yield {"batch_id": batch, "partition_id": pid, **row}
