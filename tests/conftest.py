@@ -49,6 +49,10 @@ def discover_cases() -> list[Case]:
 
 
 CASES = discover_cases()
+# Cases whose query Spark itself cannot restart, and the validate finding that says why
+# (fixtures/README.md: Spark 4.3 rejects its own flatMapGroupsWithState state format 1
+# snapshots). Every other case is healthy.
+CANNOT_RESTART = {"spark4-fmgws-v1-hdfs": "FMGWS_V1_SNAPSHOT"}
 
 
 def case_params() -> list[Any]:

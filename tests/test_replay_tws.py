@@ -105,3 +105,28 @@ def test_without_a_zip_the_family_ids_are_unknown(tmp_path: Path) -> None:
         zip_file.unlink()
     with pytest.raises(CkptError, match=r"state/0/0: no \.zip .*\(columnFamilyMapping\)"):
         list(read_state(str(copy), change_start_batch=8, state_var="total", partitions=[0]))
+
+
+def test_a_scala_operator_name_reads_the_same(tmp_path: Path) -> None:
+    """Scala/Java transformWithState records operatorName ``transformWithStateExec`` (PySpark:
+    ``transformWithStateInPySparkExec``/``...InPandasExec``); nothing in ckpt goes by the
+    name: the state variables come from operator metadata v2's ``stateVariables``."""
+    source = CASES_DIR / "spark4-tws-row/checkpoint"
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(source, copy)
+    renamed = 0
+    for meta in (copy / "state/0/_metadata/v2").glob("[0-9]*"):
+        text = meta.read_text()
+        meta.write_text(
+            text.replace('"transformWithStateInPySparkExec"', '"transformWithStateExec"')
+        )
+        meta.with_name(f".{meta.name}.crc").unlink(missing_ok=True)
+        renamed += text != meta.read_text()
+    assert renamed
+    for var in ("total", "events", "buckets"):
+        ours = list(read_state(str(copy), batch=11, state_var=var))
+        assert ours == list(read_state(str(source), batch=11, state_var=var))
+    assert list(read_state(str(copy), batch=11, timers=True))
+    versions = run_cli("versions", str(copy), "--json").json()
+    assert versions["operators"][0]["name"] == "transformWithStateExec"
+    assert {v["name"] for v in versions["operators"][0]["state_variables"]} >= {"total", "events"}

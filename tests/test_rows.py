@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.replay.read import iter_file_records, store_schema
+from ckpt_cli.replay.read import iter_file_records
 from ckpt_cli.replay.rows import RowDecoder, compile_row, json_value, struct_converter
+from ckpt_cli.replay.source import covering_reads, decoder_for
 from tests.conftest import CASES_DIR
 
 
@@ -34,8 +35,9 @@ def test_every_fixture_row() -> None:
         ckpt = Checkpoint.open(str(root))
         for f in ckpt.of_kind(FileKind.SNAPSHOT, FileKind.DELTA, FileKind.CHANGELOG):
             assert f.store is not None
-            provider = ckpt.operators[f.store.operator].stores[f.store.store].provider
-            decoder = RowDecoder(store_schema(ckpt, f.store.operator, f.store.store), provider)
+            if covering_reads(ckpt, f.store.operator) != [{}]:
+                continue  # several column families, read one at a time (test_replay_families)
+            decoder = decoder_for(ckpt, f.store.operator, f.store.store)
             compiled += decoder.compiled
             for kind, k, v in iter_file_records(ckpt, f):
                 if v is None:
@@ -181,10 +183,9 @@ def test_fixture_rows() -> None:
         ckpt = Checkpoint.open(str(ckpt_dir))
         for f in ckpt.of_kind(FileKind.SNAPSHOT, FileKind.DELTA, FileKind.CHANGELOG)[:4]:
             assert f.store is not None
-            store = ckpt.operators[f.store.operator].stores[f.store.store]
-            decoder = RowDecoder(
-                store_schema(ckpt, f.store.operator, f.store.store), store.provider
-            )
+            if covering_reads(ckpt, f.store.operator) != [{}]:
+                continue  # several column families, read one at a time (test_replay_families)
+            decoder = decoder_for(ckpt, f.store.operator, f.store.store)
             for _kind, k, v in iter_file_records(ckpt, f):
                 key, value = decoder(k, v)
                 assert decoder.json_row(k, v) == (json_value(key), json_value(value))

@@ -15,7 +15,7 @@ import pytest
 from ckpt_cli.errors import FormatError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.validate import CODES, validate
-from tests.conftest import CASES, CASES_DIR, Case, case_params, run_cli
+from tests.conftest import CANNOT_RESTART, CASES, CASES_DIR, Case, case_params, run_cli
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 
@@ -44,6 +44,11 @@ def test_healthy_fixtures_have_no_error_or_warning(case: Case, mode: list[str]) 
     if "crash" in case.name:
         pytest.skip("crashed runs are checked in test_crashed_runs")
     code, found = findings(case.checkpoint, "--fail-on", "warning", *mode)
+    if case.name in CANNOT_RESTART:
+        # Not healthy: the one finding is why Spark cannot restart it.
+        assert code == 1
+        assert {f["code"] for f in found if f["severity"] != "info"} == {CANNOT_RESTART[case.name]}
+        return
     assert code == 0, found
     assert all(f["severity"] == "info" for f in found)
 

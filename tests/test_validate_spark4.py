@@ -1,6 +1,6 @@
-"""``ckpt validate`` on the Spark 4.3 pending fixtures: no false alarm where Spark restarts
-and reads them, the one case Spark cannot restart, and the column family check on a
-damaged copy."""
+"""``ckpt validate``'s checks of Spark 4.x state (``validate/spark4.py``): --deep names every
+store it cannot decode, the one case Spark cannot restart, and the column family check on a
+damaged copy. (No false alarm on every fixture: test_validate.)"""
 
 from __future__ import annotations
 
@@ -25,33 +25,17 @@ from ckpt_cli.validate.codes import (
     ROWS_NOT_DECODED,
     SCHEMA_FAMILY_MISMATCH,
 )
-from tests.conftest import CASES_DIR, run_cli
+from tests.conftest import CANNOT_RESTART, CASES_DIR, Case, case_params, run_cli
 
-PENDING_CASES = sorted(p.name for p in CASES_DIR.iterdir() if (p / "expected.json").is_file())
-# Spark 4.3 rejects its own state format 1 snapshots (fixtures/README.md, "Pending cases").
-NO_RESTART = "spark4-fmgws-v1-hdfs"
 # mode -> (all_versions, deep)
 MODES = {"restart": (False, False), "all-versions": (True, False), "deep": (False, True)}
+(NO_RESTART,) = CANNOT_RESTART
 
 
-@pytest.mark.parametrize("mode", sorted(MODES))
-@pytest.mark.parametrize("case", [c for c in PENDING_CASES if c != NO_RESTART])
-def test_no_false_alarm(case: str, mode: str) -> None:
-    report = validate(
-        Checkpoint.open(str(CASES_DIR / case / "checkpoint")),
-        all_versions=MODES[mode][0],
-        deep=MODES[mode][1],
-    )
-    # --deep's note that ckpt cannot decode some rows yet is about ckpt, not the checkpoint.
-    problems = [f for f in report.findings if f.code != ROWS_NOT_DECODED]
-    assert [(f.code, f.message) for f in problems] == []
-    assert report.ok
-
-
-@pytest.mark.parametrize("case", PENDING_CASES)
-def test_deep_says_which_rows_it_cannot_decode(case: str) -> None:
+@pytest.mark.parametrize("case", case_params())
+def test_deep_says_which_rows_it_cannot_decode(case: Case) -> None:
     """Every store either replays in full, or --deep names it; never a silent OK."""
-    ckpt = Checkpoint.open(str(CASES_DIR / case / "checkpoint"))
+    ckpt = Checkpoint.open(str(case.checkpoint))
     report = validate(ckpt, deep=True)
     noted = {
         (f.details["operator"], f.details["store"])
