@@ -16,6 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ckpt_cli.errors import CkptError
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay.source import covering_reads
 from tests.conftest import CASES, Case, CliResult, run_cli
 
 TIME_LIMIT_S = 30.0
@@ -265,13 +268,13 @@ def attack_once(case: Case, seed: int, work: Path) -> Outcome:
         batch = data["batches"].get("latest_committed")
         for op in data.get("operators") or []:
             for store in op.get("stores") or []:
-                base = ["replay", ck, "--operator", str(op["id"]), "--store", store["name"]]
-                for extra in (["--format", "jsonl"], ["--changes", "--format", "jsonl"]):
-                    args = base + extra
-                    if batch is not None and "--changes" not in extra:
-                        args += ["--batch", str(batch)]
-                    _check(fail, args, False)
-                    outcome.runs += 1
+                for base in _replays(ck, op["id"], store["name"]):
+                    for extra in (["--format", "jsonl"], ["--changes", "--format", "jsonl"]):
+                        args = base + extra
+                        if batch is not None and "--changes" not in extra:
+                            args += ["--batch", str(batch)]
+                        _check(fail, args, False)
+                        outcome.runs += 1
     # Destructive commands last: whatever the damage, nothing outside the checkpoint changes.
     for args in (
         ["cleanup", ck, "--apply", "--yes", "--force", "--min-age", "0s", "--json"],
@@ -285,6 +288,25 @@ def attack_once(case: Case, seed: int, work: Path) -> Outcome:
     outcome.slowest = getattr(_check, "slowest", 0.0)
     shutil.rmtree(run_dir, ignore_errors=True)
     return outcome
+
+
+def _replays(ck: str, operator: int, store: str) -> list[list[str]]:
+    """``replay`` of a store; of a store with several column families, one per state
+    variable, the timers, or each join family (as Spark must be asked)."""
+    base = ["replay", ck, "--operator", str(operator), "--store", store]
+    try:
+        reads = covering_reads(Checkpoint.open(ck), operator)
+    except CkptError:
+        return [base]  # the damage hides the families: the plain replay must fail cleanly
+    out = []
+    for read in reads:
+        args = ["replay", ck, "--operator", str(operator), "--store", read.get("store", store)]
+        if "state_var" in read:
+            args += ["--state-var", read["state_var"]]
+        if read.get("timers"):
+            args.append("--timers")
+        out.append(args)
+    return out
 
 
 def sweep(seeds: range, work: Path, cases: list[Case] | None = None) -> Outcome:

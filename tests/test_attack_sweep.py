@@ -11,6 +11,8 @@ import pytest
 from tests.attack import attack_once
 from tests.conftest import CASES, Case, case_params, run_cli
 
+# One seed per fixture, seeds 0 and 1 in turn over the fixtures (48 of them: the fast tier's
+# time); scripts/attack.py runs every fixture with many seeds.
 SEEDS = (0, 1)
 
 
@@ -18,9 +20,8 @@ SEEDS = (0, 1)
 def test_random_damage_never_crashes_or_passes_a_broken_checksum(
     case: Case, tmp_path: Path
 ) -> None:
-    failures = []
-    for seed in SEEDS:
-        failures += attack_once(case, seed, tmp_path).failures
+    seed = SEEDS[[c.name for c in CASES].index(case.name) % len(SEEDS)]
+    failures = attack_once(case, seed, tmp_path).failures
     assert not failures, "\n".join(str(f) for f in failures)
 
 
