@@ -18,8 +18,7 @@ from pathlib import Path
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay.source import covering_reads
-from tests.conftest import CASES, Case, CliResult, run_cli
+from tests.conftest import CASES, Case, CliResult, replay_args, run_cli
 
 TIME_LIMIT_S = 30.0
 
@@ -293,20 +292,12 @@ def attack_once(case: Case, seed: int, work: Path) -> Outcome:
 def _replays(ck: str, operator: int, store: str) -> list[list[str]]:
     """``replay`` of a store; of a store with several column families, one per state
     variable, the timers, or each join family (as Spark must be asked)."""
-    base = ["replay", ck, "--operator", str(operator), "--store", store]
+    base = ["--operator", str(operator), "--store", store]
     try:
-        reads = covering_reads(Checkpoint.open(ck), operator)
+        found = replay_args(Checkpoint.open(ck), operator, store)
     except CkptError:
-        return [base]  # the damage hides the families: the plain replay must fail cleanly
-    out = []
-    for read in reads:
-        args = ["replay", ck, "--operator", str(operator), "--store", read.get("store", store)]
-        if "state_var" in read:
-            args += ["--state-var", read["state_var"]]
-        if read.get("timers"):
-            args.append("--timers")
-        out.append(args)
-    return out
+        found = [base]  # the damage hides the families: the plain replay must fail cleanly
+    return [["replay", ck, *args] for args in found]
 
 
 def sweep(seeds: range, work: Path, cases: list[Case] | None = None) -> Outcome:

@@ -12,6 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ckpt_cli.cli import app
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay.source import covering_reads
 from tests.servers import azure_server, s3_server, store
 
 # One moto server and one Azurite for the whole session, whichever modules use them.
@@ -53,6 +55,21 @@ CASES = discover_cases()
 # (fixtures/README.md: Spark 4.3 rejects its own flatMapGroupsWithState state format 1
 # snapshots). Every other case is healthy.
 CANNOT_RESTART = {"spark4-fmgws-v1-hdfs": "FMGWS_V1_SNAPSHOT"}
+
+
+def replay_args(ckpt: Checkpoint, operator: int, store: str) -> list[list[str]]:
+    """``ckpt replay`` options that together read a store: one per state variable, the
+    timers, or each join family where it holds several column families (as Spark must be
+    asked, ``covering_reads``)."""
+    out = []
+    for read in covering_reads(ckpt, operator):
+        args = ["--operator", str(operator), "--store", read.get("store", store)]
+        if "state_var" in read:
+            args += ["--state-var", read["state_var"]]
+        if read.get("timers"):
+            args.append("--timers")
+        out.append(args)
+    return out
 
 
 def case_params() -> list[Any]:

@@ -13,8 +13,15 @@ import pytest
 
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup
 from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay.source import covering_reads
-from tests.conftest import CANNOT_RESTART, CASES, CASES_DIR, Case, case_params, run_cli
+from tests.conftest import (
+    CANNOT_RESTART,
+    CASES,
+    CASES_DIR,
+    Case,
+    case_params,
+    replay_args,
+    run_cli,
+)
 from tests.fixture_copies import age_everything
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
@@ -43,17 +50,12 @@ def stores(case: Case) -> list[list[str]]:
     """The replay options that together read every store (a state variable, the timers or
     a column family at a time where a store holds several)."""
     ckpt = Checkpoint.open(str(case.checkpoint))
-    out = []
-    for op in case.expected["operators"]:
-        for store in op["stores"]:
-            for read in covering_reads(ckpt, op["id"]):
-                args = ["--operator", str(op["id"]), "--store", read.get("store", store)]
-                if "state_var" in read:
-                    args += ["--state-var", read["state_var"]]
-                if read.get("timers"):
-                    args.append("--timers")
-                out.append(args)
-    return out
+    return [
+        args
+        for op in case.expected["operators"]
+        for store in op["stores"]
+        for args in replay_args(ckpt, op["id"], store)
+    ]
 
 
 @pytest.mark.parametrize("retain", [1, 2])
