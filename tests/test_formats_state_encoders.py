@@ -1,5 +1,5 @@
-"""formats/state_encoders.py and formats/avro_state.py against the real bytes of the pending
-Spark 4.3 fixtures (fixtures/pending/<case>/), compared with Spark's own ``statestore`` reads
+"""formats/state_encoders.py and formats/avro_state.py against the real bytes of the Spark 4.3
+fixtures of issue 16 (fixtures/checkpoints/<case>/), compared with Spark's own ``statestore`` reads
 saved beside them, plus fuzz and damaged-bytes tests.
 
 The state of a store at version v is rebuilt here the plainest way (the zip's RocksDB data,

@@ -1,4 +1,4 @@
-"""formats/tws.py against the operator metadata v2 files, schema files and zips of the pending
+"""formats/tws.py against the operator metadata v2 files, schema files and zips of the
 Spark 4.3 fixtures, and Spark's own ``state-metadata`` rows saved beside them."""
 
 from __future__ import annotations
