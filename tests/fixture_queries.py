@@ -21,6 +21,10 @@ def _generator() -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules["fixture_generate"] = module
     spec.loader.exec_module(module)
+    # Python workers cannot import it by name: its UDFs and processors go by value.
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
     return module
 
 
