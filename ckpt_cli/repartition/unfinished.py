@@ -72,3 +72,37 @@ def find_unfinished_repartition(ckpt: Checkpoint) -> UnfinishedRepartition | Non
         if f.version == version
     )
     return UnfinishedRepartition(batch, old, new, written)
+
+
+def partition_count_since(ckpt: Checkpoint) -> tuple[int, int] | None:
+    """``(count, batch)``: the latest committed batch's ``spark.sql.shuffle.partitions`` and
+    the first batch of the newest run of retained offsets entries with that count (the
+    repartition batch when an older entry has another count). None when unreadable."""
+    b = ckpt.batches
+    last = b.latest_committed
+    if last is None or last not in b.offsets:
+        return None
+    try:
+        count = ckpt.offsets(last).shuffle_partitions
+        first = last
+        while first - 1 in b.offsets and ckpt.offsets(first - 1).shuffle_partitions == count:
+            first -= 1
+    except FormatError:
+        return None
+    return (count, first) if count is not None else None
+
+
+def left_over_partitions(ckpt: Checkpoint) -> dict[str, int]:
+    """Store partition directories beyond the partition count that no batch since the count
+    changed wrote (a repartition to fewer partitions leaves them): path -> partition id."""
+    since = partition_count_since(ckpt)
+    if since is None or ckpt.batches.latest_offsets != ckpt.batches.latest_committed:
+        return {}
+    count, first = since
+    return {
+        part.path: part.id
+        for op in ckpt.operators.values()
+        for store in op.stores.values()
+        for part in store.partitions.values()
+        if part.id >= count and all(v <= first for v in part.versions)
+    }
