@@ -4,9 +4,7 @@ validation at the end."""
 from __future__ import annotations
 
 import json
-import struct
 import time
-import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +16,8 @@ from ckpt_cli.cleanup.safety import (
     check_old_enough,
 )
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import checksums, compression
+from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -63,19 +62,6 @@ def default_quarantine(ckpt: Checkpoint, now: float) -> str:
     return f"{ckpt.storage.root.rstrip('/')}.ckpt-quarantine/{stamp}"
 
 
-def hadoop_crc_bytes(data: bytes, bytes_per_checksum: int = 512) -> bytes:
-    """Hadoop's ``ChecksumFileSystem`` sidecar for ``data`` (CRC-32 per chunk)."""
-    sums = [
-        zlib.crc32(data[i : i + bytes_per_checksum])
-        for i in range(0, len(data), bytes_per_checksum)
-    ]
-    return (
-        checksums.HADOOP_CRC_MAGIC
-        + struct.pack(">i", bytes_per_checksum)
-        + struct.pack(f">{len(sums)}I", *sums)
-    )
-
-
 def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
     import google_crc32c
 
@@ -89,12 +75,7 @@ def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
 def _snapshot_bytes(ckpt: Checkpoint, action: Action) -> bytes:
     d = action.details
     plan = plan_version(ckpt, d["operator"], d["partition"], d["version"], store=d["store"])
-    out = bytearray()
-    pack = struct.Struct(">i").pack
-    for key, value in iter_state(ckpt, plan):
-        out += pack(len(key)) + key + pack(len(value)) + value
-    out += pack(-1)
-    return compression.compress(bytes(out), codec_of(ckpt))
+    return encode_hdfs_snapshot(iter_state(ckpt, plan), codec_of(ckpt))
 
 
 def apply_repair(
