@@ -4,7 +4,6 @@ validation at the end."""
 from __future__ import annotations
 
 import json
-import struct
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -17,11 +16,12 @@ from ckpt_cli.cleanup.safety import (
     check_old_enough,
 )
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import compression
+from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.manifest import Manifest, hadoop_crc_bytes, quarantine_stamp
+from ckpt_cli.repair.manifest import Manifest, quarantine_stamp
 from ckpt_cli.repair.plan import (
     QUARANTINE,
     REWRITE_CRC,
@@ -75,12 +75,7 @@ def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
 def _snapshot_bytes(ckpt: Checkpoint, action: Action) -> bytes:
     d = action.details
     plan = plan_version(ckpt, d["operator"], d["partition"], d["version"], store=d["store"])
-    out = bytearray()
-    pack = struct.Struct(">i").pack
-    for key, value in iter_state(ckpt, plan):
-        out += pack(len(key)) + key + pack(len(value)) + value
-    out += pack(-1)
-    return compression.compress(bytes(out), codec_of(ckpt))
+    return encode_hdfs_snapshot(iter_state(ckpt, plan), codec_of(ckpt))
 
 
 def apply_repair(

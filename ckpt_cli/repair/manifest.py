@@ -9,31 +9,15 @@ original bytes saved first: ``original``), ``created`` (a new file, removed by u
 from __future__ import annotations
 
 import json
-import struct
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any
 
-from ckpt_cli.formats import checksums
 from ckpt_cli.storage import Storage
 
 
 def quarantine_stamp(now: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-
-
-def hadoop_crc_bytes(data: bytes, bytes_per_checksum: int = 512) -> bytes:
-    """Hadoop's ``ChecksumFileSystem`` sidecar for ``data`` (CRC-32 per chunk)."""
-    sums = [
-        zlib.crc32(data[i : i + bytes_per_checksum])
-        for i in range(0, len(data), bytes_per_checksum)
-    ]
-    return (
-        checksums.HADOOP_CRC_MAGIC
-        + struct.pack(">i", bytes_per_checksum)
-        + struct.pack(f">{len(sums)}I", *sums)
-    )
 
 
 class Manifest:

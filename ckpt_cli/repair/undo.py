@@ -83,9 +83,7 @@ def undo_repair(
 def _remove_temp_files(storage: Storage, changes: list[dict[str, Any]]) -> None:
     """The temp files of atomic writes a kill interrupted (``.<name>.<uuid>.tmp`` beside a
     file the manifest says was being written)."""
-    interrupted = {
-        c["path"] for c in changes if c.get("done") is False and c["change"] != "moved"
-    }
+    interrupted = {c["path"] for c in changes if c.get("done") is False and c["change"] != "moved"}
     if not interrupted or not storage.is_local:  # object stores write whole objects
         return
     temps = [

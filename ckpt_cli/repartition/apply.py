@@ -29,10 +29,11 @@ from typing import Any
 
 from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_not_active
 from ckpt_cli.errors import CkptError
+from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.manifest import Manifest, hadoop_crc_bytes, quarantine_stamp
+from ckpt_cli.repair.manifest import Manifest, quarantine_stamp
 from ckpt_cli.repartition.logs import commit_bytes, offsets_bytes, operator_metadata_files
 from ckpt_cli.repartition.plan import (
     RepartitionPlan,

@@ -83,8 +83,7 @@ def latest_manifest(
     """The newest repartition manifest beside the checkpoint not undone yet, and its body."""
     root = _quarantine_root(storage)
     none = CkptError(
-        f"{storage.url}: no repartition to undo (no {REPARTITION_PREFIX}*/manifest.json in "
-        f"{root})"
+        f"{storage.url}: no repartition to undo (no {REPARTITION_PREFIX}*/manifest.json in {root})"
     )
     try:
         folder = Storage.from_url(root, storage_options, stats)
