@@ -185,10 +185,10 @@ def _write_store(
     ids: list[str] = []
     for p in range(plan.partitions):
         records = staged_records(plan.staged[(op.id, store_plan.store, p)])
-        files = store_files(ckpt, plan, op.id, store_plan.store, p, records)
+        files = store_files(ckpt, plan, store_plan, records)
         base = store_dir(op, p, store_plan.store)
-        for name, data, sidecar in files.files:
-            out.write(f"{base}/{name}", data, sidecar=sidecar)
+        for name, data in files.files:
+            out.write(f"{base}/{name}", data, sidecar=False)
         if files.unique_id is not None:
             ids.append(files.unique_id)
         progress.advance()

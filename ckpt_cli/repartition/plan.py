@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import DEFAULT_STORE, Checkpoint, Operator, Store
+from ckpt_cli.formats.rocksdb import RocksDBCheckpointMetadata
+from ckpt_cli.formats.snapshot_write import with_hdfs_value_checksum
+from ckpt_cli.formats.state_encoders import row_checksums
+from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.logs import operator_metadata_files
-from ckpt_cli.repartition.placement import placer
+from ckpt_cli.repartition.placement import UnsupportedOperator, placer
 from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
-from ckpt_cli.replay.plan import plan_version
-from ckpt_cli.replay.read import iter_state
+from ckpt_cli.replay.plan import ReplayPlan, plan_version
+from ckpt_cli.replay.read import iter_state, read_zip_metadata
 from ckpt_cli.results import Result
 
 
@@ -59,6 +62,8 @@ class StorePlan:
     bytes_after: list[int]
     files: list[str] = field(default_factory=list)  # to write (names; sizes once written)
     left_over: list[str] = field(default_factory=list)  # old partition directories
+    # RocksDB: the metadata of the newest zip read (its column families carry over).
+    template: RocksDBCheckpointMetadata | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -259,12 +264,61 @@ def plan_repartition(
     return plan
 
 
+def _unreadable(
+    plan: RepartitionPlan, op: Operator, store: Store, old: int, exc: CkptError
+) -> RepartitionRefused:
+    return RepartitionRefused(
+        f"{store_dir(op, old, store.name)}: the state of batch {plan.last_committed} "
+        f"(version {plan.last_committed + 1}) cannot be read completely: {exc.message}",
+        hint=exc.hint or "ckpt validate shows every finding",
+    )
+
+
+def _version_plan(
+    ckpt: Checkpoint, plan: RepartitionPlan, op: Operator, store: Store, old: int, out: StorePlan
+) -> ReplayPlan:
+    if old not in store.partitions:
+        raise RepartitionRefused(
+            f"{store_dir(op, old, store.name)}: missing: the state of batch "
+            f"{plan.last_committed} cannot be read completely"
+        )
+    try:
+        version_plan = plan_version(ckpt, op.id, old, plan.last_committed + 1, store=store.name)
+        _check_template(ckpt, out, version_plan.base)
+    except RepartitionRefused:
+        raise
+    except CkptError as exc:
+        raise _unreadable(plan, op, store, old, exc) from exc
+    return version_plan
+
+
+def _check_template(ckpt: Checkpoint, out: StorePlan, base: CheckpointFile | None) -> None:
+    """Every old partition's zip must name the same virtual column families: the records
+    keep their 2-byte family ids as they move."""
+    if base is None or base.kind is not FileKind.ZIP:
+        return
+    meta = read_zip_metadata(ckpt.storage, base.path, base.entry.size)
+    if out.template is None:
+        out.template = meta
+    elif meta.column_family_mapping != out.template.column_family_mapping:
+        raise RepartitionRefused(
+            f"{base.path}: its column family ids differ from the other partitions' "
+            f"({meta.column_family_mapping} vs {out.template.column_family_mapping}); "
+            "moving records between them is not supported yet"
+        )
+
+
 def _plan_store(
     ckpt: Checkpoint, plan: RepartitionPlan, op: Operator, store: Store, progress: ProgressSink
 ) -> StorePlan:
     m, n = plan.partitions, plan.from_partitions
-    place = placer(ckpt, op.id, store.name, m)
     out = StorePlan(op.id, store.name, store.provider, [0] * n, [0] * n, [0] * m, [0] * m)
+    version_plans = [_version_plan(ckpt, plan, op, store, old, out) for old in range(n)]
+    place = placer(ckpt, op.id, store.name, m, lambda: out.template)
+    # HDFS records come without their row checksums (verified as read): put them back.
+    # RocksDB records keep theirs (``checksummed``).
+    checksums = row_checksums(ckpt.conf)
+    rechecksum = checksums and store.provider == "hdfs"
     writers: list[BinaryIO] = []
     if plan._stage_dir is not None:
         for p in range(m):
@@ -272,18 +326,15 @@ def _plan_store(
             plan.staged[(op.id, store.name, p)] = path
             writers.append(open(path, "wb"))  # noqa: SIM115 (closed below)
     try:
-        for old in range(n):
-            if old not in store.partitions:
-                raise RepartitionRefused(
-                    f"{store_dir(op, old, store.name)}: missing: the state of batch "
-                    f"{plan.last_committed} cannot be read completely"
-                )
+        for old, version_plan in enumerate(version_plans):
             try:
-                version_plan = plan_version(
-                    ckpt, op.id, old, plan.last_committed + 1, store=store.name
+                records = iter_state(
+                    ckpt, version_plan, progress, checksummed=checksums and not rechecksum
                 )
-                for key, value in iter_state(ckpt, version_plan, progress):
+                for key, value in records:
                     new = place(key, value)
+                    if rechecksum:
+                        value = with_hdfs_value_checksum(key, value)
                     size = len(key) + len(value)
                     out.keys_before[old] += 1
                     out.bytes_before[old] += size
@@ -295,15 +346,10 @@ def _plan_store(
                         w.write(key)
                         w.write(_INT.pack(len(value)))
                         w.write(value)
-            except RepartitionRefused:
+            except (RepartitionRefused, UnsupportedOperator):
                 raise
             except CkptError as exc:
-                raise RepartitionRefused(
-                    f"{store_dir(op, old, store.name)}: the state of batch {plan.last_committed} "
-                    f"(version {plan.last_committed + 1}) cannot be read completely: "
-                    f"{exc.message}",
-                    hint=exc.hint or "ckpt validate shows every finding",
-                ) from exc
+                raise _unreadable(plan, op, store, old, exc) from exc
     finally:
         for w in writers:
             w.close()
