@@ -259,7 +259,8 @@ def plan_repartition(
     if plan.left_over:
         plan.notes.append(
             f"partitions {partitions}-{current - 1} are no longer used: their directories "
-            "stay until `ckpt cleanup` removes them"
+            "stay until `ckpt cleanup` removes them (once no retained batch before the "
+            "repartition needs them)"
         )
     return plan
 
