@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import murmur3
+from ckpt_cli.formats import murmur3_columns as columns
 from ckpt_cli.formats import schema as S
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "hash" / "expected.json"
@@ -97,8 +98,8 @@ def test_plain_keys_scalar_and_vectorised() -> None:
     keys = ORACLE["keys"]
     ints = np.array([k["i"] for k in keys])
     longs = np.array([k["l"] for k in keys])
-    assert murmur3.hash_int_array(ints).tolist() == [k["h_i"] for k in keys]
-    assert murmur3.hash_long_array(longs).tolist() == [k["h_l"] for k in keys]
+    assert columns.hash_int_array(ints).tolist() == [k["h_i"] for k in keys]
+    assert columns.hash_long_array(longs).tolist() == [k["h_l"] for k in keys]
     for k in keys:
         assert murmur3.hash_int(k["i"]) == k["h_i"]
         assert murmur3.hash_long(k["l"]) == k["h_l"]
@@ -107,8 +108,8 @@ def test_plain_keys_scalar_and_vectorised() -> None:
         assert murmur3.pmod(k["h_s"], 5) == k["p5_s"]
     # Chaining a second column through per-key seeds.
     seeds = [murmur3.hash_unsafe_bytes(k["s"].encode()) for k in keys]
-    assert murmur3.hash_int_array(ints, seeds).tolist() == [k["h_si"] for k in keys]
-    assert murmur3.pmod_array([k["h_s"] for k in keys], 5).tolist() == [k["p5_s"] for k in keys]
+    assert columns.hash_int_array(ints, seeds).tolist() == [k["h_si"] for k in keys]
+    assert columns.pmod_array([k["h_s"] for k in keys], 5).tolist() == [k["p5_s"] for k in keys]
 
 
 def test_tail_bytes_are_signed_and_mixed_one_by_one() -> None:
@@ -121,12 +122,12 @@ def test_tail_bytes_are_signed_and_mixed_one_by_one() -> None:
 
 @given(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**31), 2**31 - 1))
 def test_vectorised_ints_equal_scalar(value: int, seed: int) -> None:
-    assert murmur3.hash_int_array([value], seed).tolist() == [murmur3.hash_int(value, seed)]
+    assert columns.hash_int_array([value], seed).tolist() == [murmur3.hash_int(value, seed)]
 
 
 @given(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1))
 def test_vectorised_longs_equal_scalar(value: int, seed: int) -> None:
-    assert murmur3.hash_long_array([value], seed).tolist() == [murmur3.hash_long(value, seed)]
+    assert columns.hash_long_array([value], seed).tolist() == [murmur3.hash_long(value, seed)]
 
 
 @given(st.binary(max_size=40).filter(lambda b: len(b) % 4 == 0))
@@ -163,3 +164,32 @@ def test_unhashable_types_are_refused() -> None:
     with pytest.raises(FormatError, match="collated"):
         murmur3.check_hashable(S.ArrayType(collated), path="state/0", what="key column s")
     murmur3.check_hashable(SCHEMA, path="state/0", what="key")  # every fixture type is fine
+
+
+def test_columns_hash_every_type_as_spark() -> None:
+    n = len(ROWS)
+    for i, (name, t) in enumerate(zip(SCHEMA.names, TYPES, strict=True)):
+        got = columns.hash_columns([[row[i] for row in ROWS]], [t], n).tolist()
+        assert got == [row["hash"][name] for row in ORACLE["rows"]], name
+    chained = columns.hash_columns([list(c) for c in zip(*ROWS, strict=True)], TYPES, n)
+    assert chained.tolist() == [row["hash"]["*"] for row in ORACLE["rows"]]
+
+
+def test_columns_of_plain_keys() -> None:
+    keys = ORACLE["keys"]
+    got = columns.hash_columns(
+        [[k["s"] for k in keys], [k["i"] for k in keys]], [S.STRING, S.INTEGER], len(keys)
+    )
+    assert got.tolist() == [k["h_si"] for k in keys]
+
+
+@given(st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=30))
+def test_string_columns_equal_scalar(values: list[str | None]) -> None:
+    got = columns.hash_columns([values], [S.STRING], len(values)).tolist()
+    assert got == [murmur3.hash_row([v], [S.STRING]) for v in values]
+
+
+@given(st.lists(st.binary(max_size=12), max_size=30), st.integers(-(2**31), 2**31 - 1))
+def test_byte_arrays_equal_scalar(values: list[bytes], seed: int) -> None:
+    got = columns.hash_bytes_array(values, seed).tolist()
+    assert got == [murmur3.hash_unsafe_bytes(v, seed) for v in values]
