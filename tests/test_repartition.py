@@ -6,6 +6,7 @@ byte; and every refusal is one line, exit 2."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -289,3 +290,55 @@ def test_manifest_records_every_change_before_it_is_made(tmp_path: Path) -> None
         "state/0/_metadata/metadata",
         "state/0/_metadata/.metadata.crc",
     }
+
+
+# -- Spark's own repartition (fixtures/repartition: its files and its reader's rows) ------------
+
+ORACLES = sorted(
+    p for p in (FIXTURES / "repartition").glob("*-to*") if (p / "expected.json").is_file()
+)
+
+
+def _read_options(options: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"operator": int(options["operatorId"])}
+    if "stateVarName" in options:
+        out["state_var"] = options["stateVarName"]
+    if options.get("readRegisteredTimers") == "true":
+        out["timers"] = True
+    if "storeName" in options:
+        out["store"] = options["storeName"]
+    return out
+
+
+def _rows(lines: Any) -> Counter[str]:
+    return Counter(json.dumps(row, sort_keys=True) for row in lines)
+
+
+@pytest.mark.parametrize("oracle", ORACLES, ids=[p.name for p in ORACLES])
+def test_same_logs_and_rows_as_sparks_own_repartition(oracle: Path, tmp_path: Path) -> None:
+    expected = json.loads((oracle / "expected.json").read_text())
+    path = copy(expected["source_case"], tmp_path)
+    m, batch = expected["num_partitions"], expected["new_batch"]
+    result = run_cli("repartition", str(path), "-p", str(m), "--apply", "-y", "--json")
+    assert result.exit_code == 0, result.stderr
+    # offsets/N+1 byte for byte; commits/N+1 too unless it names format v2's new files.
+    assert (path / "offsets" / str(batch)).read_text() == expected["log_files"][f"offsets/{batch}"]
+    commit = (path / "commits" / str(batch)).read_text()
+    if "stateUniqueIds" not in commit:
+        assert commit == expected["log_files"][f"commits/{batch}"]
+    for name, text in expected["operator_metadata"].items():
+        assert (path / name).read_text() == text  # a new _metadata/v2/<N+1>, as Spark's
+
+    # The same files, but for the random parts of their names.
+    def shape(name: str) -> str:
+        return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "U", name)
+
+    written = {shape(w["path"]) for w in result.json()["result"]["written"]}
+    spark_added = {shape(p) for p in expected["added_files"]}
+    assert spark_added <= written, spark_added - written
+    ckpt = open_ckpt(path)
+    for read in expected["reads"]:
+        lines = (oracle / "state" / f"{read['file']}.jsonl").read_text().splitlines()
+        spark = _rows(json.loads(line) for line in lines)
+        ours = _rows(read_state(ckpt, batch=batch, **_read_options(read["reader_options"])))
+        assert ours == spark, read["file"]
