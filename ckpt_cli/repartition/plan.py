@@ -27,7 +27,7 @@ from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.logs import operator_metadata_files
-from ckpt_cli.repartition.placement import UnsupportedOperator, placer
+from ckpt_cli.repartition.placement import Placer, UnsupportedOperator, placer
 from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
 from ckpt_cli.replay.plan import ReplayPlan, plan_version
 from ckpt_cli.replay.read import iter_state, read_zip_metadata
@@ -172,6 +172,8 @@ def _refuse_on_logs(
 ) -> tuple[int, int, UnfinishedRepartition | None]:
     """The last committed batch and its partition count, or the refusal."""
     url = ckpt.storage.url
+    # A damaged checkpoint is repaired first: the logs must read (the error names the file).
+    _ = ckpt.query_id, ckpt.latest_offsets, ckpt.latest_commit
     if partitions < 1:
         raise RepartitionRefused(f"partitions={partitions}: the partition count must be >= 1")
     batches = ckpt.batches
@@ -317,7 +319,7 @@ def _plan_store(
     m, n = plan.partitions, plan.from_partitions
     out = StorePlan(op.id, store.name, store.provider, [0] * n, [0] * n, [0] * m, [0] * m)
     version_plans = [_version_plan(ckpt, plan, op, store, old, out) for old in range(n)]
-    place = placer(ckpt, op.id, store.name, m, out.template)
+    placers: list[Placer] = []  # made for the first record: an empty store needs no schema
     # HDFS records come without their row checksums (verified as read): put them back.
     # RocksDB records keep theirs (``checksummed``).
     checksums = row_checksums(ckpt.conf)
@@ -331,7 +333,11 @@ def _plan_store(
 
     def flush(old: int, chunk: list[tuple[bytes, bytes]]) -> None:
         # Placed a chunk at a time: the hash is vectorised over many keys.
-        news = place([key for key, _ in chunk]).tolist()
+        if not chunk:
+            return
+        if not placers:
+            placers.append(placer(ckpt, op.id, store.name, m, out.template))
+        news = placers[0]([key for key, _ in chunk]).tolist()
         for (key, value), new in zip(chunk, news, strict=True):
             if rechecksum:
                 value = with_hdfs_value_checksum(key, value)
