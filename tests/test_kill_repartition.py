@@ -10,8 +10,6 @@ run, so every step is reached whatever the machine's speed; and SIGKILL after a 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,46 +21,8 @@ from ckpt_cli.storage import Storage
 from ckpt_cli.validate import validate
 from tests.conftest import run_cli
 from tests.fixture_copies import age_everything
-from tests.kill_support import ENV, kill_after, tree
+from tests.kill_support import die_in_nth_write, kill_after, tree
 from tests.test_repartition import fixture, state_rows
-
-# The CLI with every write of a file under the checkpoint (sys.argv[2]) counted; the Nth
-# writes half its bytes and the process dies there (no finally blocks run).
-DIE_IN_NTH_WRITE = """
-import builtins, os, sys
-from ckpt_cli.cli import main
-
-real_open = builtins.open
-nth, root = int(sys.argv[1]), sys.argv[2] + "/"
-seen = 0
-
-class Dying:
-    def __init__(self, fh):
-        self.fh = fh
-    def write(self, data):
-        self.fh.write(data[: len(data) // 2])
-        self.fh.flush()
-        os._exit(9)
-    def __getattr__(self, name):
-        return getattr(self.fh, name)
-    def __enter__(self):
-        return self
-    def __exit__(self, *exc):
-        return self.fh.__exit__(*exc)
-
-def dying_open(file, mode="r", *args, **kwargs):
-    global seen
-    fh = real_open(file, mode, *args, **kwargs)
-    if str(file).startswith(root) and "w" in mode and not str(file).endswith(".ckpt-lock"):
-        seen += 1
-        if seen == nth:
-            return Dying(fh)
-    return fh
-
-builtins.open = dying_open
-sys.argv = ["ckpt", *sys.argv[3:]]
-main()
-"""
 
 # Checkpoint files a 2 -> 3 repartition writes: HDFS 12 (offsets, 3 snapshots, metadata,
 # commit, each with its .crc); RocksDB format v2 about 24 (SSTs, zips, checksum files).
@@ -127,11 +87,7 @@ def test_a_repartition_dying_in_any_write_is_finished_or_undone(name: str, tmp_p
         path = tmp_path / f"run{nth}" / "ckpt"
         shutil.copytree(source, path)
         args = ["repartition", str(path), "-p", "3", "--apply", "-y", "--force"]
-        died = subprocess.run(
-            [sys.executable, "-c", DIE_IN_NTH_WRITE, str(nth), str(path), *args],
-            env=ENV,
-            capture_output=True,
-        )
+        died = die_in_nth_write(nth, f"{path}/", args)
         assert died.returncode == 9, died.stderr.decode()  # it did die in that write
         outcomes.append(check_and_recover(path, original, last, i % 2 == 0, rows))
     assert outcomes[-1] != "untouched" and "unfinished" in outcomes
