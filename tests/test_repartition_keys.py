@@ -65,6 +65,32 @@ def placed_keys(ckpt: Checkpoint) -> Iterator[tuple[int, str, str, int, Any, K.P
 
 
 @pytest.mark.parametrize("checkpoint", CASES, ids=[c.parent.name for c in CASES])
+def test_raw_keys_are_placed_as_decoded_ones(checkpoint: Path) -> None:
+    # KeyPlacer.partitions hashes flat keys straight from their UnsafeRow slots: the same
+    # partitions as the decoded keys, for every fixture store (with M = 7, not N).
+    ckpt = Checkpoint.open(str(checkpoint), {})
+    fast = 0
+    for op in ckpt.operators:
+        for store, st in ckpt.operators[op].stores.items():
+            target = resolve_target(ckpt, operator=op, store=store)
+            checksummed = st.provider == "rocksdb" and row_checksums(ckpt.conf)
+            for p in target.partitions:
+                placer = K.key_placer(ckpt, op, store, K.family_ids(ckpt, op, store, p))
+                plan = plan_partition(ckpt, target, p)
+                with closing(iter_state(ckpt, plan, checksummed=checksummed)) as pairs:
+                    raws = [raw for raw, _value in pairs]
+                expected = [placer.partition(raw, 7) for raw in raws]
+                assert placer.partitions(raws, 7).tolist() == expected
+                fast += bool(placer.rows) and bool(raws)
+    if checkpoint.parent.name in (
+        "spark4-rocksdb-agg",
+        "spark4-hdfs-agg",
+        "spark4-join-v3-rocksdb",
+    ):
+        assert fast, "the slot fast path was not taken"
+
+
+@pytest.mark.parametrize("checkpoint", CASES, ids=[c.parent.name for c in CASES])
 def test_every_key_sits_in_the_partition_its_hash_names(checkpoint: Path) -> None:
     ckpt = Checkpoint.open(str(checkpoint), {})
     seen: collections.Counter[str] = collections.Counter()
@@ -219,3 +245,16 @@ def test_keys_go_where_sparks_own_repartition_put_them(oracle: Path) -> None:
         assert ours == rows, read
         compared += len(rows)
     assert compared > 0
+
+
+def test_a_damaged_raw_key_is_a_format_error() -> None:
+    ckpt = Checkpoint.open(str(next(c for c in CASES if c.parent.name == "spark4-hdfs-agg")), {})
+    placer = K.key_placer(ckpt, 0, "default")
+    assert placer.rows  # the slot fast path applies to this store
+    good = bytes.fromhex("000000000000000002000000100000006b30000000000000")  # ("k0")
+    bad = good[:8] + (200 << 32 | 2).to_bytes(8, "little") + good[16:]  # string past the row
+    assert placer.partitions([good], 3).tolist() == [placer.partition(good, 3)]
+    with pytest.raises(FormatError):
+        placer.partitions([good, bad], 3)
+    with pytest.raises(FormatError):
+        placer.partitions([good[:10]], 3)
