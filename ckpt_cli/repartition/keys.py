@@ -34,7 +34,7 @@ from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay.read import read_zip_metadata, store_schema
 from ckpt_cli.replay.rows import RowDecoder
 from ckpt_cli.replay.source import decoder_for
-from ckpt_cli.replay.tws import operator_metadata_v2, zips_of
+from ckpt_cli.replay.tws import family_reader, operator_metadata_v2, zips_of
 
 AGGREGATION = "stateStoreSave"
 SESSION_WINDOW = "sessionWindowStateStoreSaveExec"
@@ -407,14 +407,7 @@ def key_placer(
     for cf in schema.column_families:
         if cf.name not in keys or cf_ids is None or cf.name not in cf_ids:
             continue
-        decode = encoders.make_key_decoder(
-            cf.key,
-            cf.key_encoder,
-            column_families=True,
-            encoding=encoding,
-            path=path,
-            key_writers={cf.key_schema_id: cf.key},
-        )
+        decode = family_reader(ckpt, cf, "value", path=path).decode_key
         families[cf_ids[cf.name]] = (cf.name, _key_row(decode))
     placer = KeyPlacer(keys, families, path)
     for cf in schema.column_families:
