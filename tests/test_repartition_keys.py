@@ -258,3 +258,17 @@ def test_a_damaged_raw_key_is_a_format_error() -> None:
         placer.partitions([good, bad], 3)
     with pytest.raises(FormatError):
         placer.partitions([good[:10]], 3)
+
+
+def test_a_global_aggregation_stays_in_partition_0() -> None:
+    # No grouping key: Spark runs the operator on one partition (AllTuples) and reads only
+    # partition 0 on restart. Spark 4.3's own repartition to 5 moves the state to
+    # pmod(42, 5) = 2, and the restarted query loses it (checked by hand: NOTES.md).
+    pk = K.partition_key_columns("stateStoreSave", "default", S.StructType(()))
+    assert pk.partition({}, 5) == 0
+    assert pk.partitions([{}, {}], 5).tolist() == [0, 0]
+    assert pk.hash({}) == 42
+    placer = K.KeyPlacer(
+        {"default": pk}, {None: ("default", lambda raw: {})}, rows={"default": (0, 0)}
+    )
+    assert placer.partitions([b"", b""], 5).tolist() == [0, 0]

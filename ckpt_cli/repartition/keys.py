@@ -99,11 +99,16 @@ class PartitionKey:
         return murmur3.hash_row(self.values(key), self.types)
 
     def partition(self, key: Any, m: int) -> int:
-        """The partition of ``m`` the shuffle sends the key to."""
-        return murmur3.pmod(self.hash(key), m)
+        """The partition of ``m`` the shuffle sends the key to. With no columns (a global
+        aggregation) the operator's input is one partition (``AllTuples``): 0, whatever
+        ``m`` (Spark 4.3's own repartition puts it at ``pmod(42, m)``, where the restarted
+        query never reads it)."""
+        return murmur3.pmod(self.hash(key), m) if self.columns else 0
 
     def partitions(self, keys: Sequence[Any], m: int) -> npt.NDArray[np.int64]:
         """``partition`` of many keys, hashed column by column with numpy."""
+        if not self.columns:
+            return np.zeros(len(keys), dtype=np.int64)
         hashes = murmur3_columns.hash_columns(self._columns(keys), self.types, len(keys))
         return murmur3_columns.pmod_array(hashes, m)
 
@@ -154,8 +159,6 @@ def _key(
             raise FormatError(where, f"{operator} {family}: key field {name!r} is not a struct")
         struct = inner
     cols = tuple(range(len(struct.fields))) if columns is None else tuple(columns)
-    if not cols:
-        raise FormatError(where, f"{operator} {family}: the key has no partitioning columns")
     prefix = "".join(p + "." for p in path)
     types = tuple(struct.fields[i].data_type for i in cols)
     for i, t in zip(cols, types, strict=True):
@@ -357,7 +360,7 @@ class KeyPlacer:
         pk = self.keys[family]
         if not raws:
             return np.empty(0, dtype=np.int64)
-        if family in self.rows:
+        if family in self.rows and pk.columns:
             start, fields = self.rows[family]
             # RocksDB keys: the encoding version byte before the row must be 0.
             if start == 0 or all(r[start - 1] == 0 for r in raws):
