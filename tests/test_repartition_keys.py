@@ -176,7 +176,7 @@ def test_session_windows_drop_the_session_start() -> None:
         (S.StructField("k", S.STRING), S.StructField("sessionStartTime", S.TIMESTAMP))
     )
     for operator in (K.SESSION_WINDOW, None):  # None: no operator metadata (Spark < 4.0)
-        pk = K.partition_key_columns(operator, "default", schema, prefix_cols=1)
+        pk = K.partition_key_columns(operator, "default", schema)
         assert pk.names == ("k",)
 
 

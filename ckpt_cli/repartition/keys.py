@@ -220,7 +220,6 @@ def partition_key_columns(
     family: str,
     key_schema: StructType,
     *,
-    prefix_cols: int = 0,
     map_families: Iterable[str] = (),
     path: str = "<state>",
 ) -> PartitionKey:
@@ -229,18 +228,16 @@ def partition_key_columns(
     ``operator``: Spark's operator name (operator metadata), or None when the checkpoint has
     none (Spark < 4.0: then a join is known by its store names, a session window by its
     key's last column ``sessionStartTime``, and anything else partitions by the whole key,
-    as aggregation, dedup and flatMapGroupsWithState do). ``prefix_cols``: the store's
-    ``numColsPrefixKey``; ``map_families``: the transformWithState map-state variables.
+    as aggregation, dedup and flatMapGroupsWithState do). ``map_families``: the
+    transformWithState map-state variables.
     """
     name = operator if operator is not None else _guess_operator(family, key_schema)
     if name in WHOLE_KEY_OPERATORS:
         return _key(name, family, key_schema, (), None, path)
     if name == JOIN:
         return _join_key(family, key_schema, path)
-    if name == SESSION_WINDOW:
-        n = len(key_schema.fields)
-        cols = prefix_cols if 0 < prefix_cols < n else n - 1
-        return _key(name, family, key_schema, (), range(cols), path)
+    if name == SESSION_WINDOW:  # Spark's DropLastNFieldsStatePartitionKeyExtractor(1)
+        return _key(name, family, key_schema, (), range(len(key_schema.fields) - 1), path)
     if name in TWS_OPERATORS:
         return _tws_key(name, family, key_schema, frozenset(map_families), path)
     raise FormatError(
@@ -260,24 +257,19 @@ def _guess_operator(family: str, key_schema: StructType) -> str:
 
 
 def schema_partition_keys(
-    operator: str | None, store: str, schema: StateSchema, *, prefix_cols: int = 0, path: str
+    operator: str | None, store: str, schema: StateSchema, *, path: str
 ) -> dict[str, PartitionKey]:
     """The partition keys of a store: by column family for a store with several (schema
     v3: transformWithState, joins in state format 3/4), else ``{store: ...}``."""
     families = [cf for cf in schema.column_families if cf.name != DEFAULT_FAMILY]
     if not families:
-        return {
-            store: partition_key_columns(
-                operator, store, schema.key, prefix_cols=prefix_cols, path=path
-            )
-        }
+        return {store: partition_key_columns(operator, store, schema.key, path=path)}
     maps = frozenset(cf.name for cf in families if cf.user_key_encoder_schema is not None)
     return {
         cf.name: partition_key_columns(
             operator,
             cf.name,
             cf.key,
-            prefix_cols=cf.key_encoder.num_cols_prefix_key,
             map_families=maps,
             path=path,
         )
@@ -297,17 +289,13 @@ def operator_name(ckpt: Checkpoint, operator: int) -> str | None:
 def operator_partition_keys(ckpt: Checkpoint, operator: int) -> dict[str, dict[str, PartitionKey]]:
     """Every store of an operator -> its families (or the store itself) -> partition key."""
     name = operator_name(ckpt, operator)
-    meta = ckpt.operator_metadata(operator)
-    prefix = {store: cols for store, cols, _ in meta.stores} if meta is not None else {}
     path = f"state/{operator}"
     out: dict[str, dict[str, PartitionKey]] = {}
     for store in ckpt.operators[operator].stores:
         schema = store_schema(ckpt, operator, store)
         if schema is None:
             raise FormatError(path, f"store {store}: no schema file, the key columns are unknown")
-        out[store] = schema_partition_keys(
-            name, store, schema, prefix_cols=prefix.get(store, 0), path=path
-        )
+        out[store] = schema_partition_keys(name, store, schema, path=path)
     return out
 
 
