@@ -27,19 +27,29 @@ from hypothesis import strategies as st
 
 import ckpt_cli
 from ckpt_cli.formats import checksums, compression, records, rocksdb
-from ckpt_cli.formats.rocksdb_write import build_rocksdb_checkpoint, zip_file_name
+from ckpt_cli.formats.rocksdb_write import (
+    build_rocksdb_checkpoint,
+    merge_delimiter,
+    zip_file_name,
+)
 from ckpt_cli.formats.snapshot_write import (
     encode_hdfs_snapshot,
     hdfs_snapshot_chunks,
     with_hdfs_value_checksum,
 )
-from ckpt_cli.formats.state_encoders import row_checksums, strip_hdfs_value_checksum
+from ckpt_cli.formats.state_encoders import (
+    MULTI_VALUED_JOIN_FAMILIES,
+    row_checksums,
+    split_column_family,
+    split_list_value,
+    strip_hdfs_value_checksum,
+)
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.replay import read_state
 from ckpt_cli.replay.join_families import join_families, join_format
 from ckpt_cli.replay.plan import codec_of, plan_version
 from ckpt_cli.replay.read import iter_state, read_zip_metadata
-from ckpt_cli.replay.tws import state_variables
+from ckpt_cli.replay.tws import MULTI_VALUED, operator_metadata_v2, state_variables
 from tests.conftest import REPO
 
 FIXTURE_DIRS = (REPO / "fixtures" / "checkpoints", REPO / "fixtures" / "pending")
@@ -52,6 +62,7 @@ CASES = sorted(
         if "crash" not in p.parent.name
     }.items()
 )
+MERGE_CONF = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 record_lists = st.lists(st.tuples(st.binary(max_size=300), st.binary(max_size=3000)), max_size=40)
@@ -221,6 +232,58 @@ def test_template_carries_column_families_and_counts_internal_keys() -> None:
     assert meta.max_column_family_id == 3
 
 
+@pytest.mark.parametrize("checksums", [False, True])
+def test_list_values_are_joined_with_sparks_delimiter(checksums: bool) -> None:
+    """A list read back through rocksdict has ``,`` between operands; Spark 4.3
+    (mergeOperatorVersion 2) joins elements with nothing."""
+    template = rocksdb.parse_zip_metadata(
+        "t",
+        'v1\n{"sstFiles":[],"numKeys":0,"columnFamilyMapping":{"default":1,"events":2},'
+        '"columnFamilyTypeMap":{"default":false,"events":false},"maxColumnFamilyId":2}',
+    )
+    key = b"\x02\x00\x00k"
+
+    def element(row: bytes) -> bytes:
+        body = b"\x00" + row
+        if not checksums:
+            return len(body).to_bytes(4, "little") + body
+        inner = len(body).to_bytes(4, "little") + body
+        crc = checksums_crc(key, inner)
+        return crc + len(inner).to_bytes(4, "little") + inner
+
+    elements = [element(b"a" * 8), element(b"b" * 16), element(b"c" * 8)]
+    merged = elements[0] + b"," + elements[1] + elements[2]
+    other = (b"\x01\x00\x00k", b"\x00,x")  # not a list family: unchanged
+    for delimiter in (b"", b","):
+        out = build_rocksdb_checkpoint(
+            [(key, merged), other],
+            4,
+            template=template,
+            list_families=["events", "absent"],
+            delimiter=delimiter,
+            row_checksums=checksums,
+        )
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            got = dict(read_back(dict(out.files()), Path(tmp)))
+        assert got[key] == delimiter.join(elements)
+        assert got[other[0]] == other[1]
+        assert len(split_list_value(got[key], key=key, checksums=checksums)) == 3
+
+
+def checksums_crc(key: bytes, data: bytes) -> bytes:
+    from ckpt_cli.formats.state_encoders import crc32c
+
+    return crc32c(key, data).to_bytes(4, "little", signed=True)
+
+
+def test_merge_delimiter_follows_the_pinned_conf() -> None:
+    assert merge_delimiter({MERGE_CONF: "2"}) == b""
+    assert merge_delimiter({MERGE_CONF: "1"}) == b","
+    assert merge_delimiter({}) == b","
+
+
 def test_spark35_template_keeps_its_fields() -> None:
     template = rocksdb.parse_zip_metadata("t", 'v1\n{"sstFiles":[],"numKeys":-1}')
     meta = build_rocksdb_checkpoint([(b"\x00k", b"\x00v")], 2, template=template).metadata
@@ -241,6 +304,13 @@ def stores(ckpt: Checkpoint) -> Iterable[tuple[int, str]]:
     for op_id, op in ckpt.operators.items():
         for name in op.stores:
             yield op_id, name
+
+
+def list_families(ckpt: Checkpoint, op_id: int) -> list[str]:
+    """The column families whose values are lists: ListState variables, join format 4."""
+    meta = operator_metadata_v2(ckpt, op_id)
+    names = [v.name for v in meta.state_variables if v.short_kind in MULTI_VALUED] if meta else []
+    return names + list(MULTI_VALUED_JOIN_FAMILIES)
 
 
 def _drop(root: Path, rel: str) -> None:
@@ -283,6 +353,9 @@ def replace_newest_version(src: Path, dst: Path) -> Replaced:
                     unique_id=plan.unique_id,
                     template=template,
                     checksum_file=sidecar,
+                    list_families=list_families(ckpt, op_id),
+                    delimiter=merge_delimiter(ckpt.conf),
+                    row_checksums=checksummed,
                 )
                 out = files.files(hadoop_crc=True)
             else:
@@ -319,11 +392,28 @@ def canon_rows(ckpt: Checkpoint, op_id: int, selection: dict[str, Any]) -> list[
 
 
 def raw_state(ckpt: Checkpoint, op_id: int, store: str, version: int) -> list[list[Any]]:
-    """Every partition's (key, value) bytes at ``version``, as stored."""
+    """Every partition's (key, value) bytes at ``version``, as stored; a list value as its
+    elements (the delimiter between them is the reader's, see ``build_rocksdb_checkpoint``)."""
+    checksummed = row_checksums(ckpt.conf)
     out = []
-    for part in sorted(ckpt.operators[op_id].stores[store].partitions):
-        plan = plan_version(ckpt, op_id, part, version, store=store)
-        out.append(sorted(iter_state(ckpt, plan, checksummed=row_checksums(ckpt.conf))))
+    for part_id, part in sorted(ckpt.operators[op_id].stores[store].partitions.items()):
+        zips = [f for f in part.files if f.kind is FileKind.ZIP]
+        newest = max(zips, key=lambda f: f.version or 0, default=None)
+        mapping = (
+            read_zip_metadata(ckpt.storage, newest.path, None).column_family_mapping
+            if newest
+            else {}
+        )
+        lists = {mapping[n] for n in list_families(ckpt, op_id) if n in mapping}
+        plan = plan_version(ckpt, op_id, part_id, version, store=store)
+        rows: list[Any] = []
+        for key, value in iter_state(ckpt, plan, checksummed=checksummed):
+            if lists and split_column_family(key)[0] in lists:
+                split = split_list_value(value, key=key, checksums=checksummed)
+                rows.append((key, [e.data for e in split]))
+            else:
+                rows.append((key, value))
+        out.append(sorted(rows))
     return out
 
 
