@@ -32,7 +32,7 @@ WANTED = (
 
 def newest_reads(name: str) -> list[dict[str, Any]]:
     """The successful reads Spark made of the newest version (change feeds excluded: the
-    replaced version has no changelog to feed them)."""
+    replaced version has no changelog to feed them; unflattened lists are the same bytes)."""
     case = CASE_DIRS[name].parent
     expected = json.loads((case / "expected.json").read_text())
     latest = max(int(p.name) for p in (CASE_DIRS[name] / "commits").iterdir() if p.name.isdigit())
@@ -42,6 +42,7 @@ def newest_reads(name: str) -> list[dict[str, Any]]:
         if "error" not in r
         and r["batch_id"] == latest
         and r["reader_options"].get("readChangeFeed") != "true"
+        and "flattenCollectionTypes" not in r["reader_options"]
     ]
 
 
