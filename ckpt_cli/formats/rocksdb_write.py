@@ -119,7 +119,8 @@ def build_rocksdb_checkpoint(
     delimiter: bytes = b"",
     row_checksums: bool = False,
 ) -> RocksDBCheckpointFiles:
-    """A full RocksDB version holding exactly ``records`` (RocksDB key, value as stored).
+    """A full RocksDB version holding exactly ``records`` (RocksDB key, value as stored; each
+    key once, in any order: RocksDB sorts them, and the key counts assume no repeats).
 
     ``template`` is the metadata of the store's newest existing zip: its header version, the
     fields it has (3.x writes only ``sstFiles``/``numKeys``), the virtual column families
