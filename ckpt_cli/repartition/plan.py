@@ -144,7 +144,8 @@ class RepartitionPlan(Result):
             self._stage_dir = None
 
 
-# -- staged records: [int32 keySize][key][int32 valueSize][value], uncompressed -----------------
+# -- staged records: [int32 keySize][key][int32 valueSize][value], uncompressed (the HDFS
+# snapshot's record layout, so a snapshot is the staged bytes compressed) -------------------
 
 _INT = struct.Struct(">i")
 # Records placed at a time.
@@ -152,11 +153,16 @@ _CHUNK = 8192
 
 
 def staged_records(path: Path) -> Iterator[tuple[bytes, bytes]]:
-    with open(path, "rb") as fh:
-        while header := fh.read(4):
-            key = fh.read(_INT.unpack(header)[0])
-            value = fh.read(_INT.unpack(fh.read(4))[0])
-            yield key, value
+    """The records staged for one new partition (read whole: one partition's share)."""
+    data = path.read_bytes()
+    unpack, at, end = _INT.unpack_from, 0, len(data)
+    while at < end:
+        (size,) = unpack(data, at)
+        key = data[at + 4 : at + 4 + size]
+        at += 4 + size
+        (size,) = unpack(data, at)
+        yield key, data[at + 4 : at + 4 + size]
+        at += 4 + size
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -338,20 +344,23 @@ def _plan_store(
         if not placers:
             placers.append(placer(ckpt, op.id, store.name, m, out.template))
         news = placers[0]([key for key, _ in chunk]).tolist()
+        pack = _INT.pack
+        pieces: list[list[bytes]] = [[] for _ in range(m)]
+        sizes = [0] * m
+        counts = [0] * m
         for (key, value), new in zip(chunk, news, strict=True):
             if rechecksum:
                 value = with_hdfs_value_checksum(key, value)
-            size = len(key) + len(value)
-            out.keys_before[old] += 1
-            out.bytes_before[old] += size
-            out.keys_after[new] += 1
-            out.bytes_after[new] += size
-            if writers:
-                w = writers[new]
-                w.write(_INT.pack(len(key)))
-                w.write(key)
-                w.write(_INT.pack(len(value)))
-                w.write(value)
+            pieces[new] += (pack(len(key)), key, pack(len(value)), value)
+            sizes[new] += len(key) + len(value)
+            counts[new] += 1
+        out.keys_before[old] += len(chunk)
+        out.bytes_before[old] += sum(sizes)
+        for new in range(m):
+            out.keys_after[new] += counts[new]
+            out.bytes_after[new] += sizes[new]
+            if writers and pieces[new]:
+                writers[new].write(b"".join(pieces[new]))
         chunk.clear()
 
     try:
