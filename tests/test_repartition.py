@@ -376,3 +376,15 @@ def test_object_store_repartition_and_undo() -> None:
         for root in ("/repartition-test", "/repartition-test.ckpt-quarantine"):
             if fs.exists(root):
                 fs.rm(root, recursive=True)
+
+
+def test_undo_refuses_once_the_query_ran_on(tmp_path: Path) -> None:
+    path = copy("spark4-hdfs-agg", tmp_path)
+    before = tree(path)
+    assert run_cli("repartition", str(path), "-p", "3", "--apply", "-y").exit_code == 0
+    (path / "offsets" / "11").write_bytes((path / "offsets" / "10").read_bytes())
+    assert "ran batch 11 after the repartition" in refusal(str(path), "--undo")
+    (path / "offsets" / "11").unlink()
+    assert run_cli("repartition", str(path), "--undo").exit_code == 0
+    assert tree(path) == before
+    assert "no repartition to undo" in refusal(str(path), "--undo")  # undone already
