@@ -114,10 +114,18 @@ def test_snapshot_bytes_are_sparks_framing() -> None:
     assert plain == b"\x00\x00\x00\x02ab\x00\x00\x00\x03xyz\xff\xff\xff\xff"
 
 
-@given(st.binary(max_size=100), st.binary(max_size=100))
-def test_hdfs_value_checksum_round_trips(key: bytes, value: bytes) -> None:
-    body, checksum = strip_hdfs_value_checksum(key, with_hdfs_value_checksum(key, value))
-    assert body == value and checksum.ok
+@settings(max_examples=30, deadline=None)
+@given(record_lists)
+def test_row_checksums_are_added_and_verify(recs: list[tuple[bytes, bytes]]) -> None:
+    data = encode_hdfs_snapshot(recs, compression.LZ4, row_checksums=True)
+    back = []
+    for key, value in decode_snapshot(data):
+        assert value is not None
+        body, checksum = strip_hdfs_value_checksum(key, value)
+        assert checksum.ok
+        assert value == with_hdfs_value_checksum(key, body)
+        back.append((key, body))
+    assert back == recs
 
 
 def test_unknown_codec_is_refused() -> None:
@@ -359,9 +367,8 @@ def replace_newest_version(src: Path, dst: Path) -> Replaced:
                 )
                 out = files.files(hadoop_crc=True)
             else:
-                if checksummed:  # the HDFS reader stripped them; the file keeps them
-                    recs = [(k, with_hdfs_value_checksum(k, v)) for k, v in recs]
-                data = encode_hdfs_snapshot(recs, codec_of(ckpt))
+                # The HDFS reader stripped the row checksums; the file keeps them.
+                data = encode_hdfs_snapshot(recs, codec_of(ckpt), row_checksums=checksummed)
                 out = [(f"{version}.snapshot", data)]
                 if sidecar:
                     out.append((f"{version}.snapshot.crc", checksums.spark_checksum_bytes(data)))
