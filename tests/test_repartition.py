@@ -206,6 +206,7 @@ def test_refusals(tmp_path: Path) -> None:
     # A query that ran a minute ago looks active: --apply refuses unless --force.
     active = tmp_path / "active"
     shutil.copytree(fixture("spark4-hdfs-agg"), active)
+    (active / "offsets" / "9").touch()  # written a moment ago
     assert "looks active" in refusal(str(active), "-p", "3", "--apply", "-y")
     assert run_cli("repartition", str(active), "-p", "3", "--apply", "-y", "--force").exit_code == 0
 
