@@ -389,3 +389,15 @@ def test_undo_refuses_once_the_query_ran_on(tmp_path: Path) -> None:
     assert run_cli("repartition", str(path), "--undo").exit_code == 0
     assert tree(path) == before
     assert "no repartition to undo" in refusal(str(path), "--undo")  # undone already
+
+
+def test_a_quarantine_of_ones_own(tmp_path: Path) -> None:
+    path = copy("spark4-rocksdb-changelog", tmp_path)
+    before = tree(path)
+    where = tmp_path / "elsewhere"
+    args = ("-p", "1", "--quarantine", str(where))
+    assert run_cli("repartition", str(path), *args, "--apply", "-y").exit_code == 0
+    assert (where / "manifest.json").is_file()
+    assert "no repartition to undo" in refusal(str(path), "--undo")
+    assert run_cli("repartition", str(path), "--undo", "--quarantine", str(where)).exit_code == 0
+    assert tree(path) == before
