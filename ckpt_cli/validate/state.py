@@ -8,12 +8,14 @@ from collections.abc import Iterable
 from ckpt_cli.errors import FormatError, UnsupportedVersionError
 from ckpt_cli.formats import logs
 from ckpt_cli.model import DEFAULT_STORE, FileKind, Operator, Partition, Store
+from ckpt_cli.repartition.unfinished import left_over_partitions
 from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.validate.codes import (
     CODES,
     CORRUPT_FILE,
     EMPTY_FILE,
     ERROR,
+    INFO,
     MISSING_SCHEMA,
     MISSING_STATE_FILE,
     PARTITION_COUNT_MISMATCH,
@@ -42,13 +44,15 @@ def check_state(run: ValidationRun) -> None:
             (len(s.partitions) for op in ops.values() for s in op.stores.values()), default=0
         )
     target = run.target_version()
+    # Partitions a repartition to fewer partitions left behind: not state Spark loads.
+    left_over = left_over_partitions(run.ckpt)
     for op in ops.values():
         _check_operator_metadata(run, op.id)
         _check_schema(run, op.id)
         check_fmgws_v1(run, op)
         for store in op.stores.values():
-            missing = _check_partition_count(run, op, store, want)
-            _check_versions(run, op.id, store, target)
+            missing = _check_partition_count(run, op, store, want, left_over)
+            _check_versions(run, op.id, store, target, left_over)
             if target:
                 for pid in missing:
                     path = f"{op.path}/{pid}" + (
@@ -65,11 +69,25 @@ def check_state(run: ValidationRun) -> None:
                     )
 
 
-def _check_partition_count(run: ValidationRun, op: Operator, store: Store, want: int) -> list[int]:
-    """PARTITION_COUNT_MISMATCH when partitions are missing or extra; returns the missing."""
+def _check_partition_count(
+    run: ValidationRun, op: Operator, store: Store, want: int, left_over: dict[str, int]
+) -> list[int]:
+    """PARTITION_COUNT_MISMATCH when partitions are missing or extra; returns the missing.
+    Partitions left over by a repartition are info."""
     ids = sorted(store.partitions)
     missing = [p for p in range(want) if p not in store.partitions]
-    extra = [p for p in ids if p >= want]
+    left = [p for p in ids if store.partitions[p].path in left_over]
+    extra = [p for p in ids if p >= want and p not in left]
+    if left:
+        run.add(
+            PARTITION_COUNT_MISMATCH,
+            f"{op.path} store {store.name}: partitions {', '.join(map(str, left))} are left "
+            f"over from before a repartition to {want} partitions; ckpt cleanup removes them",
+            [store.partitions[p].path for p in left],
+            severity=INFO,
+            operator=op.id,
+            store=store.name,
+        )
     # A partition directory that is a symbolic link is not listed: its SYMLINK finding says
     # so, rather than a wrong count.
     unlinked = [p for p in missing if run.link_of(f"{op.path}/{p}") is None]
@@ -86,9 +104,11 @@ def _check_partition_count(run: ValidationRun, op: Operator, store: Store, want:
     return missing
 
 
-def _check_versions(run: ValidationRun, op: int, store: Store, target: int | None) -> None:
+def _check_versions(
+    run: ValidationRun, op: int, store: Store, target: int | None, left_over: dict[str, int]
+) -> None:
     """Plan the versions in scope of every partition of ``store``, as Spark loads them."""
-    parts = store.partitions.values()
+    parts = [p for p in store.partitions.values() if p.path not in left_over]
     if target and not run.all_versions:
         _prefetch_lineage(run, parts, {target})
     if run.every:
