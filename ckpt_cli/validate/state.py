@@ -22,6 +22,7 @@ from ckpt_cli.validate.codes import (
 )
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.lineage import check_plan_lineage, check_retained_changelogs
+from ckpt_cli.validate.repartition import find_unfinished_repartition
 from ckpt_cli.validate.spark4 import check_fmgws_v1
 
 
@@ -35,20 +36,23 @@ def _shuffle_partitions(run: ValidationRun) -> int | None:
 
 def check_state(run: ValidationRun) -> None:
     ops = run.ckpt.operators
-    # Without a readable conf, the store with the most partitions sets the count.
-    want = _shuffle_partitions(run)
+    # An unfinished repartition: a restart from the last commit loads the old layout; the
+    # partitions only the attempt wrote are its (UNFINISHED_REPARTITION names them).
+    attempt = find_unfinished_repartition(run.ckpt)
+    want = attempt.partitions_before if attempt else _shuffle_partitions(run)
     if want is None:
         want = max(
             (len(s.partitions) for op in ops.values() for s in op.stores.values()), default=0
         )
+    skip = range(want, attempt.partitions_after) if attempt else range(0)
     target = run.target_version()
     for op in ops.values():
         _check_operator_metadata(run, op.id)
         _check_schema(run, op.id)
         check_fmgws_v1(run, op)
         for store in op.stores.values():
-            missing = _check_partition_count(run, op, store, want)
-            _check_versions(run, op.id, store, target)
+            missing = _check_partition_count(run, op, store, want, skip)
+            _check_versions(run, op.id, store, target, skip)
             if target:
                 for pid in missing:
                     path = f"{op.path}/{pid}" + (
@@ -65,9 +69,11 @@ def check_state(run: ValidationRun) -> None:
                     )
 
 
-def _check_partition_count(run: ValidationRun, op: Operator, store: Store, want: int) -> list[int]:
+def _check_partition_count(
+    run: ValidationRun, op: Operator, store: Store, want: int, skip: range
+) -> list[int]:
     """PARTITION_COUNT_MISMATCH when partitions are missing or extra; returns the missing."""
-    ids = sorted(store.partitions)
+    ids = sorted(p for p in store.partitions if p not in skip)
     missing = [p for p in range(want) if p not in store.partitions]
     extra = [p for p in ids if p >= want]
     # A partition directory that is a symbolic link is not listed: its SYMLINK finding says
@@ -86,9 +92,11 @@ def _check_partition_count(run: ValidationRun, op: Operator, store: Store, want:
     return missing
 
 
-def _check_versions(run: ValidationRun, op: int, store: Store, target: int | None) -> None:
+def _check_versions(
+    run: ValidationRun, op: int, store: Store, target: int | None, skip: range
+) -> None:
     """Plan the versions in scope of every partition of ``store``, as Spark loads them."""
-    parts = store.partitions.values()
+    parts = [p for p in store.partitions.values() if p.id not in skip]
     if target and not run.all_versions:
         _prefetch_lineage(run, parts, {target})
     if run.every:
