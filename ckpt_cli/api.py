@@ -19,14 +19,16 @@ if TYPE_CHECKING:
     from ckpt_cli.cleanup import CleanupPlan
     from ckpt_cli.model import Checkpoint
     from ckpt_cli.repair import RepairPlan
+    from ckpt_cli.repartition.apply import RepartitionResult
+    from ckpt_cli.repartition.plan import RepartitionPlan
     from ckpt_cli.replay import StateRows
     from ckpt_cli.validate import ValidationReport
     from ckpt_cli.versions import VersionsReport
 
 
 class CheckpointCalls:
-    """What ``ckpt versions``, ``validate``, ``replay``, ``orphans``/``cleanup`` (the plan)
-    and ``repair`` (the plan) compute, as methods of a checkpoint."""
+    """What ``ckpt versions``, ``validate``, ``replay``, ``orphans``/``cleanup`` (the plan),
+    ``repair`` (the plan) and ``repartition`` compute, as methods of a checkpoint."""
 
     @property
     def _checkpoint(self) -> Checkpoint:
@@ -103,3 +105,26 @@ class CheckpointCalls:
         from ckpt_cli.repair import plan_repair
 
         return plan_repair(self._checkpoint, rollback_to=rollback_to, snapshot=snapshot)
+
+    def plan_repartition(self, *, partitions: int) -> RepartitionPlan:
+        """What ``repartition`` to ``partitions`` would write (batch, version, keys and bytes
+        per new partition, skew); raises ``RepartitionRefused`` when it would refuse. Reads
+        the whole state; changes nothing."""
+        from ckpt_cli.repartition.plan import plan_repartition
+
+        return plan_repartition(self._checkpoint, partitions=partitions)
+
+    def repartition(
+        self, *, partitions: int, force: bool = False, quarantine: str | None = None
+    ) -> RepartitionResult:
+        """Change the number of state partitions to ``partitions``, as Spark's own repartition
+        does (``ckpt repartition --apply``); refused while the query looks active unless
+        ``force``. ``.manifest`` is what ``ckpt repartition --undo`` restores from."""
+        from ckpt_cli.repartition.apply import repartition
+        from ckpt_cli.repartition.plan import plan_repartition
+
+        plan = plan_repartition(self._checkpoint, partitions=partitions, stage=True)
+        try:
+            return repartition(self._checkpoint, plan, force=force, quarantine=quarantine)
+        finally:
+            plan.discard()

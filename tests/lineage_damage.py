@@ -11,7 +11,7 @@ from pathlib import Path
 import google_crc32c
 
 from ckpt_cli.formats import compression
-from ckpt_cli.repair.apply import hadoop_crc_bytes
+from ckpt_cli.formats.checksums import hadoop_crc_bytes
 
 BOGUS_ID = "deadbeef-0000-4000-8000-000000000000"
 

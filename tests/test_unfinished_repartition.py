@@ -16,8 +16,8 @@ import pytest
 
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.repair import plan_repair
+from ckpt_cli.repartition.unfinished import find_unfinished_repartition
 from ckpt_cli.validate import validate
-from ckpt_cli.validate.repartition import find_unfinished_repartition
 from tests.conftest import CASES_DIR, REPO, Case, run_cli
 from tests.fixture_copies import age_everything
 from tests.fixture_queries import recorded_input, restart
@@ -97,7 +97,7 @@ def test_validate_names_the_unfinished_repartition(name: str, tmp_path: Path) ->
     assert finding["severity"] == "error"
     assert finding["paths"] == [f"offsets/{exp['batch']}"]
     details = finding.get("details", finding)
-    assert (details["partitions_before"], details["partitions_after"]) == (2, 3)
+    assert (details["from_partitions"], details["to_partitions"]) == (2, 3)
     assert details["last_committed"] == exp["last_committed"]
     # The files the attempt wrote, by content: every added state file, no base file.
     added_state = {p for p in exp["added"] if p.startswith("state/") and "/." not in p}

@@ -12,6 +12,7 @@ from ckpt_cli.results import Result
 TEMP = "TEMP"
 LOST_ATTEMPT = "LOST_ATTEMPT"
 OLD_VERSION = "OLD_VERSION"
+OLD_PARTITION = "OLD_PARTITION"
 OLD_LOG = "OLD_LOG"
 OLD_SOURCE_LOG = "OLD_SOURCE_LOG"
 OLD_SHARED = "OLD_SHARED_FILE"
@@ -21,6 +22,7 @@ CLASSES = (
     TEMP,
     LOST_ATTEMPT,
     OLD_VERSION,
+    OLD_PARTITION,
     OLD_LOG,
     OLD_SOURCE_LOG,
     OLD_SHARED,
@@ -31,6 +33,7 @@ PHASE = {
     TEMP: 0,
     LOST_ATTEMPT: 1,
     OLD_VERSION: 2,
+    OLD_PARTITION: 2,
     OLD_LOG: 3,
     OLD_SOURCE_LOG: 3,
     OLD_SHARED: 4,
@@ -41,6 +44,7 @@ DESCRIPTIONS = {
     TEMP: "temp files of interrupted atomic writes",
     LOST_ATTEMPT: "format-v2 state files of task attempts the commit log did not choose",
     OLD_VERSION: "state files of versions older than the retention window",
+    OLD_PARTITION: "partition directories beyond the partition count (left by a repartition)",
     OLD_LOG: "offsets/ and commits/ entries older than the retention window",
     OLD_SOURCE_LOG: "file-source log entries superseded by a newer compact file",
     OLD_SHARED: "RocksDB SST/log files only old versions name",

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import time
 
+from ckpt_cli.cleanup.partitions import partitions_beyond_count
 from ckpt_cli.cleanup.plan import (
     CHECKSUM,
     LOST_ATTEMPT,
     OLD_LOG,
+    OLD_PARTITION,
     OLD_SHARED,
     OLD_SOURCE_LOG,
     OLD_VERSION,
@@ -115,10 +117,17 @@ class _Planner:
                 if f.version is not None and f.version <= top and f.entry.size <= WHOLE_ZIP_BYTES
             ]
         )
+        beyond, kept = partitions_beyond_count(self.ckpt, self.retain)
+        self.skipped.extend(kept)
+        gone = {part.path for part, _ in beyond} | {k.path for k in kept}
+        for part, reason in beyond:
+            for f in part.files:
+                self.add(f, OLD_PARTITION, reason)
         for op in self.ckpt.operators.values():
             for store in op.stores.values():
                 for part in store.partitions.values():
-                    self._plan_partition(op.id, store.name, part, top)
+                    if part.path not in gone:
+                        self._plan_partition(op.id, store.name, part, top)
 
     def _plan_partition(self, op: int, store: str, part: Partition, top: int) -> None:
         first = max(1, top - self.retain)

@@ -8,6 +8,7 @@ import typer
 
 from ckpt_cli import __version__
 from ckpt_cli.cli import cleanup, inspect, repair, replay, validate, versions
+from ckpt_cli.cli import repartition as repartition_cli
 from ckpt_cli.cli.common import STATE
 
 app = typer.Typer(
@@ -55,6 +56,7 @@ app.command(name="replay")(replay.replay)
 app.command(name="orphans")(cleanup.orphans)
 app.command(name="cleanup")(cleanup.cleanup)
 app.command(name="repair")(repair.repair)
+app.command(name="repartition")(repartition_cli.repartition)
 
 
 def main() -> None:

@@ -50,6 +50,19 @@ def parse_hadoop_crc(path: str, data: bytes) -> HadoopCrc:
     return HadoopCrc(per, struct.unpack(f">{len(body) // 4}I", body))
 
 
+def hadoop_crc_bytes(data: bytes, bytes_per_checksum: int = 512) -> bytes:
+    """Hadoop's ``ChecksumFileSystem`` sidecar for ``data`` (CRC-32 per chunk)."""
+    sums = [
+        zlib.crc32(data[i : i + bytes_per_checksum])
+        for i in range(0, len(data), bytes_per_checksum)
+    ]
+    return (
+        HADOOP_CRC_MAGIC
+        + struct.pack(">i", bytes_per_checksum)
+        + struct.pack(f">{len(sums)}I", *sums)
+    )
+
+
 def verify_hadoop_crc(crc: HadoopCrc, data: bytes) -> str | None:
     """None if ``data`` matches, else what differs."""
     if not crc.covers_size(len(data)):
@@ -85,6 +98,23 @@ def parse_spark_checksum(path: str, data: bytes) -> SparkChecksum:
     if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
         raise FormatError(path, '"mainFileSize" must be an integer')
     return SparkChecksum(algorithm, value, size, obj)
+
+
+def spark_checksum_bytes(data: bytes, now_ms: int | None = None) -> bytes:
+    """Spark's ``<name>.crc`` for ``data`` as ``ChecksumCheckpointFileManager`` writes it
+    (``ChecksumFile.json``: fields in this order, the CRC32C as a signed int); the creator is
+    the driver, as for files the maintenance thread uploads."""
+    import time
+
+    value = google_crc32c.value(data)
+    obj = {
+        "algorithm": "CRC32C",
+        "value": value - (1 << 32) if value >= 1 << 31 else value,
+        "mainFileSize": len(data),
+        "timestampMs": int(time.time() * 1000) if now_ms is None else now_ms,
+        "creator": {"executorId": "driver", "taskInfo": ""},
+    }
+    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def verify_spark_checksum(checksum: SparkChecksum, data: bytes) -> str | None:

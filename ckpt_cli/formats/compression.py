@@ -23,7 +23,7 @@ naming the file and the byte offset in the *compressed* file.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final, Protocol
 
 import cramjam
@@ -425,36 +425,79 @@ def lzf_decompress_block(path: str, data: bytes, original_len: int, at: int = 0)
     return bytes(out)
 
 
-# -- writing (tests, benchmarks, repair) -----------------------------------------------------
+# -- writing ---------------------------------------------------------------------------------
+
+# spark.io.compression.{lz4,snappy}.blockSize and zstd.bufferSize all default to 32 KiB.
+SPARK_BLOCK_SIZE: Final = 32 << 10
+# ning compress-lzf's LZFChunk.MAX_CHUNK_LEN.
+_LZF_MAX_CHUNK = 0xFFFF
 
 
-def compress(data: bytes, codec: str, *, block_size: int = 32 << 10) -> bytes:
-    """Encode ``data`` as Spark's ``codec`` stream would (lz4 blocks with checksums and end
-    mark, one zstd frame, snappy-java chunks, lzf chunks)."""
-    out = bytearray()
-    if codec == LZ4:
-        level = max(0, (block_size - 1).bit_length() - 10)
-        for start in range(0, len(data), block_size):
-            raw = data[start : start + block_size]
-            packed = lz4.block.compress(raw, store_size=False)
-            method = _LZ4_METHOD_LZ4
-            if len(packed) >= len(raw):
-                packed, method = raw, _LZ4_METHOD_RAW
-            checksum = xxhash.xxh32_intdigest(raw, seed=LZ4_SEED) & 0x0FFFFFFF
-            out += _LZ4_HEADER.pack(LZ4_MAGIC, method | level, len(packed), len(raw), checksum)
-            out += packed
-        out += _LZ4_HEADER.pack(LZ4_MAGIC, _LZ4_METHOD_RAW | level, 0, 0, 0)
-    elif codec == ZSTD:
-        out += zstandard.ZstdCompressor(level=1).compress(data)
-    elif codec == SNAPPY:
-        out += SNAPPY_MAGIC + struct.pack(">ii", 1, 1)
-        for start in range(0, len(data), block_size):
-            packed = bytes(cramjam.snappy.compress_raw(data[start : start + block_size]))
-            out += struct.pack(">i", len(packed)) + packed
-    elif codec == LZF:
-        for start in range(0, len(data), 0xFFFF):
-            raw = data[start : start + 0xFFFF]
-            out += LZF_MAGIC + struct.pack(">BH", 0, len(raw)) + raw
-    else:
+def compress(data: bytes, codec: str, *, block_size: int = SPARK_BLOCK_SIZE) -> bytes:
+    """``data`` as one ``codec`` stream (whole-buffer form of ``compressed_chunks``)."""
+    return b"".join(compressed_chunks((data,), codec, block_size=block_size))
+
+
+def compressed_chunks(
+    chunks: Iterable[bytes], codec: str, *, block_size: int = SPARK_BLOCK_SIZE
+) -> Iterator[bytes]:
+    """Encode a stream of plain bytes as Spark's ``CompressionCodec.compressedOutputStream``
+    does, in bounded memory: lz4-java ``LZ4BlockOutputStream`` blocks of ``block_size`` with
+    their XXH32 checksums and the end mark; zstd-jni's streaming frame at level 1 (no content
+    size, as a stream cannot know it); snappy-java's header and ``block_size`` chunks; lzf
+    chunks of at most 64 KiB (stored uncompressed: ``LZFInputStream`` reads both kinds, and
+    no maintained Python LZF encoder exists)."""
+    if codec not in CODECS:
         raise ValueError(f"unknown codec {codec!r}; Spark's are {', '.join(CODECS)}")
-    return bytes(out)
+    if codec == ZSTD:
+        packer = zstandard.ZstdCompressor(level=1, write_content_size=False).compressobj()
+        for chunk in chunks:
+            if out := packer.compress(chunk):
+                yield out
+        yield packer.flush()
+        return
+    size = _LZF_MAX_CHUNK if codec == LZF else block_size
+    encode = {LZ4: _lz4_block, SNAPPY: _snappy_block, LZF: _lzf_block}[codec]
+    if codec == SNAPPY:
+        yield SNAPPY_MAGIC + struct.pack(">ii", 1, 1)
+    for block in _blocks(chunks, size):
+        yield encode(block, size)
+    if codec == LZ4:
+        yield _LZ4_HEADER.pack(LZ4_MAGIC, _LZ4_METHOD_RAW | _lz4_level(size), 0, 0, 0)
+
+
+def _blocks(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """The bytes of ``chunks`` regrouped into blocks of ``size`` (the last one shorter)."""
+    pending = bytearray()
+    for chunk in chunks:
+        pending += chunk
+        if len(pending) >= size:
+            whole = len(pending) // size * size
+            for start in range(0, whole, size):
+                yield bytes(pending[start : start + size])
+            del pending[:whole]
+    if pending:
+        yield bytes(pending)
+
+
+def _lz4_level(block_size: int) -> int:
+    return max(0, (block_size - 1).bit_length() - 10)
+
+
+def _lz4_block(raw: bytes, block_size: int) -> bytes:
+    packed: bytes = lz4.block.compress(raw, store_size=False)
+    method = _LZ4_METHOD_LZ4
+    if len(packed) >= len(raw):
+        packed, method = raw, _LZ4_METHOD_RAW
+    checksum = xxhash.xxh32_intdigest(raw, seed=LZ4_SEED) & 0x0FFFFFFF
+    token = method | _lz4_level(block_size)
+    return _LZ4_HEADER.pack(LZ4_MAGIC, token, len(packed), len(raw), checksum) + packed
+
+
+def _snappy_block(raw: bytes, _block_size: int) -> bytes:
+    packed = bytes(cramjam.snappy.compress_raw(raw))
+    return struct.pack(">i", len(packed)) + packed
+
+
+def _lzf_block(raw: bytes, _block_size: int) -> bytes:
+    return LZF_MAGIC + struct.pack(">BH", 0, len(raw)) + raw

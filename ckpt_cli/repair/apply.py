@@ -4,9 +4,7 @@ validation at the end."""
 from __future__ import annotations
 
 import json
-import struct
 import time
-import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -18,10 +16,12 @@ from ckpt_cli.cleanup.safety import (
     check_old_enough,
 )
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import checksums, compression
+from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.repair.manifest import Manifest, quarantine_stamp
 from ckpt_cli.repair.plan import (
     QUARANTINE,
     REWRITE_CRC,
@@ -59,21 +59,7 @@ class RepairResult:
 
 
 def default_quarantine(ckpt: Checkpoint, now: float) -> str:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    return f"{ckpt.storage.root.rstrip('/')}.ckpt-quarantine/{stamp}"
-
-
-def hadoop_crc_bytes(data: bytes, bytes_per_checksum: int = 512) -> bytes:
-    """Hadoop's ``ChecksumFileSystem`` sidecar for ``data`` (CRC-32 per chunk)."""
-    sums = [
-        zlib.crc32(data[i : i + bytes_per_checksum])
-        for i in range(0, len(data), bytes_per_checksum)
-    ]
-    return (
-        checksums.HADOOP_CRC_MAGIC
-        + struct.pack(">i", bytes_per_checksum)
-        + struct.pack(f">{len(sums)}I", *sums)
-    )
+    return f"{ckpt.storage.root.rstrip('/')}.ckpt-quarantine/{quarantine_stamp(now)}"
 
 
 def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
@@ -89,12 +75,7 @@ def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
 def _snapshot_bytes(ckpt: Checkpoint, action: Action) -> bytes:
     d = action.details
     plan = plan_version(ckpt, d["operator"], d["partition"], d["version"], store=d["store"])
-    out = bytearray()
-    pack = struct.Struct(">i").pack
-    for key, value in iter_state(ckpt, plan):
-        out += pack(len(key)) + key + pack(len(value)) + value
-    out += pack(-1)
-    return compression.compress(bytes(out), codec_of(ckpt))
+    return encode_hdfs_snapshot(iter_state(ckpt, plan), codec_of(ckpt))
 
 
 def apply_repair(
@@ -135,40 +116,19 @@ def _apply_repair(
 ) -> RepairResult:
     storage = ckpt.storage
     where = (quarantine or default_quarantine(ckpt, now)).rstrip("/")
-    entries: list[dict[str, Any]] = []
-    manifest_path = f"{where}/manifest.json"
-
-    def save_manifest(done: bool) -> None:
-        body = {
-            "checkpoint": storage.root,
-            "checkpoint_url": storage.url,
-            "quarantine": where,
-            "created": now,
-            "complete": done,
-            "plan": plan.body_json(),
-            "changes": entries,
-        }
-        storage.write_bytes_absolute(
-            manifest_path, json.dumps(body, indent=1).encode(), within=where, atomic=True
-        )
-
+    manifest = Manifest(storage, where, now, lambda: {"plan": plan.body_json()})
     # Write-ahead: each change is in the manifest (not yet "done") before it is made, and
     # marked done after, so a repair killed at any point can be undone (undo_repair).
-    save_manifest(False)
+    manifest.save()
     moved = rewritten = written = 0
     sidecars = sidecars_by_file(ckpt)
     progress.start("Repairing", total=len(plan.actions))
-
-    def intend(*changes: dict[str, Any]) -> list[dict[str, Any]]:
-        pending = [{**c, "done": False} for c in changes]
-        entries.extend(pending)
-        save_manifest(False)
-        return pending
+    intend = manifest.intend
 
     try:
         for action in plan.actions:
             if action.kind == QUARANTINE:
-                dest = f"{where}/files/{action.path}"
+                dest = manifest.quarantined(action.path)
                 pending = intend({"change": "moved", "path": action.path, "to": dest})
                 storage.move_out(action.path, dest, within=where)
                 moved += 1
@@ -185,11 +145,7 @@ def _apply_repair(
                     if kind is FileKind.HADOOP_CRC
                     else _spark_checksum_bytes(old, data)
                 )
-                dest = f"{where}/files/{action.path}"
-                # The original is saved whole before the change is recorded: undo can always
-                # write it back.
-                storage.write_bytes_absolute(dest, old, within=where)
-                pending = intend({"change": "rewritten", "path": action.path, "original": dest})
+                pending = manifest.save_original(action.path)
                 storage.write_bytes(action.path, new)
                 rewritten += 1
             elif action.kind == WRITE_SNAPSHOT:
@@ -206,15 +162,13 @@ def _apply_repair(
                 written += 1
             else:
                 pending = []
-            for entry in pending:
-                entry["done"] = True
-            save_manifest(False)
+            manifest.done(pending)
             progress.advance()
     finally:
         progress.close()
-        save_manifest(True)
+        manifest.save(complete=True)
     after = validate(Checkpoint.open(storage))
-    return RepairResult(manifest_path, moved, rewritten, written, after)
+    return RepairResult(manifest.path, moved, rewritten, written, after)
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,10 @@ from typing import Any
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.repartition.unfinished import find_unfinished_repartition
 from ckpt_cli.results import Result
 from ckpt_cli.validate import ERROR, Finding, validate
-from ckpt_cli.validate.repartition import attempt_files, find_unfinished_repartition
+from ckpt_cli.validate.repartition import attempt_files
 
 QUARANTINE = "quarantine"
 REWRITE_CRC = "rewrite_checksum"
@@ -291,7 +292,7 @@ def _plan_repartition_rollback(
     """An unfinished repartition rolled back: also the RocksDB files only its state named.
     True when its batch is all the rollback removes (no batch with input is re-run)."""
     attempt = find_unfinished_repartition(ckpt)
-    if attempt is None or plan.rollback_to != attempt.last_committed:
+    if attempt is None or plan.rollback_to != ckpt.batches.latest_committed:
         return False
     for f in attempt_files(ckpt, attempt):
         add(
@@ -302,7 +303,7 @@ def _plan_repartition_rollback(
         )
     plan.notes.append(
         f"{attempt.describe()}: the rollback removes it and the files it wrote, so the query "
-        f"starts again with {attempt.partitions_before} partitions (batch {attempt.batch} read "
+        f"starts again with {attempt.from_partitions} partitions (batch {attempt.batch} read "
         "no input; nothing is re-run for it)"
     )
     return set(later_logs) == {attempt.batch}

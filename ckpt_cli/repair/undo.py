@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ckpt_cli.errors import CheckpointNotFound, CkptError, FormatError
+from ckpt_cli.layout import FileKind, classify_listing
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.results import Report
 from ckpt_cli.storage import Storage, StorageStats
@@ -31,6 +32,7 @@ def undo_repair(
     *,
     break_lock: bool = False,
     stats: StorageStats | None = None,
+    command: str = "ckpt repair --undo",
 ) -> UndoResult:
     """Put every file a repair moved or rewrote back, and remove what it created, under the
     checkpoint lock; nothing is moved from outside the manifest's quarantine. ``stats``
@@ -53,7 +55,7 @@ def undo_repair(
     storage = Storage.from_url(location, storage_options, stats)
     within = str(body.get("quarantine") or manifest.rsplit("/", 1)[0])
     restored = removed = 0
-    with checkpoint_lock(storage, "ckpt repair --undo", break_lock=break_lock):
+    with checkpoint_lock(storage, command, break_lock=break_lock):
         for change in reversed(body["changes"]):
             path = change["path"]
             # A change not marked done was interrupted: it may or may not have happened.
@@ -74,4 +76,19 @@ def undo_repair(
                 removed += 1
             else:
                 raise FormatError(manifest, f"unknown change {change['change']!r}")
+        _remove_temp_files(storage, body["changes"])
     return UndoResult(url, restored, removed)
+
+
+def _remove_temp_files(storage: Storage, changes: list[dict[str, Any]]) -> None:
+    """The temp files of atomic writes a kill interrupted (``.<name>.<uuid>.tmp`` beside a
+    file the manifest says was being written)."""
+    interrupted = {c["path"] for c in changes if c.get("done") is False and c["change"] != "moved"}
+    if not interrupted or not storage.is_local:  # object stores write whole objects
+        return
+    temps = [
+        f.path
+        for f in classify_listing(storage.list_all())
+        if f.kind is FileKind.TEMP and f.target in interrupted
+    ]
+    storage.delete_many(temps)

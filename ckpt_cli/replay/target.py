@@ -82,16 +82,28 @@ def resolve_target(
     if store not in op.stores:
         raise CkptError(f"{op.path}: no store {store!r} (stores: {', '.join(op.stores)})")
     known = sorted(op.stores[store].partitions)
-    chosen = sorted(set(partitions)) if partitions else known
+    if version is None:
+        version = _committed(ckpt, batch) + 1
+    chosen = sorted(set(partitions)) if partitions else _of_batch(ckpt, known, version - 1)
     unknown = [p for p in chosen if p not in op.stores[store].partitions]
     if unknown:
         raise CkptError(
             f"{op.path}: no partition {', '.join(map(str, unknown))} "
             f"(partitions {known[0]}-{known[-1]})"
         )
-    if version is None:
-        version = _committed(ckpt, batch) + 1
     return ReplayTarget(operator, store, chosen, version)
+
+
+def _of_batch(ckpt: Checkpoint, known: list[int], batch: int) -> list[int]:
+    """The partitions batch ``batch`` ran with (its offsets entry's shuffle partitions): a
+    repartition leaves directories the other side of it does not use."""
+    if batch not in ckpt.batches.offsets:
+        return known
+    try:
+        count = ckpt.offsets(batch).shuffle_partitions
+    except CkptError:
+        return known
+    return known if count is None else [p for p in known if p < count]
 
 
 def _only(choices: Mapping[T, object], several: str) -> T:

@@ -12,11 +12,10 @@ with ``STREAMING_UNFINISHED_REPARTITION_DETECTED``, unless
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ckpt_cli.cleanup.untracked import untracked_shared_files, zip_names
-from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.errors import FormatError
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
 from ckpt_cli.replay.read import read_zip_metadata
 from ckpt_cli.validate.codes import UNCOMMITTED_BATCH, UNFINISHED_REPARTITION
 from ckpt_cli.validate.context import ValidationRun
@@ -24,52 +23,12 @@ from ckpt_cli.validate.context import ValidationRun
 _STATE_KINDS = (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.ZIP, FileKind.CHANGELOG)
 
 
-@dataclass(frozen=True)
-class UnfinishedRepartition:
-    """``offsets/<batch>`` changes the partition count and has no commit."""
-
-    batch: int
-    last_committed: int
-    partitions_before: int
-    partitions_after: int
-
-    @property
-    def state_version(self) -> int:
-        """The version the repartition writes the new layout at (batch + 1)."""
-        return self.batch + 1
-
-    def describe(self) -> str:
-        return (
-            f"offsets/{self.batch} changes spark.sql.shuffle.partitions from "
-            f"{self.partitions_before} to {self.partitions_after} and has no commit"
-        )
-
-
-def find_unfinished_repartition(ckpt: Checkpoint) -> UnfinishedRepartition | None:
-    """The unfinished repartition Spark would refuse to start from, as Spark decides it;
-    None when there is none (or the log entries it needs cannot be read)."""
-    b = ckpt.batches
-    latest, committed = b.latest_offsets, b.latest_committed
-    if latest is None or committed is None or latest <= committed or latest == 0:
-        return None
-    if latest - 1 not in b.offsets:
-        return None
-    try:
-        after = ckpt.offsets(latest).shuffle_partitions
-        before = ckpt.offsets(latest - 1).shuffle_partitions
-    except (FormatError, CkptError):
-        return None  # an unreadable entry is reported by check_logs
-    if after is None or before is None or after == before:
-        return None
-    return UnfinishedRepartition(latest, committed, before, after)
-
-
 def attempt_files(ckpt: Checkpoint, attempt: UnfinishedRepartition) -> list[CheckpointFile]:
     """The state files the unfinished attempt wrote: state files of versions after the
     committed batch's (N+2), and the RocksDB SST/log files no other zip names that are
     either named by those zips, in a partition of the new layout only, or written after
     ``offsets/<batch>`` (the attempt writes its offsets entry first)."""
-    top = attempt.batch  # the version a restart from the last commit loads
+    top = attempt.batch  # the version a restart from the last commit loads (N+1)
     offsets_entry = ckpt.listing.get(f"offsets/{attempt.batch}")
     started = offsets_entry.mtime if offsets_entry is not None else None
     out: list[CheckpointFile] = []
@@ -124,14 +83,11 @@ def check_unfinished_repartition(run: ValidationRun) -> None:
     written = [f.path for f in attempt_files(run.ckpt, attempt)]
     run.add(
         UNFINISHED_REPARTITION,
-        f"{attempt.describe()}: a state repartition (Spark's or ckpt's) did not finish; "
-        "Spark refuses to start the query (STREAMING_UNFINISHED_REPARTITION_DETECTED)"
-        + (f"; it wrote {len(written)} state files" if written else ""),
+        f"{attempt.describe()} (STREAMING_UNFINISHED_REPARTITION_DETECTED)"
+        + (f"; the attempt wrote {len(written)} state files" if written else ""),
         [entry],
-        batch=attempt.batch,
-        last_committed=attempt.last_committed,
-        partitions_before=attempt.partitions_before,
-        partitions_after=attempt.partitions_after,
-        finish=f"ckpt repartition CKPT --partitions {attempt.partitions_after}",
+        **attempt.to_json(),
+        last_committed=run.ckpt.batches.latest_committed,
+        finish=f"ckpt repartition CKPT --partitions {attempt.to_partitions}",
         written=written,
     )

@@ -1,0 +1,84 @@
+"""``ckpt repartition`` as a plan table and what was written."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from ckpt_cli.cli.output import cli_words
+from ckpt_cli.cli.text import plan_first, render_text
+from ckpt_cli.repartition.plan import RepartitionPlan, skew
+from ckpt_cli.repartition.run import RepartitionRun
+from ckpt_cli.units import human_bytes
+
+if TYPE_CHECKING:
+    from ckpt_cli.cli.output import TextRenderer
+
+
+def _skew(values: list[int]) -> str:
+    s = skew(values)
+    return "-" if s is None else f"{s:.2f}"
+
+
+@render_text.register(RepartitionPlan)
+def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
+    console = out.console
+    console.print(
+        f"[bold]Checkpoint[/] {plan.checkpoint} · {plan.provider}, checkpoint format "
+        f"v{plan.checkpoint_format_version}"
+    )
+    console.print(
+        f"[bold]Repartition[/] {plan.from_partitions} -> {plan.partitions} partitions: last "
+        f"committed batch {plan.last_committed}, repartition batch {plan.batch}, new state "
+        f"version {plan.version}"
+    )
+    table = Table(title="Keys per new partition", title_justify="left")
+    for column in ("operator", "store", "keys", "bytes", "skew before", "skew after"):
+        table.add_column(column, justify="right" if column != "store" else "left")
+    table.add_column("keys per new partition", overflow="fold")
+    for s in plan.stores:
+        table.add_row(
+            str(s.operator),
+            s.store,
+            str(sum(s.keys_before)),
+            human_bytes(sum(s.bytes_before)),
+            _skew(s.keys_before),
+            _skew(s.keys_after),
+            " ".join(str(k) for k in s.keys_after),
+        )
+    console.print(table)
+    files = [f for s in plan.stores for f in s.files]
+    console.print(
+        f"[bold]Writes[/] {len(files)} state files ({', '.join(files[:3])}"
+        f"{', ...' if len(files) > 3 else ''}) and {', '.join(plan.log_files)}"
+    )
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/] {cli_words(note)}")
+
+
+@render_text.register(RepartitionRun)
+def _run(run: RepartitionRun, out: TextRenderer) -> None:
+    plan, result = run.plan, run.result
+    note = "" if run.declined else "Dry run: nothing was changed. Add --apply to write it."
+    plan_first(plan, out, applied=result is not None, dry_run=note)
+    if result is None:
+        return
+    console = out.console
+    console.print(
+        f"[green]Repartitioned[/]: {len(result.written)} files written "
+        f"({human_bytes(sum(result.written.values()))}), {len(result.rewritten)} replaced. "
+        f"Manifest (for --undo): {result.manifest}"
+    )
+    if result.left_over:
+        console.print(
+            f"Left over: {len(result.left_over)} partition directories the query no longer "
+            f"uses ({', '.join(result.left_over)}); `ckpt cleanup` removes them."
+        )
+    verdict = result.validation.to_json()
+    counts = verdict["counts"]
+    state = "[bold green]OK[/]" if verdict["ok"] else "[bold red]NOT OK[/]"
+    console.print(
+        f"Validation after repartition: {state} ({counts['error']} errors, "
+        f"{counts['warning']} warnings, {counts['info']} info)"
+    )

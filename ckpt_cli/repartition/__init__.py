@@ -1,0 +1,2 @@
+"""``ckpt repartition``: change a stateful query's number of state partitions offline, writing
+what Spark 4.3's own repartition (``OfflineStateRepartitionRunner``) writes."""

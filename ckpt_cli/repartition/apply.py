@@ -1,0 +1,195 @@
+"""Carrying a repartition plan out: the files Spark 4.3's ``OfflineStateRepartitionRunner``
+writes, plus the operator metadata's new partition count, each atomically and recorded first
+in a write-ahead manifest (:class:`ckpt_cli.repair.manifest.Manifest`) so ``--undo`` restores
+every byte.
+
+Order (Spark's own, with the metadata before the commit):
+
+1. ``offsets/N+1``: a copy of ``offsets/N`` with only ``spark.sql.shuffle.partitions``
+   changed. From here on the batch is a repartition batch: Spark 4.2+ refuses to start the
+   query until it is committed (``STREAMING_UNFINISHED_REPARTITION_DETECTED``), so no normal
+   batch N+1 can run and write version N+2 of the old layout, and nothing Spark does reads the
+   new files before the commit. Writing state first would be wrong: ``N+2.snapshot`` or
+   ``N+2.zip`` is what a normal batch N+1 writes next, and a restart would mix them.
+2. every new partition's version N+2 (``N+2.snapshot``; ``N+2.zip`` after its SSTs, so no
+   zip ever names a missing file), each file before its checksum sidecar;
+3. the operator metadata (``_metadata/metadata`` rewritten, ``_metadata/v2/<N+1>`` new);
+4. ``commits/N+1`` last: the repartition is done when it exists.
+
+A kill before 1 leaves the checkpoint untouched; between 1 and 4 an unfinished repartition
+that ``ckpt repartition`` with the same count finishes and ``--undo`` (or ``ckpt repair``)
+rolls back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_not_active
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.lock import checkpoint_lock
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.repair.manifest import Manifest, quarantine_stamp
+from ckpt_cli.repartition.logs import commit_bytes, offsets_bytes, operator_metadata_files
+from ckpt_cli.repartition.plan import (
+    RepartitionPlan,
+    StorePlan,
+    plan_repartition,
+    staged_records,
+    store_dir,
+)
+from ckpt_cli.repartition.writers import store_files
+from ckpt_cli.validate import ValidationReport, validate
+
+REPARTITION_PREFIX = "repartition-"
+
+
+@dataclass(frozen=True)
+class RepartitionResult:
+    """What :func:`repartition` wrote, what is left over, and the validation after."""
+
+    manifest: str
+    written: dict[str, int]  # path -> size
+    rewritten: list[str]
+    left_over: list[str]
+    validation: ValidationReport
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "manifest": self.manifest,
+            "written": [{"path": p, "size": s} for p, s in sorted(self.written.items())],
+            "rewritten": self.rewritten,
+            "left_over": self.left_over,
+            "notes": self.notes,
+            "validation": self.validation.body_json(),
+        }
+
+
+def default_quarantine(ckpt: Checkpoint, now: float) -> str:
+    root = ckpt.storage.root.rstrip("/")
+    return f"{root}.ckpt-quarantine/{REPARTITION_PREFIX}{quarantine_stamp(now)}"
+
+
+def repartition(
+    ckpt: Checkpoint,
+    plan: RepartitionPlan,
+    *,
+    quarantine: str | None = None,
+    force: bool = False,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    now: float | None = None,
+    break_lock: bool = False,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> RepartitionResult:
+    """Write ``plan`` into ``ckpt`` under the checkpoint lock. Refused while the query looks
+    active (newest offsets entry younger than ``min_age``) unless ``force``."""
+    now = time.time() if now is None else now
+    check_not_active(ckpt, min_age=min_age, now=now, force=force)
+    with checkpoint_lock(ckpt.storage, "ckpt repartition", break_lock=break_lock):
+        staged = plan if plan.staged else _restaged(ckpt, plan, progress)
+        try:
+            return _apply(ckpt, staged, quarantine or default_quarantine(ckpt, now), now, progress)
+        finally:
+            staged.discard()
+
+
+def _restaged(ckpt: Checkpoint, plan: RepartitionPlan, progress: ProgressSink) -> RepartitionPlan:
+    fresh = plan_repartition(ckpt, partitions=plan.partitions, stage=True, progress=progress)
+    if fresh.last_committed != plan.last_committed:
+        fresh.discard()
+        raise CkptError(
+            f"{ckpt.storage.url}: the checkpoint changed since the plan (last committed batch "
+            f"{fresh.last_committed}, planned from {plan.last_committed}); plan again"
+        )
+    return fresh
+
+
+class _Writer:
+    """Checkpoint files written atomically, each recorded in the manifest first: ``created``,
+    or ``rewritten`` with its original saved when it is there (an unfinished attempt's)."""
+
+    def __init__(self, ckpt: Checkpoint, manifest: Manifest) -> None:
+        self.ckpt = ckpt
+        self.storage = ckpt.storage
+        self.manifest = manifest
+        self.written: dict[str, int] = {}
+        self.rewritten: list[str] = []
+
+    def write(self, rel: str, data: bytes, *, sidecar: bool = True) -> None:
+        files = [(rel, data)]
+        if sidecar and self.storage.is_local:
+            # Hadoop's local file system writes one beside every file Spark writes.
+            parent, _, name = rel.rpartition("/")
+            files.append((f"{parent}/.{name}.crc", hadoop_crc_bytes(data)))
+        for path, body in files:
+            if self.ckpt.listing.get(path) is not None:
+                pending = self.manifest.save_original(path)
+                self.rewritten.append(path)
+            else:
+                pending = self.manifest.intend({"change": "created", "path": path})
+            self.storage.write_bytes(path, body, atomic=True)
+            self.written[path] = len(body)
+            self.manifest.done(pending)
+
+
+def _apply(
+    ckpt: Checkpoint, plan: RepartitionPlan, where: str, now: float, progress: ProgressSink
+) -> RepartitionResult:
+    manifest = Manifest(ckpt.storage, where, now, lambda: {"repartition": plan.body_json()})
+    manifest.save()
+    out = _Writer(ckpt, manifest)
+    last, batch = plan.last_committed, plan.batch
+    if plan.finishing is None:
+        out.write(f"offsets/{batch}", offsets_bytes(ckpt, last, plan.partitions))
+    unique_ids: dict[int, list[list[str]]] = {}
+    progress.start("Writing partitions", total=len(plan.stores) * plan.partitions)
+    try:
+        for store_plan in plan.stores:
+            ids = _write_store(ckpt, plan, store_plan, out, progress)
+            if ids is not None:
+                rows = unique_ids.setdefault(store_plan.operator, [[] for _ in ids])
+                for row, uid in zip(rows, ids, strict=True):
+                    row.append(uid)
+    finally:
+        progress.close()
+    for path, data in operator_metadata_files(ckpt, plan).items():
+        out.write(path, data)
+    out.write(f"commits/{batch}", commit_bytes(ckpt, last, unique_ids))
+    manifest.save(complete=True)
+    after = validate(Checkpoint.open(ckpt.storage))
+    notes = []
+    if plan.left_over:
+        notes.append(
+            f"left over: {len(plan.left_over)} partition directories the query no longer uses "
+            f"({', '.join(plan.left_over)}); `ckpt cleanup` removes them"
+        )
+    return RepartitionResult(
+        manifest.path, out.written, out.rewritten, plan.left_over, after, notes
+    )
+
+
+def _write_store(
+    ckpt: Checkpoint,
+    plan: RepartitionPlan,
+    store_plan: StorePlan,
+    out: _Writer,
+    progress: ProgressSink,
+) -> list[str] | None:
+    """Version N+2 of every new partition of one store; the uniqueIds (format v2) or None."""
+    op = ckpt.operators[store_plan.operator]
+    ids: list[str] = []
+    for p in range(plan.partitions):
+        records = staged_records(plan.staged[(op.id, store_plan.store, p)])
+        files = store_files(ckpt, plan, store_plan, records)
+        base = store_dir(op, p, store_plan.store)
+        for name, data in files.files:
+            out.write(f"{base}/{name}", data, sidecar=False)
+        if files.unique_id is not None:
+            ids.append(files.unique_id)
+        progress.advance()
+    return ids if ids else None

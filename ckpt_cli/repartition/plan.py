@@ -1,0 +1,366 @@
+"""Planning ``ckpt repartition``: the last committed batch N, the repartition batch N+1, the
+state version N+2 every new partition gets, and where every key of the state at batch N goes.
+
+The state is read through replay's path (``plan_version`` + ``iter_state``: the raw records of
+every column family, join store and transformWithState family), each record placed by
+:mod:`ckpt_cli.repartition.keys` (Spark's shuffle: Murmur3 of the operator's partitioning key,
+``pmod`` the new count). The plan counts keys and bytes per new partition and the skew
+(largest over median partition) before and after; with ``stage`` it also keeps the records,
+grouped by new partition in temporary files, for :func:`ckpt_cli.repartition.apply.repartition`.
+Refusals raise :class:`RepartitionRefused` (one line; the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import statistics
+import struct
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats.rocksdb import RocksDBCheckpointMetadata
+from ckpt_cli.formats.snapshot_write import with_hdfs_value_checksum
+from ckpt_cli.formats.state_encoders import row_checksums
+from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.repartition.logs import operator_metadata_files
+from ckpt_cli.repartition.placement import UnsupportedOperator, placer
+from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
+from ckpt_cli.replay.plan import ReplayPlan, plan_version
+from ckpt_cli.replay.read import iter_state, read_zip_metadata
+from ckpt_cli.results import Result
+
+
+class RepartitionRefused(CkptError):
+    """``ckpt repartition`` will not run on this checkpoint (the message says why)."""
+
+    code = "REPARTITION_REFUSED"
+
+
+def skew(values: list[int]) -> float | None:
+    """Largest over median (1.0 is even); None when the median is 0."""
+    if not values:
+        return None
+    median = statistics.median(values)
+    return round(max(values) / median, 3) if median else None
+
+
+@dataclass
+class StorePlan:
+    """One store of one operator: keys and record bytes (key + value) per partition before
+    (old partitions) and after (new partitions), and the files the new partitions get."""
+
+    operator: int
+    store: str
+    provider: str
+    keys_before: list[int]
+    bytes_before: list[int]
+    keys_after: list[int]
+    bytes_after: list[int]
+    files: list[str] = field(default_factory=list)  # to write (names; sizes once written)
+    left_over: list[str] = field(default_factory=list)  # old partition directories
+    # RocksDB: the metadata of the newest zip read (its column families carry over).
+    template: RocksDBCheckpointMetadata | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operator": self.operator,
+            "store": self.store,
+            "provider": self.provider,
+            "keys": sum(self.keys_before),
+            "keys_before": self.keys_before,
+            "bytes_before": self.bytes_before,
+            "keys_after": self.keys_after,
+            "bytes_after": self.bytes_after,
+            "skew_before": skew(self.keys_before),
+            "skew_after": skew(self.keys_after),
+            "files_to_write": self.files,
+            "left_over": self.left_over,
+        }
+
+
+@dataclass
+class RepartitionPlan(Result):
+    """What ``ckpt repartition`` writes: batch ``batch`` (= last committed + 1) repartitions
+    the state from ``from_partitions`` to ``partitions``; every new partition gets state
+    version ``version``. ``finishing``: an unfinished repartition to the same count that this
+    one completes. ``staged``: the records per (operator, store, new partition) in temporary
+    files (with ``stage=True``; removed by :meth:`discard`)."""
+
+    checkpoint: str
+    last_committed: int
+    from_partitions: int
+    partitions: int
+    provider: str
+    checkpoint_format_version: int
+    stores: list[StorePlan] = field(default_factory=list)
+    log_files: list[str] = field(default_factory=list)  # offsets/commits/metadata written
+    finishing: UnfinishedRepartition | None = None
+    notes: list[str] = field(default_factory=list)
+    staged: dict[tuple[int, str, int], Path] = field(default_factory=dict, repr=False)
+    _stage_dir: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    @property
+    def batch(self) -> int:
+        return self.last_committed + 1
+
+    @property
+    def version(self) -> int:
+        return self.last_committed + 2
+
+    @property
+    def ok(self) -> bool:
+        return True  # refusals raise; a plan is something to apply, not a problem
+
+    @property
+    def left_over(self) -> list[str]:
+        return sorted({d for s in self.stores for d in s.left_over})
+
+    def body_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "last_committed": self.last_committed,
+            "batch": self.batch,
+            "version": self.version,
+            "from_partitions": self.from_partitions,
+            "partitions": self.partitions,
+            "provider": self.provider,
+            "checkpoint_format_version": self.checkpoint_format_version,
+            "stores": [s.to_json() for s in self.stores],
+            "log_files": self.log_files,
+            "left_over": self.left_over,
+            "finishing": self.finishing.to_json() if self.finishing else None,
+            "notes": self.notes,
+        }
+
+    def discard(self) -> None:
+        """Remove the staged records."""
+        self.staged.clear()
+        if self._stage_dir is not None:
+            self._stage_dir.cleanup()
+            self._stage_dir = None
+
+
+# -- staged records: [int32 keySize][key][int32 valueSize][value], uncompressed -----------------
+
+_INT = struct.Struct(">i")
+
+
+def staged_records(path: Path) -> Iterator[tuple[bytes, bytes]]:
+    with open(path, "rb") as fh:
+        while header := fh.read(4):
+            key = fh.read(_INT.unpack(header)[0])
+            value = fh.read(_INT.unpack(fh.read(4))[0])
+            yield key, value
+
+
+# -- planning ----------------------------------------------------------------------------------
+
+
+def store_dir(op: Operator, partition: int, store: str) -> str:
+    base = f"{op.path}/{partition}"
+    return base if store == DEFAULT_STORE else f"{base}/{store}"
+
+
+def _refuse_on_logs(
+    ckpt: Checkpoint, partitions: int
+) -> tuple[int, int, UnfinishedRepartition | None]:
+    """The last committed batch and its partition count, or the refusal."""
+    url = ckpt.storage.url
+    if partitions < 1:
+        raise RepartitionRefused(f"partitions={partitions}: the partition count must be >= 1")
+    batches = ckpt.batches
+    last = batches.latest_committed
+    if last is None or last not in batches.offsets:
+        raise RepartitionRefused(
+            f"{url}: no committed batch with its offsets entry: nothing to repartition "
+            "(Spark needs one committed batch too)"
+        )
+    unfinished = find_unfinished_repartition(ckpt)
+    latest = batches.latest_offsets
+    if unfinished is not None:
+        if unfinished.to_partitions != partitions or unfinished.batch != last + 1:
+            raise RepartitionRefused(
+                f"{url}: {unfinished.describe()}",
+                hint=f"ckpt repartition CHECKPOINT --partitions {unfinished.to_partitions} "
+                "--apply finishes it; ckpt repair rolls it back",
+            )
+    elif latest is not None and latest > last:
+        raise RepartitionRefused(
+            f"{url}: the last batch ({latest}) is not committed: Spark re-runs it at restart, "
+            "and a repartition would skip its input",
+            hint="restart the query until the batch commits, or roll it back with "
+            f"ckpt repair --rollback-to {last}",
+        )
+    current = ckpt.offsets(last).shuffle_partitions
+    if current is None:
+        raise RepartitionRefused(
+            f"offsets/{last}: no spark.sql.shuffle.partitions in its conf: cannot tell the "
+            "current partition count"
+        )
+    if current == partitions:
+        raise RepartitionRefused(
+            f"{url}: the query already has {partitions} partitions (offsets/{last})"
+        )
+    if not ckpt.operators:
+        raise RepartitionRefused(f"{url}: the query keeps no state: nothing to repartition")
+    return last, current, unfinished
+
+
+def plan_repartition(
+    ckpt: Checkpoint,
+    *,
+    partitions: int,
+    stage: bool = False,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> RepartitionPlan:
+    """Plan the repartition of ``ckpt``'s state to ``partitions``; nothing is written to the
+    checkpoint. ``stage``: keep the records for :func:`~ckpt_cli.repartition.apply.repartition`
+    (in temporary files, until ``plan.discard()``)."""
+    last, current, unfinished = _refuse_on_logs(ckpt, partitions)
+    providers = sorted({st.provider for op in ckpt.operators.values() for st in op.stores.values()})
+    plan = RepartitionPlan(
+        checkpoint=ckpt.storage.url,
+        last_committed=last,
+        from_partitions=current,
+        partitions=partitions,
+        provider=providers[0] if len(providers) == 1 else "+".join(providers),
+        checkpoint_format_version=ckpt.checkpoint_format_version,
+        finishing=unfinished,
+    )
+    for provider in providers:
+        if provider not in ("hdfs", "rocksdb"):
+            raise RepartitionRefused(
+                f"{ckpt.storage.url}: a store's provider is {provider!r}: ckpt repartitions "
+                "HDFS-backed and RocksDB stores only"
+            )
+    if stage:
+        plan._stage_dir = tempfile.TemporaryDirectory(prefix="ckpt-repartition-")
+    try:
+        for op in ckpt.operators.values():
+            for store in op.stores.values():
+                plan.stores.append(_plan_store(ckpt, plan, op, store, progress))
+    except BaseException:
+        plan.discard()
+        raise
+    plan.log_files = [
+        f"offsets/{plan.batch}",
+        *operator_metadata_files(ckpt, plan),
+        f"commits/{plan.batch}",
+    ]
+    if unfinished is not None:
+        plan.notes.append(
+            f"finishing the unfinished repartition of batch {unfinished.batch} (to "
+            f"{partitions} partitions): its state files are written again"
+        )
+    if plan.left_over:
+        plan.notes.append(
+            f"partitions {partitions}-{current - 1} are no longer used: their directories "
+            "stay until `ckpt cleanup` removes them"
+        )
+    return plan
+
+
+def _unreadable(
+    plan: RepartitionPlan, op: Operator, store: Store, old: int, exc: CkptError
+) -> RepartitionRefused:
+    return RepartitionRefused(
+        f"{store_dir(op, old, store.name)}: the state of batch {plan.last_committed} "
+        f"(version {plan.last_committed + 1}) cannot be read completely: {exc.message}",
+        hint=exc.hint or "ckpt validate shows every finding",
+    )
+
+
+def _version_plan(
+    ckpt: Checkpoint, plan: RepartitionPlan, op: Operator, store: Store, old: int, out: StorePlan
+) -> ReplayPlan:
+    if old not in store.partitions:
+        raise RepartitionRefused(
+            f"{store_dir(op, old, store.name)}: missing: the state of batch "
+            f"{plan.last_committed} cannot be read completely"
+        )
+    try:
+        version_plan = plan_version(ckpt, op.id, old, plan.last_committed + 1, store=store.name)
+        _check_template(ckpt, out, version_plan.base)
+    except RepartitionRefused:
+        raise
+    except CkptError as exc:
+        raise _unreadable(plan, op, store, old, exc) from exc
+    return version_plan
+
+
+def _check_template(ckpt: Checkpoint, out: StorePlan, base: CheckpointFile | None) -> None:
+    """Every old partition's zip must name the same virtual column families: the records
+    keep their 2-byte family ids as they move."""
+    if base is None or base.kind is not FileKind.ZIP:
+        return
+    meta = read_zip_metadata(ckpt.storage, base.path, base.entry.size)
+    if out.template is None:
+        out.template = meta
+    elif meta.column_family_mapping != out.template.column_family_mapping:
+        raise RepartitionRefused(
+            f"{base.path}: its column family ids differ from the other partitions' "
+            f"({meta.column_family_mapping} vs {out.template.column_family_mapping}); "
+            "moving records between them is not supported yet"
+        )
+
+
+def _plan_store(
+    ckpt: Checkpoint, plan: RepartitionPlan, op: Operator, store: Store, progress: ProgressSink
+) -> StorePlan:
+    m, n = plan.partitions, plan.from_partitions
+    out = StorePlan(op.id, store.name, store.provider, [0] * n, [0] * n, [0] * m, [0] * m)
+    version_plans = [_version_plan(ckpt, plan, op, store, old, out) for old in range(n)]
+    place = placer(ckpt, op.id, store.name, m, lambda: out.template)
+    # HDFS records come without their row checksums (verified as read): put them back.
+    # RocksDB records keep theirs (``checksummed``).
+    checksums = row_checksums(ckpt.conf)
+    rechecksum = checksums and store.provider == "hdfs"
+    writers: list[BinaryIO] = []
+    if plan._stage_dir is not None:
+        for p in range(m):
+            path = Path(plan._stage_dir.name) / f"{op.id}-{len(plan.stores)}-{p}"
+            plan.staged[(op.id, store.name, p)] = path
+            writers.append(open(path, "wb"))  # noqa: SIM115 (closed below)
+    try:
+        for old, version_plan in enumerate(version_plans):
+            try:
+                records = iter_state(
+                    ckpt, version_plan, progress, checksummed=checksums and not rechecksum
+                )
+                for key, value in records:
+                    new = place(key, value)
+                    if rechecksum:
+                        value = with_hdfs_value_checksum(key, value)
+                    size = len(key) + len(value)
+                    out.keys_before[old] += 1
+                    out.bytes_before[old] += size
+                    out.keys_after[new] += 1
+                    out.bytes_after[new] += size
+                    if writers:
+                        w = writers[new]
+                        w.write(_INT.pack(len(key)))
+                        w.write(key)
+                        w.write(_INT.pack(len(value)))
+                        w.write(value)
+            except (RepartitionRefused, UnsupportedOperator):
+                raise
+            except CkptError as exc:
+                raise _unreadable(plan, op, store, old, exc) from exc
+    finally:
+        for w in writers:
+            w.close()
+    version = plan.version
+    for p in range(m):
+        where = store_dir(op, p, store.name)
+        if store.provider == "hdfs":
+            out.files.append(f"{where}/{version}.snapshot")
+        elif plan.checkpoint_format_version >= 2:
+            out.files.append(f"{where}/{version}_<uniqueId>.zip")
+        else:
+            out.files.append(f"{where}/{version}.zip")
+    out.left_over = sorted({store_dir(op, p, DEFAULT_STORE) for p in store.partitions if p >= m})
+    return out

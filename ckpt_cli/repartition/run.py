@@ -1,0 +1,140 @@
+"""``ckpt repartition`` as one call (plan, confirm, apply), and ``--undo``."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_not_active
+from ckpt_cli.errors import CheckpointNotFound, CkptError, SafetyCheckError
+from ckpt_cli.lock import checkpoint_lock
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.repair.undo import UndoResult, undo_repair
+from ckpt_cli.repartition.apply import REPARTITION_PREFIX, RepartitionResult, repartition
+from ckpt_cli.repartition.plan import RepartitionPlan, plan_repartition
+from ckpt_cli.results import Confirm, PlanRun
+from ckpt_cli.storage import Storage, StorageStats
+
+
+@dataclass(frozen=True)
+class RepartitionRun(PlanRun[RepartitionPlan, RepartitionResult]):
+    """``ckpt repartition``: the plan, and what was written when it was applied. Problems
+    only when the checkpoint does not validate after the repartition."""
+
+    @property
+    def ok(self) -> bool:
+        return self.result.validation.ok if self.result is not None else True
+
+
+def run_repartition(
+    storage: Storage,
+    *,
+    partitions: int,
+    apply: bool = False,
+    quarantine: str | None = None,
+    force: bool = False,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    break_lock: bool = False,
+    confirm: Confirm | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> RepartitionRun:
+    """Plan, and with ``apply`` write, the repartition to ``partitions``. Applying plans under
+    the checkpoint lock and reads the state once (the plan stages the records it places)."""
+    lock = checkpoint_lock(storage, "ckpt repartition", break_lock=break_lock)
+    with lock if apply else nullcontext():
+        ckpt = Checkpoint.open(storage, progress=progress)
+        if apply:
+            check_not_active(ckpt, min_age=min_age, now=time.time(), force=force)  # before reading
+        plan = plan_repartition(ckpt, partitions=partitions, stage=apply, progress=progress)
+        try:
+            if not apply:
+                return RepartitionRun(plan)
+            question = (
+                f"Repartition from {plan.from_partitions} to {plan.partitions} partitions "
+                f"(batch {plan.batch})?"
+            )
+            if confirm is not None and not confirm(plan, question):
+                return RepartitionRun(plan, declined=True)
+            result = repartition(
+                ckpt,
+                plan,
+                quarantine=quarantine,
+                force=force,
+                min_age=min_age,
+                break_lock=break_lock,
+                progress=progress,
+            )
+            return RepartitionRun(plan, result)
+        finally:
+            plan.discard()
+
+
+def _quarantine_root(storage: Storage) -> str:
+    return f"{storage.url.rstrip('/')}.ckpt-quarantine"
+
+
+def latest_manifest(
+    storage: Storage, storage_options: dict[str, Any] | None, stats: StorageStats | None
+) -> tuple[str, dict[str, Any]]:
+    """The newest repartition manifest beside the checkpoint not undone yet, and its body."""
+    root = _quarantine_root(storage)
+    none = CkptError(
+        f"{storage.url}: no repartition to undo (no {REPARTITION_PREFIX}*/manifest.json in {root})"
+    )
+    try:
+        folder = Storage.from_url(root, storage_options, stats)
+        entries = list(folder.list_all())
+    except CheckpointNotFound as exc:
+        raise none from exc
+    found = []
+    for entry in entries:
+        head, _, name = entry.path.partition("/")
+        if head.startswith(REPARTITION_PREFIX) and name == "manifest.json":
+            body = json.loads(folder.read_bytes(entry.path))
+            if not body.get("undone"):
+                found.append((body.get("created", 0), f"{root}/{entry.path}", body))
+    if not found:
+        raise none
+    _, path, body = max(found, key=lambda x: (x[0], x[1]))
+    return path, body
+
+
+def undo_repartition(
+    location: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    force: bool = False,
+    break_lock: bool = False,
+    stats: StorageStats | None = None,
+) -> UndoResult:
+    """Put the checkpoint back as it was before the newest repartition (finished or not),
+    from its manifest. Refused (unless ``force``) when the query ran batches after it:
+    undoing would throw their state away."""
+    storage = Storage.from_url(location, storage_options, stats)
+    manifest, body = latest_manifest(storage, storage_options, stats)
+    batch = int(body["repartition"]["batch"])
+    ckpt = Checkpoint.open(storage)
+    later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
+    if later and not force:
+        raise SafetyCheckError(
+            f"{storage.url}: the query ran batch {max(later)} after the repartition (batch "
+            f"{batch}); undoing it would lose that state",
+            hint="pass force=True to undo anyway",
+        )
+    undone = undo_repair(
+        manifest,
+        storage_options,
+        break_lock=break_lock,
+        stats=stats,
+        command="ckpt repartition --undo",
+    )
+    body["undone"] = time.time()
+    folder = manifest.rpartition("/")[0]
+    storage.write_bytes_absolute(
+        manifest, json.dumps(body, indent=1).encode(), within=folder, atomic=True
+    )
+    return undone

@@ -1,0 +1,108 @@
+"""A repartition that was started and not committed, by ckpt or by Spark.
+
+Spark's rule (``OfflineStateRepartitionUtils.isRepartitionBatch``): a batch whose offsets entry
+pins another ``spark.sql.shuffle.partitions`` than the batch before it. When that batch is the
+newest offsets entry and has no commit, the repartition is unfinished: Spark 4.2+ refuses to
+start the query (``STREAMING_UNFINISHED_REPARTITION_DETECTED``) until it is finished (a
+repartition to the same count) or rolled back (the offsets entry and the state it wrote
+removed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ckpt_cli.errors import FormatError
+from ckpt_cli.model import Checkpoint, FileKind
+
+
+@dataclass(frozen=True)
+class UnfinishedRepartition:
+    """``offsets/<batch>`` changes the partition count from ``from_partitions`` to
+    ``to_partitions`` and ``commits/<batch>`` is missing. ``state_files``: the state files at
+    version ``batch + 1`` (what the attempt wrote, SSTs not included)."""
+
+    batch: int
+    from_partitions: int
+    to_partitions: int
+    state_files: tuple[str, ...]
+
+    @property
+    def version(self) -> int:
+        return self.batch + 1
+
+    def describe(self) -> str:
+        return (
+            f"offsets/{self.batch} changes spark.sql.shuffle.partitions from "
+            f"{self.from_partitions} to {self.to_partitions} and batch {self.batch} has no "
+            "commit: a repartition (by ckpt or by Spark) was interrupted; Spark refuses to "
+            "start the query until it is finished or rolled back"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batch": self.batch,
+            "from_partitions": self.from_partitions,
+            "to_partitions": self.to_partitions,
+            "state_files": list(self.state_files),
+        }
+
+
+def find_unfinished_repartition(ckpt: Checkpoint) -> UnfinishedRepartition | None:
+    """The unfinished repartition of ``ckpt``, or None. Unreadable log entries are not
+    judged here (``validate`` reports them): None."""
+    batches = ckpt.batches
+    batch = batches.latest_offsets
+    if batch is None or batch == 0 or batch in batches.commits:
+        return None
+    if batch - 1 not in batches.offsets:
+        return None
+    try:
+        new = ckpt.offsets(batch).shuffle_partitions
+        old = ckpt.offsets(batch - 1).shuffle_partitions
+    except FormatError:
+        return None
+    if new is None or old is None or new == old:
+        return None
+    version = batch + 1
+    written = tuple(
+        f.path
+        for f in ckpt.of_kind(FileKind.SNAPSHOT, FileKind.DELTA, FileKind.ZIP, FileKind.CHANGELOG)
+        if f.version == version
+    )
+    return UnfinishedRepartition(batch, old, new, written)
+
+
+def partition_count_since(ckpt: Checkpoint) -> tuple[int, int] | None:
+    """``(count, batch)``: the latest committed batch's ``spark.sql.shuffle.partitions`` and
+    the first batch of the newest run of retained offsets entries with that count (the
+    repartition batch when an older entry has another count). None when unreadable."""
+    b = ckpt.batches
+    last = b.latest_committed
+    if last is None or last not in b.offsets:
+        return None
+    try:
+        count = ckpt.offsets(last).shuffle_partitions
+        first = last
+        while first - 1 in b.offsets and ckpt.offsets(first - 1).shuffle_partitions == count:
+            first -= 1
+    except FormatError:
+        return None
+    return (count, first) if count is not None else None
+
+
+def left_over_partitions(ckpt: Checkpoint) -> dict[str, int]:
+    """Store partition directories beyond the partition count that no batch since the count
+    changed wrote (a repartition to fewer partitions leaves them): path -> partition id."""
+    since = partition_count_since(ckpt)
+    if since is None or ckpt.batches.latest_offsets != ckpt.batches.latest_committed:
+        return {}
+    count, first = since
+    return {
+        part.path: part.id
+        for op in ckpt.operators.values()
+        for store in op.stores.values()
+        for part in store.partitions.values()
+        if part.id >= count and all(v <= first for v in part.versions)
+    }
