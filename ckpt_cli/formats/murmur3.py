@@ -14,20 +14,17 @@ functions give the same 32-bit signed results as Spark's ``Murmur3_x86_32`` and
   decimals of precision <= 18 their unscaled long, larger ones ``BigInteger.toByteArray``.
 
 Values are the Python values ``formats.unsaferow`` decodes (``datetime`` for timestamps,
-``Decimal``, ``dict`` for structs...). ``hash_int_array``/``hash_long_array`` hash many
-int/long keys at once with numpy.
+``Decimal``, ``dict`` for structs...). ``formats.murmur3_columns`` hashes many keys at once
+with numpy.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
-
-import numpy as np
-import numpy.typing as npt
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats.schema import (
@@ -260,64 +257,3 @@ def check_hashable(data_type: DataType, *, path: str, what: str) -> None:
             | TimeType,
         ):
             raise FormatError(path, f"{what}: cannot hash a {t.simple_string()} column")
-
-
-# -- many keys at once ---------------------------------------------------------------------------
-
-_U32 = npt.NDArray[np.uint32]
-
-
-def _np_mix_k1(k1: _U32) -> _U32:
-    k1 = k1 * np.uint32(_C1)
-    k1 = (k1 << np.uint32(15)) | (k1 >> np.uint32(17))
-    out: _U32 = k1 * np.uint32(_C2)
-    return out
-
-
-def _np_mix_h1(h1: _U32, k1: _U32) -> _U32:
-    h1 = h1 ^ k1
-    h1 = (h1 << np.uint32(13)) | (h1 >> np.uint32(19))
-    out: _U32 = h1 * np.uint32(5) + np.uint32(0xE6546B64)
-    return out
-
-
-def _np_fmix(h1: _U32, length: int) -> npt.NDArray[np.int32]:
-    h1 = h1 ^ np.uint32(length)
-    h1 = h1 ^ (h1 >> np.uint32(16))
-    h1 = h1 * np.uint32(0x85EBCA6B)
-    h1 = h1 ^ (h1 >> np.uint32(13))
-    h1 = h1 * np.uint32(0xC2B2AE35)
-    h1 = h1 ^ (h1 >> np.uint32(16))
-    return h1.view(np.int32)
-
-
-def _seeds(seed: int | npt.ArrayLike, n: int) -> _U32:
-    return np.broadcast_to(np.asarray(seed, dtype=np.int64), (n,)).astype(np.uint32)
-
-
-def hash_int_array(
-    values: Iterable[int] | npt.ArrayLike, seed: int | npt.ArrayLike = SEED
-) -> npt.NDArray[np.int32]:
-    """``hash_int`` of each value (seeds: one, or one per value, to chain columns)."""
-    v = np.asarray(values, dtype=np.int64).astype(np.uint32)
-    with np.errstate(over="ignore"):
-        return _np_fmix(_np_mix_h1(_seeds(seed, v.size), _np_mix_k1(v)), 4)
-
-
-def hash_long_array(
-    values: Iterable[int] | npt.ArrayLike, seed: int | npt.ArrayLike = SEED
-) -> npt.NDArray[np.int32]:
-    """``hash_long`` of each value (seeds: one, or one per value, to chain columns)."""
-    v = np.asarray(values, dtype=np.int64).view(np.uint64)
-    low = (v & np.uint64(_M32)).astype(np.uint32)
-    high = (v >> np.uint64(32)).astype(np.uint32)
-    with np.errstate(over="ignore"):
-        h1 = _np_mix_h1(_seeds(seed, v.size), _np_mix_k1(low))
-        return _np_fmix(_np_mix_h1(h1, _np_mix_k1(high)), 8)
-
-
-def pmod_array(hashes: npt.ArrayLike, m: int) -> npt.NDArray[np.int64]:
-    """``pmod`` of each hash."""
-    if m <= 0:
-        raise ValueError(f"pmod by {m}: the partition count must be positive")
-    return np.mod(np.asarray(hashes, dtype=np.int64), m)

@@ -166,7 +166,8 @@ def _apply(
     if plan.left_over:
         notes.append(
             f"left over: {len(plan.left_over)} partition directories the query no longer uses "
-            f"({', '.join(plan.left_over)}); `ckpt cleanup` removes them"
+            f"({', '.join(plan.left_over)}); `ckpt cleanup` removes them once no retained batch "
+            "before the repartition needs them"
         )
     return RepartitionResult(
         manifest.path, out.written, out.rewritten, plan.left_over, after, notes

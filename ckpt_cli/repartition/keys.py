@@ -3,25 +3,13 @@
 A stateful operator's input is shuffled by ``HashPartitioning(keys, numPartitions)``: a row
 goes to ``pmod(Murmur3Hash(keys), numPartitions)`` (``formats.murmur3``), and its state lives
 in that partition. Which columns of a *state key* are those shuffle keys depends on the
-operator and, for stores with column families, on the family:
-
-==============================================  ==============================================
-aggregation (``stateStoreSave``), dedup         the whole key (grouping / dedup columns)
-(``dedupe``, ``dedupeWithinWatermark``),
-``flatMapGroupsWithState``,
-``applyInPandasWithState``
-session window                                  the key without its last column, the session
-(``sessionWindowStateStoreSaveExec``)           start (``numColsPrefixKey`` grouping columns)
-stream-stream join (``symmetricHashJoin``)      the join keys: ``keyToNumValues`` whole,
-                                                ``keyWithIndexToValue`` without ``index``,
-                                                format 4's ``keyWithTsToValues`` / ``tsWithKey``
-                                                without ``__event_time``
-transformWithState (``transformWithState*``)    the grouping key: value/list variables and
-                                                ``$rowCounter_``/``$min_``/``$count_`` whole,
-                                                map variables ``key`` (of ``key, userKey``),
-                                                ``$ttl_`` ``elementKey`` (of a map's TTL:
-                                                ``elementKey.key``), timers ``key``
-==============================================  ==============================================
+operator and, for stores with column families, on the family, as Spark 4.3's own offline
+repartition has it (``StatePartitionKeyExtractorFactory``): the whole key for aggregation,
+dedup (within watermark too) and flatMapGroupsWithState/applyInPandasWithState; a session
+window's key without its last column (the session start); a join's keys without
+``keyWithIndexToValue``'s ``index`` or format 4's ``__event_time``; transformWithState's
+grouping key: a map variable's ``key`` of (key, userKey), a TTL index's ``elementKey`` (of a
+map: ``elementKey.key``), a timer's ``key``, the whole key of the rest.
 
 A key is the decoded row of ``formats.unsaferow`` / ``formats.state_encoders`` (a dict in
 key-schema order, or a tuple); ``PartitionKey`` says where in it the shuffle keys sit.
@@ -30,19 +18,23 @@ Operators and families not in the table are refused with a ``FormatError`` namin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import murmur3
+from ckpt_cli.formats import murmur3, murmur3_columns
 from ckpt_cli.formats import state_encoders as encoders
 from ckpt_cli.formats.schema import DataType, StateSchema, StructType
 from ckpt_cli.formats.tws import family_role
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay.read import read_zip_metadata, store_schema
+from ckpt_cli.replay.rows import RowDecoder
 from ckpt_cli.replay.source import decoder_for
-from ckpt_cli.replay.tws import operator_metadata_v2, zips_of
+from ckpt_cli.replay.tws import family_reader, operator_metadata_v2, zips_of
 
 AGGREGATION = "stateStoreSave"
 SESSION_WINDOW = "sessionWindowStateStoreSaveExec"
@@ -79,6 +71,8 @@ class PartitionKey:
 
     ``path``: the ordinals of nested struct fields leading to the struct that holds them
     (empty: the key row itself); ``columns``: their ordinals in that struct, in order.
+    ``path_keys``/``column_keys``: the same as the keys of decoded dict rows (the structs'
+    ``unique_names``), for the fast path over many keys.
     """
 
     operator: str
@@ -87,6 +81,8 @@ class PartitionKey:
     columns: tuple[int, ...]
     names: tuple[str, ...]  # dotted, for messages and reports
     types: tuple[DataType, ...]
+    path_keys: tuple[str, ...] = ()
+    column_keys: tuple[str, ...] = ()
 
     def values(self, key: Any) -> list[Any]:
         """The partitioning columns' values of a decoded key."""
@@ -103,8 +99,30 @@ class PartitionKey:
         return murmur3.hash_row(self.values(key), self.types)
 
     def partition(self, key: Any, m: int) -> int:
-        """The partition of ``m`` the shuffle sends the key to."""
-        return murmur3.pmod(self.hash(key), m)
+        """The partition of ``m`` the shuffle sends the key to. With no columns (a global
+        aggregation) the operator's input is one partition (``AllTuples``): 0, whatever
+        ``m`` (Spark 4.3's own repartition puts it at ``pmod(42, m)``, where the restarted
+        query never reads it)."""
+        return murmur3.pmod(self.hash(key), m) if self.columns else 0
+
+    def partitions(self, keys: Sequence[Any], m: int) -> npt.NDArray[np.int64]:
+        """``partition`` of many keys, hashed column by column with numpy."""
+        if not self.columns:
+            return np.zeros(len(keys), dtype=np.int64)
+        hashes = murmur3_columns.hash_columns(self._columns(keys), self.types, len(keys))
+        return murmur3_columns.pmod_array(hashes, m)
+
+    def _columns(self, keys: Sequence[Any]) -> list[list[Any]]:
+        if len(self.path_keys) == len(self.path) and len(self.column_keys) == len(self.columns):
+            try:  # dict rows all the way down (what the decoders give): plain lookups
+                rows = keys
+                for name in self.path_keys:
+                    rows = [row[name] for row in rows]
+                return [[row[name] for row in rows] for name in self.column_keys]
+            except (TypeError, KeyError, IndexError):
+                pass  # tuples, or a null struct on the path
+        values = [self.values(key) for key in keys]
+        return [[row[i] for row in values] for i in range(len(self.columns))]
 
 
 def _fields(row: Any) -> list[Any]:
@@ -116,11 +134,6 @@ def new_partition(key: Any, partition_key: PartitionKey, m: int) -> int:
     return partition_key.partition(key, m)
 
 
-def new_partitions(keys: Iterable[Any], partition_key: PartitionKey, m: int) -> list[int]:
-    """``new_partition`` of many keys."""
-    return [partition_key.partition(key, m) for key in keys]
-
-
 def _key(
     operator: str,
     family: str,
@@ -130,6 +143,7 @@ def _key(
     where: str,
 ) -> PartitionKey:
     ordinals: list[int] = []
+    path_keys: list[str] = []
     struct = schema
     for name in path:
         names = struct.names
@@ -139,13 +153,12 @@ def _key(
                 f"{operator} {family}: the key has no {name!r} field ({schema.simple_string()})",
             )
         ordinals.append(names.index(name))
+        path_keys.append(struct.unique_names()[ordinals[-1]])
         inner = struct.fields[ordinals[-1]].data_type
         if not isinstance(inner, StructType):
             raise FormatError(where, f"{operator} {family}: key field {name!r} is not a struct")
         struct = inner
     cols = tuple(range(len(struct.fields))) if columns is None else tuple(columns)
-    if not cols:
-        raise FormatError(where, f"{operator} {family}: the key has no partitioning columns")
     prefix = "".join(p + "." for p in path)
     types = tuple(struct.fields[i].data_type for i in cols)
     for i, t in zip(cols, types, strict=True):
@@ -159,6 +172,8 @@ def _key(
         cols,
         tuple(prefix + struct.fields[i].name for i in cols),
         types,
+        tuple(path_keys),
+        tuple(struct.unique_names()[i] for i in cols),
     )
 
 
@@ -205,7 +220,6 @@ def partition_key_columns(
     family: str,
     key_schema: StructType,
     *,
-    prefix_cols: int = 0,
     map_families: Iterable[str] = (),
     path: str = "<state>",
 ) -> PartitionKey:
@@ -214,18 +228,16 @@ def partition_key_columns(
     ``operator``: Spark's operator name (operator metadata), or None when the checkpoint has
     none (Spark < 4.0: then a join is known by its store names, a session window by its
     key's last column ``sessionStartTime``, and anything else partitions by the whole key,
-    as aggregation, dedup and flatMapGroupsWithState do). ``prefix_cols``: the store's
-    ``numColsPrefixKey``; ``map_families``: the transformWithState map-state variables.
+    as aggregation, dedup and flatMapGroupsWithState do). ``map_families``: the
+    transformWithState map-state variables.
     """
     name = operator if operator is not None else _guess_operator(family, key_schema)
     if name in WHOLE_KEY_OPERATORS:
         return _key(name, family, key_schema, (), None, path)
     if name == JOIN:
         return _join_key(family, key_schema, path)
-    if name == SESSION_WINDOW:
-        n = len(key_schema.fields)
-        cols = prefix_cols if 0 < prefix_cols < n else n - 1
-        return _key(name, family, key_schema, (), range(cols), path)
+    if name == SESSION_WINDOW:  # Spark's DropLastNFieldsStatePartitionKeyExtractor(1)
+        return _key(name, family, key_schema, (), range(len(key_schema.fields) - 1), path)
     if name in TWS_OPERATORS:
         return _tws_key(name, family, key_schema, frozenset(map_families), path)
     raise FormatError(
@@ -245,24 +257,19 @@ def _guess_operator(family: str, key_schema: StructType) -> str:
 
 
 def schema_partition_keys(
-    operator: str | None, store: str, schema: StateSchema, *, prefix_cols: int = 0, path: str
+    operator: str | None, store: str, schema: StateSchema, *, path: str
 ) -> dict[str, PartitionKey]:
     """The partition keys of a store: by column family for a store with several (schema
     v3: transformWithState, joins in state format 3/4), else ``{store: ...}``."""
     families = [cf for cf in schema.column_families if cf.name != DEFAULT_FAMILY]
     if not families:
-        return {
-            store: partition_key_columns(
-                operator, store, schema.key, prefix_cols=prefix_cols, path=path
-            )
-        }
+        return {store: partition_key_columns(operator, store, schema.key, path=path)}
     maps = frozenset(cf.name for cf in families if cf.user_key_encoder_schema is not None)
     return {
         cf.name: partition_key_columns(
             operator,
             cf.name,
             cf.key,
-            prefix_cols=cf.key_encoder.num_cols_prefix_key,
             map_families=maps,
             path=path,
         )
@@ -282,17 +289,13 @@ def operator_name(ckpt: Checkpoint, operator: int) -> str | None:
 def operator_partition_keys(ckpt: Checkpoint, operator: int) -> dict[str, dict[str, PartitionKey]]:
     """Every store of an operator -> its families (or the store itself) -> partition key."""
     name = operator_name(ckpt, operator)
-    meta = ckpt.operator_metadata(operator)
-    prefix = {store: cols for store, cols, _ in meta.stores} if meta is not None else {}
     path = f"state/{operator}"
     out: dict[str, dict[str, PartitionKey]] = {}
     for store in ckpt.operators[operator].stores:
         schema = store_schema(ckpt, operator, store)
         if schema is None:
             raise FormatError(path, f"store {store}: no schema file, the key columns are unknown")
-        out[store] = schema_partition_keys(
-            name, store, schema, prefix_cols=prefix.get(store, 0), path=path
-        )
+        out[store] = schema_partition_keys(name, store, schema, path=path)
     return out
 
 
@@ -301,27 +304,62 @@ class KeyPlacer:
     """Raw state keys, as a store holds them, to their new partition.
 
     ``families``: column family id -> (family, key decoder) for a store with families; for
-    one without, the single entry ``None``.
+    one without, the single entry ``None``. ``rows``: family -> (offset of the key's
+    UnsafeRow in a raw key, its field count) where the partition columns can be hashed from
+    the row's slots without decoding it (flat types, no prefix-scan or Avro encoding).
     """
 
     keys: dict[str, PartitionKey]
     families: dict[int | None, tuple[str, Callable[[bytes], Any]]] = field(default_factory=dict)
     path: str = "<state>"
+    rows: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def decode(self, raw_key: bytes) -> tuple[str, Any]:
-        """The family of a raw key and the key decoded."""
-        cf_id = None
-        if None not in self.families:
-            cf_id = int.from_bytes(raw_key[:2], "little", signed=True)
+    def family(self, raw_key: bytes) -> tuple[str, Callable[[bytes], Any]]:
+        cf_id = (
+            None if None in self.families else int.from_bytes(raw_key[:2], "little", signed=True)
+        )
         entry = self.families.get(cf_id)
         if entry is None:
             raise FormatError(self.path, f"key {raw_key[:16].hex()}: unknown column family {cf_id}")
-        family, decode = entry
+        return entry
+
+    def decode(self, raw_key: bytes) -> tuple[str, Any]:
+        """The family of a raw key and the key decoded."""
+        family, decode = self.family(raw_key)
         return family, decode(raw_key)
 
     def partition(self, raw_key: bytes, m: int) -> int:
         family, key = self.decode(raw_key)
         return self.keys[family].partition(key, m)
+
+    def partitions(self, raw_keys: Sequence[bytes], m: int) -> npt.NDArray[np.int64]:
+        """``partition`` of many raw keys (of any families), vectorised per family."""
+        if None in self.families:  # one store, no families
+            return self._partitions(self.families[None][0], list(raw_keys), m)
+        out = np.empty(len(raw_keys), dtype=np.int64)
+        by_family: dict[str, list[int]] = {}
+        for i, raw in enumerate(raw_keys):
+            by_family.setdefault(self.family(raw)[0], []).append(i)
+        for family, at in by_family.items():
+            out[at] = self._partitions(family, [raw_keys[i] for i in at], m)
+        return out
+
+    def _partitions(self, family: str, raws: list[bytes], m: int) -> npt.NDArray[np.int64]:
+        pk = self.keys[family]
+        if not raws:
+            return np.empty(0, dtype=np.int64)
+        if family in self.rows and pk.columns:
+            start, fields = self.rows[family]
+            # RocksDB keys: the encoding version byte before the row must be 0.
+            if start == 0 or all(r[start - 1] == 0 for r in raws):
+                columns = list(zip(pk.columns, pk.types, strict=True))
+                try:
+                    hashes = murmur3_columns.hash_unsafe_rows(raws, start, fields, columns)
+                    return murmur3_columns.pmod_array(hashes, m)
+                except ValueError:
+                    pass  # a damaged row: decoding it says what is wrong
+        decode = self.family(raws[0])[1]
+        return pk.partitions([decode(r) for r in raws], m)
 
 
 def family_ids(ckpt: Checkpoint, operator: int, store: str, partition: int) -> dict[str, int]:
@@ -345,7 +383,14 @@ def key_placer(
     keys = operator_partition_keys(ckpt, operator)[store]
     if store in keys and len(keys) == 1:
         row_decoder = decoder_for(ckpt, operator, store)
-        return KeyPlacer(keys, {None: (store, row_decoder.key)}, path)
+        placer = KeyPlacer(keys, {None: (store, row_decoder.key)}, path)
+        provider = ckpt.operators[operator].stores[store].provider
+        schema = row_decoder.schema
+        # Prefix-scan keys (a RocksDB session window) are not one row: decoded instead.
+        plain = type(row_decoder) is RowDecoder and provider in ("hdfs", "rocksdb")
+        if schema is not None and plain and _flat(keys[store]):
+            placer.rows[store] = (1 if provider == "rocksdb" else 0, len(schema.key.fields))
+        return placer
     schema = store_schema(ckpt, operator, store)
     assert schema is not None  # operator_partition_keys refuses a store without one
     encoding = encoders.state_encoding(ckpt.conf)
@@ -353,16 +398,19 @@ def key_placer(
     for cf in schema.column_families:
         if cf.name not in keys or cf_ids is None or cf.name not in cf_ids:
             continue
-        decode = encoders.make_key_decoder(
-            cf.key,
-            cf.key_encoder,
-            column_families=True,
-            encoding=encoding,
-            path=path,
-            key_writers={cf.key_schema_id: cf.key},
-        )
+        decode = family_reader(ckpt, cf, "value", path=path).decode_key
         families[cf_ids[cf.name]] = (cf.name, _key_row(decode))
-    return KeyPlacer(keys, families, path)
+    placer = KeyPlacer(keys, families, path)
+    for cf in schema.column_families:
+        no_prefix = cf.key_encoder.kind == "NoPrefixKeyStateEncoderSpec"
+        if cf.name in keys and no_prefix and encoding == "unsaferow" and _flat(keys[cf.name]):
+            # [int16 family id][version byte][row]
+            placer.rows[cf.name] = (3, len(cf.key.fields))
+    return placer
+
+
+def _flat(pk: PartitionKey) -> bool:
+    return not pk.path and all(murmur3_columns.raw_hashable(t) for t in pk.types)
 
 
 def _key_row(decode: encoders.KeyDecoder) -> Callable[[bytes], Any]:

@@ -147,6 +147,8 @@ class RepartitionPlan(Result):
 # -- staged records: [int32 keySize][key][int32 valueSize][value], uncompressed -----------------
 
 _INT = struct.Struct(">i")
+# Records placed at a time.
+_CHUNK = 8192
 
 
 def staged_records(path: Path) -> Iterator[tuple[bytes, bytes]]:
@@ -259,7 +261,8 @@ def plan_repartition(
     if plan.left_over:
         plan.notes.append(
             f"partitions {partitions}-{current - 1} are no longer used: their directories "
-            "stay until `ckpt cleanup` removes them"
+            "stay until `ckpt cleanup` removes them (once no retained batch before the "
+            "repartition needs them)"
         )
     return plan
 
@@ -314,7 +317,7 @@ def _plan_store(
     m, n = plan.partitions, plan.from_partitions
     out = StorePlan(op.id, store.name, store.provider, [0] * n, [0] * n, [0] * m, [0] * m)
     version_plans = [_version_plan(ckpt, plan, op, store, old, out) for old in range(n)]
-    place = placer(ckpt, op.id, store.name, m, lambda: out.template)
+    place = placer(ckpt, op.id, store.name, m, out.template)
     # HDFS records come without their row checksums (verified as read): put them back.
     # RocksDB records keep theirs (``checksummed``).
     checksums = row_checksums(ckpt.conf)
@@ -325,27 +328,38 @@ def _plan_store(
             path = Path(plan._stage_dir.name) / f"{op.id}-{len(plan.stores)}-{p}"
             plan.staged[(op.id, store.name, p)] = path
             writers.append(open(path, "wb"))  # noqa: SIM115 (closed below)
+
+    def flush(old: int, chunk: list[tuple[bytes, bytes]]) -> None:
+        # Placed a chunk at a time: the hash is vectorised over many keys.
+        news = place([key for key, _ in chunk]).tolist()
+        for (key, value), new in zip(chunk, news, strict=True):
+            if rechecksum:
+                value = with_hdfs_value_checksum(key, value)
+            size = len(key) + len(value)
+            out.keys_before[old] += 1
+            out.bytes_before[old] += size
+            out.keys_after[new] += 1
+            out.bytes_after[new] += size
+            if writers:
+                w = writers[new]
+                w.write(_INT.pack(len(key)))
+                w.write(key)
+                w.write(_INT.pack(len(value)))
+                w.write(value)
+        chunk.clear()
+
     try:
         for old, version_plan in enumerate(version_plans):
             try:
+                chunk: list[tuple[bytes, bytes]] = []
                 records = iter_state(
                     ckpt, version_plan, progress, checksummed=checksums and not rechecksum
                 )
-                for key, value in records:
-                    new = place(key, value)
-                    if rechecksum:
-                        value = with_hdfs_value_checksum(key, value)
-                    size = len(key) + len(value)
-                    out.keys_before[old] += 1
-                    out.bytes_before[old] += size
-                    out.keys_after[new] += 1
-                    out.bytes_after[new] += size
-                    if writers:
-                        w = writers[new]
-                        w.write(_INT.pack(len(key)))
-                        w.write(key)
-                        w.write(_INT.pack(len(value)))
-                        w.write(value)
+                for record in records:
+                    chunk.append(record)
+                    if len(chunk) >= _CHUNK:
+                        flush(old, chunk)
+                flush(old, chunk)
             except (RepartitionRefused, UnsupportedOperator):
                 raise
             except CkptError as exc:

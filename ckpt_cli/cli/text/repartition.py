@@ -73,7 +73,8 @@ def _run(run: RepartitionRun, out: TextRenderer) -> None:
     if result.left_over:
         console.print(
             f"Left over: {len(result.left_over)} partition directories the query no longer "
-            f"uses ({', '.join(result.left_over)}); `ckpt cleanup` removes them."
+            f"uses ({', '.join(result.left_over)}); `ckpt cleanup` removes them once no "
+            "retained batch before the repartition needs them."
         )
     verdict = result.validation.to_json()
     counts = verdict["counts"]
