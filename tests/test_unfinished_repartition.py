@@ -4,7 +4,6 @@ it back and undo puts it back. The slow tests restart the real query."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import shutil
@@ -21,6 +20,7 @@ from ckpt_cli.validate import validate
 from tests.conftest import CASES_DIR, REPO, Case, run_cli
 from tests.fixture_copies import age_everything
 from tests.fixture_queries import recorded_input, restart
+from tests.kill_support import tree
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 
 UNFINISHED = REPO / "fixtures" / "unfinished"
@@ -55,14 +55,6 @@ def unfinished(name: str, dest: Path) -> Path:
     root: Path = GEN.materialize(UNFINISHED / name, base_case(name).checkpoint, dest)
     age_everything(root)
     return root
-
-
-def tree(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def codes(root: Path) -> dict[str, list[dict[str, Any]]]:
