@@ -154,6 +154,7 @@ def main() -> None:
     def copy(name: str) -> Path:
         dest = work / name
         shutil.rmtree(dest, ignore_errors=True)
+        shutil.rmtree(work / f"{name}.ckpt-quarantine", ignore_errors=True)
         shutil.copytree(src, dest)
         warm(dest)
         return dest
