@@ -47,6 +47,8 @@ def target(command: str, checkpoint: Path) -> list[str]:
     """The positional arguments of a command run on ``checkpoint``."""
     if command == "inspect":  # inspects one file of the checkpoint
         return ["-c", str(checkpoint), "offsets/2"]
+    if command == "repartition":  # a dry run
+        return [str(checkpoint), "--partitions", "3"]
     return [str(checkpoint)]
 
 

@@ -9,8 +9,6 @@ unreadable one."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,47 +16,9 @@ import pytest
 from ckpt_cli.lock import LOCK_NAME
 from tests.conftest import CASES, run_cli
 from tests.fixture_copies import truncate_latest_delta
-from tests.kill_support import ENV, kill_after, tree
+from tests.kill_support import die_in_nth_write, kill_after, tree
 
 CASE = next(c for c in CASES if c.name == "spark4-hdfs-agg")
-
-# Run the CLI with every file write under the quarantine counted; the Nth one writes half its
-# bytes and the process dies on the spot (no finally blocks, like SIGKILL).
-DIE_IN_NTH_WRITE = """
-import builtins, os, sys
-from ckpt_cli.cli import main
-
-real_open = builtins.open
-nth = int(sys.argv[1])
-seen = 0
-
-class Dying:
-    def __init__(self, fh):
-        self.fh = fh
-    def write(self, data):
-        self.fh.write(data[: len(data) // 2])
-        self.fh.flush()
-        os._exit(9)
-    def __getattr__(self, name):
-        return getattr(self.fh, name)
-    def __enter__(self):
-        return self
-    def __exit__(self, *exc):
-        return self.fh.__exit__(*exc)
-
-def dying_open(file, mode="r", *args, **kwargs):
-    global seen
-    fh = real_open(file, mode, *args, **kwargs)
-    if "ckpt-quarantine" in str(file) and "manifest" in str(file) and "w" in mode:
-        seen += 1
-        if seen == nth:
-            return Dying(fh)
-    return fh
-
-builtins.open = dying_open
-sys.argv = ["ckpt", *sys.argv[2:]]
-main()
-"""
 
 
 def damaged_copy(tmp_path: Path) -> Path:
@@ -80,9 +40,7 @@ def test_a_repair_dying_while_it_writes_its_manifest_is_undone(nth: int, tmp_pat
     broken = damaged_copy(tmp_path)
     damaged = tree(broken)
     args = ["repair", str(broken), "--apply", "--yes", "--force"]
-    died = subprocess.run(
-        [sys.executable, "-c", DIE_IN_NTH_WRITE, str(nth), *args], env=ENV, capture_output=True
-    )
+    died = die_in_nth_write(nth, "manifest.json", args)
     assert died.returncode == 9, died.stderr.decode()  # it did die in that write
     undo_all(tmp_path, broken)
     assert tree(broken) == damaged

@@ -1,7 +1,11 @@
-"""`repartition --apply` killed with SIGKILL at points spread over its run (no Spark needed):
-the checkpoint is then untouched, repartitioned, or an unfinished repartition that validate
-or `find_unfinished_repartition` names; running it again with the same count finishes it
-(the state then equals the state before), and `--undo` gives back every byte."""
+"""`repartition --apply` killed part way (no Spark needed): the checkpoint is then untouched,
+repartitioned, or an unfinished repartition that `find_unfinished_repartition` names;
+running it again with the same count finishes it (the state then
+equals the state before), and `--undo` gives back every byte.
+
+Two ways to kill it: death in the middle of its Nth write of a checkpoint file (half the bytes
+written, then the process exits on the spot, like SIGKILL), for writes spread over the whole
+run, so every step is reached whatever the machine's speed; and SIGKILL after a delay."""
 
 from __future__ import annotations
 
@@ -17,66 +21,83 @@ from ckpt_cli.storage import Storage
 from ckpt_cli.validate import validate
 from tests.conftest import run_cli
 from tests.fixture_copies import age_everything
-from tests.kill_support import kill_after, tree
+from tests.kill_support import die_in_nth_write, kill_after, tree
 from tests.test_repartition import fixture, state_rows
 
-# Seconds after the lock is taken: spread over a run of each (RocksDB builds a DB per
-# partition, so its run is longer).
-DELAYS = {
-    "spark4-hdfs-agg": [0.0, 0.15, 0.3, 0.45, 0.6],
-    "spark4-rocksdb-v2": [0.3, 0.6, 0.9],
-}
+# Checkpoint files a 2 -> 3 repartition writes: HDFS 12 (offsets, 3 snapshots, metadata,
+# commit, each with its .crc); RocksDB format v2 about 24 (SSTs, zips, checksum files).
+DEATHS = {"spark4-hdfs-agg": [1, 3, 6, 11, 12], "spark4-rocksdb-v2": [4, 16, 22]}
 
 
-def without_lock(files: dict[str, bytes]) -> dict[str, bytes]:
-    return {k: v for k, v in files.items() if k != LOCK_NAME}
-
-
-@pytest.mark.parametrize("name", sorted(DELAYS))
-def test_a_killed_repartition_is_finished_or_undone(name: str, tmp_path: Path) -> None:
+def prepared(name: str, tmp_path: Path) -> tuple[Path, dict[str, bytes], int]:
     source = tmp_path / "source"
     shutil.copytree(fixture(name), source)
     age_everything(source)
-    original = tree(source)
     last = Checkpoint.open(Storage.from_url(str(source))).batches.latest_committed
     assert last is not None
+    return source, tree(source), last
+
+
+def check_and_recover(
+    path: Path, original: dict[str, bytes], last: int, finish: bool, rows: object
+) -> str:
+    """What the kill left, then finish or undo it; returns the outcome."""
+    ckpt = Checkpoint.open(Storage.from_url(str(path)))
+    unfinished = find_unfinished_repartition(ckpt)
+    report = validate(ckpt)
+    if unfinished is not None:
+        outcome = "unfinished"
+        assert (unfinished.batch, unfinished.to_partitions) == (last + 1, 3)
+    elif ckpt.batches.latest_committed == last + 1:
+        outcome = "done"
+        assert report.ok, [f.message for f in report.findings]
+    else:
+        outcome = "untouched"
+        leftovers = set(tree(path)) - set(original) - {LOCK_NAME}
+        assert all(Path(p).name.endswith(".tmp") for p in leftovers), leftovers
+        assert {k: v for k, v in tree(path).items() if k in original} == original
+    if finish:
+        args = ("-p", "3", "--apply", "-y", "--force", "--break-lock")
+        again = run_cli("repartition", str(path), *args)
+        if outcome == "done":
+            assert again.exit_code == 2 and "already has 3 partitions" in again.stderr
+        else:
+            assert again.exit_code == 0, again.stderr
+        assert validate(Checkpoint.open(Storage.from_url(str(path)))).ok
+        assert state_rows(path, last + 1) == rows
+    else:
+        undone = run_cli("repartition", str(path), "--undo", "--break-lock")
+        if undone.exit_code == 2:  # died before its manifest: nothing to undo
+            assert "no repartition to undo" in undone.stderr and outcome == "untouched"
+            (path / LOCK_NAME).unlink(missing_ok=True)
+            for p in set(tree(path)) - set(original):
+                (path / p).unlink()
+        else:
+            assert undone.exit_code == 0, undone.stderr
+        assert tree(path) == original
+    return outcome
+
+
+@pytest.mark.parametrize("name", sorted(DEATHS))
+def test_a_repartition_dying_in_any_write_is_finished_or_undone(name: str, tmp_path: Path) -> None:
+    source, original, last = prepared(name, tmp_path)
     rows = state_rows(source, last)
-    outcomes = set()
-    for i, delay in enumerate(DELAYS[name]):
+    outcomes = []
+    for i, nth in enumerate(DEATHS[name]):
+        path = tmp_path / f"run{nth}" / "ckpt"
+        shutil.copytree(source, path)
+        args = ["repartition", str(path), "-p", "3", "--apply", "-y", "--force"]
+        died = die_in_nth_write(nth, f"{path}/", args)
+        assert died.returncode == 9, died.stderr.decode()  # it did die in that write
+        outcomes.append(check_and_recover(path, original, last, i % 2 == 0, rows))
+    assert outcomes[-1] != "untouched" and "unfinished" in outcomes
+
+
+def test_a_repartition_killed_with_sigkill_is_finished_or_undone(tmp_path: Path) -> None:
+    source, original, last = prepared("spark4-hdfs-agg", tmp_path)
+    rows = state_rows(source, last)
+    for i, delay in enumerate([0.3]):
         path = tmp_path / f"run{i}" / "ckpt"
         shutil.copytree(source, path)
         kill_after(["repartition", str(path), "-p", "3", "--apply", "-y", "--force"], path, delay)
-
-        ckpt = Checkpoint.open(Storage.from_url(str(path)))
-        unfinished = find_unfinished_repartition(ckpt)
-        report = validate(ckpt)
-        committed = ckpt.batches.latest_committed
-        if unfinished is not None:
-            outcomes.add("unfinished")
-            assert (unfinished.batch, unfinished.to_partitions) == (last + 1, 3)
-        elif committed == last + 1:
-            outcomes.add("done")
-            assert report.ok, [f.message for f in report.findings]
-        else:
-            outcomes.add("untouched")
-            assert without_lock(tree(path)) == without_lock(original)
-
-        if i % 2 == 0:
-            again = run_cli(
-                "repartition", str(path), "-p", "3", "--apply", "-y", "--force", "--break-lock"
-            )
-            if committed == last + 1 and unfinished is None:
-                assert again.exit_code == 2 and "already has 3 partitions" in again.stderr
-            else:
-                assert again.exit_code == 0, again.stderr
-            assert validate(Checkpoint.open(Storage.from_url(str(path)))).ok
-            assert state_rows(path, last + 1) == rows
-        else:
-            undone = run_cli("repartition", str(path), "--undo", "--break-lock")
-            if undone.exit_code == 2:  # killed before its manifest: nothing was changed
-                assert "no repartition to undo" in undone.stderr
-                (path / LOCK_NAME).unlink(missing_ok=True)
-            else:
-                assert undone.exit_code == 0, undone.stderr
-            assert tree(path) == original
-    assert len(outcomes) >= 2, outcomes  # the delays reach inside the run
+        check_and_recover(path, original, last, i % 2 == 1, rows)

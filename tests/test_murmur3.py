@@ -22,6 +22,7 @@ from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import murmur3
 from ckpt_cli.formats import murmur3_columns as columns
 from ckpt_cli.formats import schema as S
+from tests.formats.test_unsaferow import write_row
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "hash" / "expected.json"
 ORACLE = json.loads(FIXTURE.read_text())
@@ -193,3 +194,20 @@ def test_string_columns_equal_scalar(values: list[str | None]) -> None:
 def test_byte_arrays_equal_scalar(values: list[bytes], seed: int) -> None:
     got = columns.hash_bytes_array(values, seed).tolist()
     assert got == [murmur3.hash_unsafe_bytes(v, seed) for v in values]
+
+
+def test_unsafe_row_slots_hash_as_spark() -> None:
+    # The flat columns of the oracle rows written as UnsafeRows (behind a RocksDB version
+    # byte): hashing them from their slots gives Spark's hash of each column and of all.
+    flat = [i for i, t in enumerate(TYPES) if columns.raw_hashable(t)]
+    assert len(flat) >= 8
+    sub = S.StructType(tuple(SCHEMA.fields[i] for i in flat))
+    rows = [b"\x00" + write_row(sub, tuple(row[i] for i in flat)) for row in ROWS]
+    for ordinal, i in enumerate(flat):
+        got = columns.hash_unsafe_rows(rows, 1, len(flat), [(ordinal, TYPES[i])]).tolist()
+        assert got == [row["hash"][SCHEMA.names[i]] for row in ORACLE["rows"]], SCHEMA.names[i]
+    every = [(ordinal, TYPES[i]) for ordinal, i in enumerate(flat)]
+    expected = [murmur3.hash_row([row[i] for i in flat], [TYPES[i] for i in flat]) for row in ROWS]
+    assert columns.hash_unsafe_rows(rows, 1, len(flat), every).tolist() == expected
+    with pytest.raises(ValueError):
+        columns.hash_unsafe_rows([rows[0][:12]], 1, len(flat), every)

@@ -206,6 +206,7 @@ def test_refusals(tmp_path: Path) -> None:
     # A query that ran a minute ago looks active: --apply refuses unless --force.
     active = tmp_path / "active"
     shutil.copytree(fixture("spark4-hdfs-agg"), active)
+    (active / "offsets" / "9").touch()  # written a moment ago
     assert "looks active" in refusal(str(active), "-p", "3", "--apply", "-y")
     assert run_cli("repartition", str(active), "-p", "3", "--apply", "-y", "--force").exit_code == 0
 
@@ -316,11 +317,30 @@ def _rows(lines: Any) -> Counter[str]:
 
 @pytest.mark.parametrize("oracle", ORACLES, ids=[p.name for p in ORACLES])
 def test_same_logs_and_rows_as_sparks_own_repartition(oracle: Path, tmp_path: Path) -> None:
+    """RocksDB: Spark's own repartition's files and its reader's rows of them. HDFS-backed
+    stores (which Spark refuses): the rows Spark SQL's ``pmod(hash(key), M)`` places."""
     expected = json.loads((oracle / "expected.json").read_text())
     path = copy(expected["source_case"], tmp_path)
-    m, batch = expected["num_partitions"], expected["new_batch"]
+    m = expected["num_partitions"]
     result = run_cli("repartition", str(path), "-p", str(m), "--apply", "-y", "--json")
     assert result.exit_code == 0, result.stderr
+    batch = result.json()["batch"]
+    if "log_files" in expected:
+        _same_files_as_spark(path, expected, batch, result.json())
+    ckpt = open_ckpt(path)
+    for read in expected["reads"]:
+        lines = (oracle / "state" / f"{read['file']}.jsonl").read_text().splitlines()
+        spark = _rows(json.loads(line) for line in lines)
+        ours = _rows(read_state(ckpt, batch=batch, **_read_options(read["reader_options"])))
+        assert ours == spark, read["file"]
+
+
+def _shape(name: str) -> str:
+    return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "U", name)
+
+
+def _same_files_as_spark(path: Path, expected: Any, batch: int, doc: Any) -> None:
+    assert batch == expected["new_batch"]
     # offsets/N+1 byte for byte; commits/N+1 too unless it names format v2's new files.
     assert (path / "offsets" / str(batch)).read_text() == expected["log_files"][f"offsets/{batch}"]
     commit = (path / "commits" / str(batch)).read_text()
@@ -328,17 +348,56 @@ def test_same_logs_and_rows_as_sparks_own_repartition(oracle: Path, tmp_path: Pa
         assert commit == expected["log_files"][f"commits/{batch}"]
     for name, text in expected["operator_metadata"].items():
         assert (path / name).read_text() == text  # a new _metadata/v2/<N+1>, as Spark's
-
     # The same files, but for the random parts of their names.
-    def shape(name: str) -> str:
-        return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "U", name)
-
-    written = {shape(w["path"]) for w in result.json()["result"]["written"]}
-    spark_added = {shape(p) for p in expected["added_files"]}
+    written = {_shape(w["path"]) for w in doc["result"]["written"]}
+    spark_added = {_shape(p) for p in expected["added_files"]}
     assert spark_added <= written, spark_added - written
-    ckpt = open_ckpt(path)
-    for read in expected["reads"]:
-        lines = (oracle / "state" / f"{read['file']}.jsonl").read_text().splitlines()
-        spark = _rows(json.loads(line) for line in lines)
-        ours = _rows(read_state(ckpt, batch=batch, **_read_options(read["reader_options"])))
-        assert ours == spark, read["file"]
+
+
+def test_object_store_repartition_and_undo() -> None:
+    """On an object store (memory://): whole-object puts, no Hadoop .crc, the manifest beside
+    the checkpoint's prefix, and --undo restores every object."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    src = fixture("spark4-rocksdb-v2")
+    for p in src.rglob("*"):
+        if p.is_file() and not p.name.startswith("."):  # S3A/ABFS write no .crc sidecars
+            fs.pipe_file(f"/repartition-test/{p.relative_to(src)}", p.read_bytes())
+    before = {k: fs.cat_file(k) for k in fs.find("/repartition-test")}
+    try:
+        storage = Storage.from_url("memory://repartition-test")
+        run = run_repartition(storage, partitions=3, apply=True, force=True)
+        assert run.result is not None and run.result.validation.ok
+        assert not any(Path(p).name.startswith(".") for p in run.result.written)
+        assert fs.exists(run.result.manifest)
+        assert run_cli("repartition", "memory://repartition-test", "--undo").exit_code == 0
+        assert {k: fs.cat_file(k) for k in fs.find("/repartition-test")} == before
+    finally:
+        for root in ("/repartition-test", "/repartition-test.ckpt-quarantine"):
+            if fs.exists(root):
+                fs.rm(root, recursive=True)
+
+
+def test_undo_refuses_once_the_query_ran_on(tmp_path: Path) -> None:
+    path = copy("spark4-hdfs-agg", tmp_path)
+    before = tree(path)
+    assert run_cli("repartition", str(path), "-p", "3", "--apply", "-y").exit_code == 0
+    (path / "offsets" / "11").write_bytes((path / "offsets" / "10").read_bytes())
+    assert "ran batch 11 after the repartition" in refusal(str(path), "--undo")
+    (path / "offsets" / "11").unlink()
+    assert run_cli("repartition", str(path), "--undo").exit_code == 0
+    assert tree(path) == before
+    assert "no repartition to undo" in refusal(str(path), "--undo")  # undone already
+
+
+def test_a_quarantine_of_ones_own(tmp_path: Path) -> None:
+    path = copy("spark4-rocksdb-changelog", tmp_path)
+    before = tree(path)
+    where = tmp_path / "elsewhere"
+    args = ("-p", "1", "--quarantine", str(where))
+    assert run_cli("repartition", str(path), *args, "--apply", "-y").exit_code == 0
+    assert (where / "manifest.json").is_file()
+    assert "no repartition to undo" in refusal(str(path), "--undo")
+    assert run_cli("repartition", str(path), "--undo", "--quarantine", str(where)).exit_code == 0
+    assert tree(path) == before

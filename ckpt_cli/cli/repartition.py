@@ -48,7 +48,7 @@ def repartition(
         typer.Option(
             "--quarantine",
             help="Where the manifest and replaced files go (default: "
-            "<checkpoint>.ckpt-quarantine/repartition-<time>/).",
+            "<checkpoint>.ckpt-quarantine/repartition-<time>/); with --undo, where to find it.",
             show_default=False,
         ),
     ] = None,
@@ -95,7 +95,12 @@ def repartition(
     age = parse_duration(min_age)
     if undo:
         undone = undo_repartition(
-            path, run.storage_options, force=force, break_lock=break_lock, stats=STATE.requests
+            path,
+            run.storage_options,
+            quarantine=quarantine,
+            force=force,
+            break_lock=break_lock,
+            stats=STATE.requests,
         )
         return run.render(undone)
     if partitions is None:

@@ -25,6 +25,7 @@ from ckpt_cli.formats.schema import (
     DataType,
     DayTimeIntervalType,
     StringLikeType,
+    StructType,
     UserDefinedType,
     YearMonthIntervalType,
 )
@@ -229,7 +230,10 @@ _SLOTS = {
 
 
 def raw_hashable(data_type: DataType) -> bool:
-    """Whether ``hash_unsafe_rows`` reads a column of this type from its slot."""
+    """Whether ``hash_unsafe_rows`` reads a column of this type from its slot: the flat
+    types, and structs of them (a window's ``struct<start, end>``)."""
+    if isinstance(data_type, StructType):
+        return all(raw_hashable(f.data_type) for f in data_type.fields)
     return isinstance(data_type, AtomicType) and data_type.name in _SLOTS
 
 
@@ -242,33 +246,53 @@ def hash_unsafe_rows(
 ) -> I32:
     """``murmur3.hash_row`` of top-level columns of UnsafeRows, read from their slots
     without decoding the rows: ``rows[k][start:]`` is a row of ``num_fields`` fields;
-    ``columns``: (ordinal, type) of flat types (``raw_hashable``). A value outside its row
-    raises ValueError (the caller decodes such rows to say what is wrong)."""
+    ``columns``: (ordinal, type) of ``raw_hashable`` types. A value outside its row raises
+    ValueError (the caller decodes such rows to say what is wrong)."""
+    out: I32 = _hash_rows(rows, start, num_fields, columns, _seeds(seed, len(rows))).view(np.int32)
+    return out
+
+
+def _hash_rows(
+    rows: Sequence[bytes],
+    start: int,
+    num_fields: int,
+    columns: Sequence[tuple[int, DataType]],
+    h: U32,
+) -> U32:
     words = (num_fields + 63) // 64
-    h = _seeds(seed, len(rows))
     for ordinal, data_type in columns:
-        assert isinstance(data_type, AtomicType)
-        fmt, kind = _SLOTS[data_type.name]
         word_at, bit = start + 8 * (ordinal // 64), 1 << (ordinal % 64)
         slot = start + 8 * words + 8 * ordinal
         nulls = [int.from_bytes(r[word_at : word_at + 8], "little") & bit != 0 for r in rows]
+        if isinstance(data_type, StructType):
+            fmt, kind = "<q", "struct"
+        else:
+            assert isinstance(data_type, AtomicType)
+            fmt, kind = _SLOTS[data_type.name]
         unpack = struct.Struct(fmt).unpack_from
         try:
             raw = [0 if null else unpack(r, slot)[0] for r, null in zip(rows, nulls, strict=True)]
         except struct.error as exc:
             raise ValueError(f"row shorter than its slots: {exc}") from None
         null_mask = np.array(nulls, dtype=bool)
-        if kind == "bytes":
+        if kind in ("bytes", "struct"):
             values = []
             for r, word in zip(rows, raw, strict=True):
                 at, size = start + (word >> 32), word & 0xFFFFFFFF
                 if at + size > len(r):
                     raise ValueError("a value points outside its row")
                 values.append(r[at : at + size])
-            hashed = _bytes(h, values)
+            if isinstance(data_type, StructType):
+                # A struct hashes as its fields, chained; a null one keeps the seed (hashed
+                # as a zeroed row, then dropped).
+                fields = [(i, f.data_type) for i, f in enumerate(data_type.fields)]
+                zeroed = bytes(8 * ((len(fields) + 63) // 64 + len(fields)))
+                values = [zeroed if null else v for v, null in zip(values, nulls, strict=True)]
+                hashed = _hash_rows(values, 0, len(fields), fields, h)
+            else:
+                hashed = _bytes(h, values)
         else:
             ints = np.array(raw, dtype=np.int64)
             hashed = _ints(h, _u32(ints)) if kind == "int" else _longs(h, ints)
         h = np.where(null_mask, h, hashed) if null_mask.any() else hashed
-    out: I32 = h.view(np.int32)
-    return out
+    return h

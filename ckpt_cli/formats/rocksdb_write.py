@@ -29,7 +29,7 @@ import tempfile
 import time
 import uuid
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from ckpt_cli.formats.rocksdb import (
     RocksDBFile,
     parse_zip_metadata,
 )
-from ckpt_cli.formats.state_encoders import split_column_family
+from ckpt_cli.formats.state_encoders import split_column_family, split_list_value
 
 SSTS_DIR = "SSTs"
 LOGS_DIR = "logs"
@@ -54,6 +54,7 @@ _BLOOM_BITS = 10
 _BATCH = 10_000
 # Files rocksdict adds that RocksDB's checkpoint of Spark's DB does not have.
 _NOT_SPARKS = frozenset({"rocksdict-config.json"})
+MERGE_OPERATOR_VERSION_CONF = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
 # The 4.x metadata fields, in RocksDBCheckpointMetadata's declaration order.
 _V4_FIELDS = ("numInternalKeys", "columnFamilyMapping", "columnFamilyTypeMap", "maxColumnFamilyId")
 
@@ -99,6 +100,13 @@ def zip_file_name(version: int, unique_id: str | None) -> str:
     return f"{version}_{unique_id}.zip" if unique_id else f"{version}.zip"
 
 
+def merge_delimiter(conf: Mapping[str, str]) -> bytes:
+    """The delimiter Spark's ``StringAppendOperator`` puts between list elements:
+    none with ``mergeOperatorVersion`` 2 (4.3's default, pinned in the offsets' conf), ``,``
+    with version 1 or before the setting existed (4.0-4.2)."""
+    return b"" if conf.get(MERGE_OPERATOR_VERSION_CONF, "1").strip() == "2" else b","
+
+
 def build_rocksdb_checkpoint(
     records: Iterable[tuple[bytes, bytes]],
     version: int,
@@ -107,8 +115,12 @@ def build_rocksdb_checkpoint(
     template: RocksDBCheckpointMetadata | None = None,
     checksum_file: bool | None = None,
     now_ms: int | None = None,
+    list_families: Collection[str] = (),
+    delimiter: bytes = b"",
+    row_checksums: bool = False,
 ) -> RocksDBCheckpointFiles:
-    """A full RocksDB version holding exactly ``records`` (RocksDB key, value as stored).
+    """A full RocksDB version holding exactly ``records`` (RocksDB key, value as stored; each
+    key once, in any order: RocksDB sorts them, and the key counts assume no repeats).
 
     ``template`` is the metadata of the store's newest existing zip: its header version, the
     fields it has (3.x writes only ``sstFiles``/``numKeys``), the virtual column families
@@ -118,7 +130,18 @@ def build_rocksdb_checkpoint(
     internal column family (``$rowCounter_*``, timers) in ``numInternalKeys``, any other in
     ``numKeys``. ``unique_id`` names the zip of checkpoint format v2; ``checksum_file``
     (default: when ``unique_id`` is given) adds Spark's ``<zip>.crc``.
+
+    List values (``list_families``: the column families of ListState variables and of join
+    format 4's ``*-keyWithTsToValues``/``*-tsWithKey``, named in the template's mapping) are
+    stored as Spark's merge operator leaves them, elements joined by ``delimiter``
+    (``merge_delimiter(conf)``): a value read back through another RocksDB (rocksdict joins
+    unmerged operands with ``,``) would otherwise misalign Spark's reader when the
+    checkpoint's delimiter is none. ``row_checksums``: the elements carry them.
     """
+    if list_families:
+        mapping = template.column_family_mapping if template is not None else {}
+        ids = frozenset(mapping[name] for name in list_families if name in mapping)
+        records = _joined_lists(records, ids, delimiter, row_checksums)
     suffix = str(uuid.uuid4())
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-write-") as tmp:
         checkpoint_dir = Path(tmp) / "checkpoint"
@@ -140,6 +163,20 @@ def build_rocksdb_checkpoint(
         metadata=metadata,
         zip_checksum=checksums.spark_checksum_bytes(zip_bytes, now_ms) if checksum_file else None,
     )
+
+
+def _joined_lists(
+    records: Iterable[tuple[bytes, bytes]], ids: frozenset[int], delimiter: bytes, checksums: bool
+) -> Iterator[tuple[bytes, bytes]]:
+    # An element is [int32 n][n bytes], with row checksums [int32 crc][int32 n][int32 m][m].
+    header = 12 if checksums else 4
+    for key, value in records:
+        if split_column_family(key)[0] in ids:
+            elements = split_list_value(value, key=key, checksums=checksums)
+            value = delimiter.join(
+                value[e.offset : e.offset + header + len(e.data)] for e in elements
+            )
+        yield key, value
 
 
 def _write_db(

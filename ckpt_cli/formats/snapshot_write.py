@@ -41,18 +41,29 @@ def snapshot_body(records: Iterable[tuple[bytes, bytes]]) -> Iterator[bytes]:
 
 
 def hdfs_snapshot_chunks(
-    records: Iterable[tuple[bytes, bytes]], codec: str = compression.LZ4
+    records: Iterable[tuple[bytes, bytes]],
+    codec: str = compression.LZ4,
+    *,
+    row_checksums: bool = False,
 ) -> Iterator[bytes]:
     """``encode_hdfs_snapshot`` in pieces, for files larger than memory should hold."""
+    if row_checksums:
+        records = ((key, with_hdfs_value_checksum(key, value)) for key, value in records)
     return compression.compressed_chunks(snapshot_body(records), codec)
 
 
 def encode_hdfs_snapshot(
-    records: Iterable[tuple[bytes, bytes]], codec: str = compression.LZ4
+    records: Iterable[tuple[bytes, bytes]],
+    codec: str = compression.LZ4,
+    *,
+    row_checksums: bool = False,
 ) -> bytes:
     """The bytes of ``<version>.snapshot`` holding ``records`` (key, value), in their order,
-    compressed with ``codec`` (lz4, Spark's default; lzf, snappy or zstd)."""
-    return b"".join(hdfs_snapshot_chunks(records, codec))
+    compressed with ``codec`` (lz4, Spark's default; lzf, snappy or zstd). With
+    ``row_checksums`` (``rowChecksum.enabled`` in the offsets' conf) the values are plain
+    rows, as ``replay.read.iter_state`` gives them, and each gets its checksum header here;
+    without it they are written as given."""
+    return b"".join(hdfs_snapshot_chunks(records, codec, row_checksums=row_checksums))
 
 
 def with_hdfs_value_checksum(key: bytes, value: bytes) -> bytes:

@@ -18,6 +18,7 @@ from ckpt_cli.cleanup.safety import (
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
+from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -75,7 +76,9 @@ def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:
 def _snapshot_bytes(ckpt: Checkpoint, action: Action) -> bytes:
     d = action.details
     plan = plan_version(ckpt, d["operator"], d["partition"], d["version"], store=d["store"])
-    return encode_hdfs_snapshot(iter_state(ckpt, plan), codec_of(ckpt))
+    # iter_state gives HDFS values without their row checksums; the snapshot needs them.
+    checksummed = row_checksums(ckpt.conf)
+    return encode_hdfs_snapshot(iter_state(ckpt, plan), codec_of(ckpt), row_checksums=checksummed)
 
 
 def apply_repair(

@@ -39,7 +39,6 @@ from ckpt_cli.repartition.plan import (
     RepartitionPlan,
     StorePlan,
     plan_repartition,
-    staged_records,
     store_dir,
 )
 from ckpt_cli.repartition.writers import store_files
@@ -185,8 +184,7 @@ def _write_store(
     op = ckpt.operators[store_plan.operator]
     ids: list[str] = []
     for p in range(plan.partitions):
-        records = staged_records(plan.staged[(op.id, store_plan.store, p)])
-        files = store_files(ckpt, plan, store_plan, records)
+        files = store_files(ckpt, plan, store_plan, plan.staged[(op.id, store_plan.store, p)])
         base = store_dir(op, p, store_plan.store)
         for name, data in files.files:
             out.write(f"{base}/{name}", data, sidecar=False)

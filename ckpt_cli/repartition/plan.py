@@ -27,7 +27,7 @@ from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.logs import operator_metadata_files
-from ckpt_cli.repartition.placement import UnsupportedOperator, placer
+from ckpt_cli.repartition.placement import Placer, UnsupportedOperator, placer
 from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
 from ckpt_cli.replay.plan import ReplayPlan, plan_version
 from ckpt_cli.replay.read import iter_state, read_zip_metadata
@@ -144,7 +144,8 @@ class RepartitionPlan(Result):
             self._stage_dir = None
 
 
-# -- staged records: [int32 keySize][key][int32 valueSize][value], uncompressed -----------------
+# -- staged records: [int32 keySize][key][int32 valueSize][value], uncompressed (the HDFS
+# snapshot's record layout, so a snapshot is the staged bytes compressed) -------------------
 
 _INT = struct.Struct(">i")
 # Records placed at a time.
@@ -152,11 +153,16 @@ _CHUNK = 8192
 
 
 def staged_records(path: Path) -> Iterator[tuple[bytes, bytes]]:
-    with open(path, "rb") as fh:
-        while header := fh.read(4):
-            key = fh.read(_INT.unpack(header)[0])
-            value = fh.read(_INT.unpack(fh.read(4))[0])
-            yield key, value
+    """The records staged for one new partition (read whole: one partition's share)."""
+    data = path.read_bytes()
+    unpack, at, end = _INT.unpack_from, 0, len(data)
+    while at < end:
+        (size,) = unpack(data, at)
+        key = data[at + 4 : at + 4 + size]
+        at += 4 + size
+        (size,) = unpack(data, at)
+        yield key, data[at + 4 : at + 4 + size]
+        at += 4 + size
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -172,6 +178,8 @@ def _refuse_on_logs(
 ) -> tuple[int, int, UnfinishedRepartition | None]:
     """The last committed batch and its partition count, or the refusal."""
     url = ckpt.storage.url
+    # A damaged checkpoint is repaired first: the logs must read (the error names the file).
+    _ = ckpt.query_id, ckpt.latest_offsets, ckpt.latest_commit
     if partitions < 1:
         raise RepartitionRefused(f"partitions={partitions}: the partition count must be >= 1")
     batches = ckpt.batches
@@ -317,7 +325,7 @@ def _plan_store(
     m, n = plan.partitions, plan.from_partitions
     out = StorePlan(op.id, store.name, store.provider, [0] * n, [0] * n, [0] * m, [0] * m)
     version_plans = [_version_plan(ckpt, plan, op, store, old, out) for old in range(n)]
-    place = placer(ckpt, op.id, store.name, m, out.template)
+    placers: list[Placer] = []  # made for the first record: an empty store needs no schema
     # HDFS records come without their row checksums (verified as read): put them back.
     # RocksDB records keep theirs (``checksummed``).
     checksums = row_checksums(ckpt.conf)
@@ -331,21 +339,28 @@ def _plan_store(
 
     def flush(old: int, chunk: list[tuple[bytes, bytes]]) -> None:
         # Placed a chunk at a time: the hash is vectorised over many keys.
-        news = place([key for key, _ in chunk]).tolist()
+        if not chunk:
+            return
+        if not placers:
+            placers.append(placer(ckpt, op.id, store.name, m, out.template))
+        news = placers[0]([key for key, _ in chunk]).tolist()
+        pack = _INT.pack
+        pieces: list[list[bytes]] = [[] for _ in range(m)]
+        sizes = [0] * m
+        counts = [0] * m
         for (key, value), new in zip(chunk, news, strict=True):
             if rechecksum:
                 value = with_hdfs_value_checksum(key, value)
-            size = len(key) + len(value)
-            out.keys_before[old] += 1
-            out.bytes_before[old] += size
-            out.keys_after[new] += 1
-            out.bytes_after[new] += size
-            if writers:
-                w = writers[new]
-                w.write(_INT.pack(len(key)))
-                w.write(key)
-                w.write(_INT.pack(len(value)))
-                w.write(value)
+            pieces[new] += (pack(len(key)), key, pack(len(value)), value)
+            sizes[new] += len(key) + len(value)
+            counts[new] += 1
+        out.keys_before[old] += len(chunk)
+        out.bytes_before[old] += sum(sizes)
+        for new in range(m):
+            out.keys_after[new] += counts[new]
+            out.bytes_after[new] += sizes[new]
+            if writers and pieces[new]:
+                writers[new].write(b"".join(pieces[new]))
         chunk.clear()
 
     try:

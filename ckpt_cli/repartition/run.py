@@ -107,15 +107,26 @@ def undo_repartition(
     location: str,
     storage_options: dict[str, Any] | None = None,
     *,
+    quarantine: str | None = None,
     force: bool = False,
     break_lock: bool = False,
     stats: StorageStats | None = None,
 ) -> UndoResult:
     """Put the checkpoint back as it was before the newest repartition (finished or not),
-    from its manifest. Refused (unless ``force``) when the query ran batches after it:
-    undoing would throw their state away."""
+    from its manifest (the one in ``quarantine`` when the repartition was given one).
+    Refused (unless ``force``) when the query ran batches after it: undoing would throw
+    their state away."""
     storage = Storage.from_url(location, storage_options, stats)
-    manifest, body = latest_manifest(storage, storage_options, stats)
+    if quarantine is None:
+        manifest, body = latest_manifest(storage, storage_options, stats)
+    else:
+        manifest = f"{quarantine.rstrip('/')}/manifest.json"
+        try:
+            body = json.loads(storage.read_text_absolute(manifest))
+        except CheckpointNotFound as exc:
+            raise CkptError(f"{manifest}: no such manifest") from exc
+        if not isinstance(body, dict) or "repartition" not in body:
+            raise CkptError(f"{manifest}: not a ckpt repartition manifest")
     batch = int(body["repartition"]["batch"])
     ckpt = Checkpoint.open(storage)
     later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
@@ -133,8 +144,10 @@ def undo_repartition(
         command="ckpt repartition --undo",
     )
     body["undone"] = time.time()
-    folder = manifest.rpartition("/")[0]
     storage.write_bytes_absolute(
-        manifest, json.dumps(body, indent=1).encode(), within=folder, atomic=True
+        manifest,
+        json.dumps(body, indent=1).encode(),
+        within=manifest.rpartition("/")[0],
+        atomic=True,
     )
     return undone

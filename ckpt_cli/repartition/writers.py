@@ -5,14 +5,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ckpt_cli.formats import compression
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.rocksdb_write import build_rocksdb_checkpoint
-from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
+from ckpt_cli.formats.snapshot_write import snapshot_body
 from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.repartition.plan import RepartitionPlan, StorePlan
+from ckpt_cli.repartition.plan import RepartitionPlan, StorePlan, staged_records
 from ckpt_cli.replay.plan import codec_of
 
 
@@ -29,18 +30,22 @@ def store_files(
     ckpt: Checkpoint,
     plan: RepartitionPlan,
     store: StorePlan,
-    records: Iterable[tuple[bytes, bytes]],
+    staged: Path,
 ) -> StoreFiles:
+    """The files of one new partition from the records staged for it (``staged``)."""
     # Hadoop's local file system writes a .crc beside every file Spark writes.
     local = ckpt.storage.is_local
     if store.provider == "hdfs":
-        data = encode_hdfs_snapshot(records, codec_of(ckpt))
+        # Records are staged in the snapshot's own record layout: the body is the staged
+        # bytes and the end mark, compressed as it streams.
+        body = [staged.read_bytes(), *snapshot_body(())]
+        data = b"".join(compression.compressed_chunks(body, codec_of(ckpt)))
         name = f"{plan.version}.snapshot"
         files = [(name, data)] + ([(f".{name}.crc", hadoop_crc_bytes(data))] if local else [])
         return StoreFiles(files)
     unique_id = str(uuid.uuid4()) if plan.checkpoint_format_version >= 2 else None
     built = build_rocksdb_checkpoint(
-        records,
+        staged_records(staged),
         plan.version,
         unique_id=unique_id,
         template=store.template,

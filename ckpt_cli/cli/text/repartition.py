@@ -21,6 +21,13 @@ def _skew(values: list[int]) -> str:
     return "-" if s is None else f"{s:.2f}"
 
 
+def _counts(values: list[int]) -> str:
+    """Every partition's count, or for many partitions their range."""
+    if len(values) <= 12:
+        return " ".join(map(str, values))
+    return f"{len(values)} partitions, {min(values)}-{max(values)}"
+
+
 @render_text.register(RepartitionPlan)
 def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
     console = out.console
@@ -33,19 +40,21 @@ def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
         f"committed batch {plan.last_committed}, repartition batch {plan.batch}, new state "
         f"version {plan.version}"
     )
-    table = Table(title="Keys per new partition", title_justify="left")
-    for column in ("operator", "store", "keys", "bytes", "skew before", "skew after"):
-        table.add_column(column, justify="right" if column != "store" else "left")
-    table.add_column("keys per new partition", overflow="fold")
+    table = Table(title="State per operator and store (before -> after)", title_justify="left")
+    table.add_column("op", justify="right")
+    table.add_column("store", overflow="fold")
+    table.add_column("keys", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("skew", justify="right")
+    table.add_column("keys per partition", overflow="fold")
     for s in plan.stores:
         table.add_row(
             str(s.operator),
             s.store,
             str(sum(s.keys_before)),
             human_bytes(sum(s.bytes_before)),
-            _skew(s.keys_before),
-            _skew(s.keys_after),
-            " ".join(str(k) for k in s.keys_after),
+            f"{_skew(s.keys_before)} -> {_skew(s.keys_after)}",
+            f"{_counts(s.keys_before)} -> {_counts(s.keys_after)}",
         )
     console.print(table)
     files = [f for s in plan.stores for f in s.files]
