@@ -26,8 +26,10 @@ from typing import Any
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.repartition.unfinished import find_unfinished_repartition
 from ckpt_cli.results import Result
 from ckpt_cli.validate import ERROR, Finding, validate
+from ckpt_cli.validate.repartition import attempt_files
 
 QUARANTINE = "quarantine"
 REWRITE_CRC = "rewrite_checksum"
@@ -48,6 +50,7 @@ _ROLLBACK_CODES = {
     "EMPTY_FILE",
     "TRUNCATED_FILE",
     "CORRUPT_FILE",
+    "UNFINISHED_REPARTITION",
 }
 # Findings no repair here can cure.
 _REFUSE_CODES = {
@@ -176,6 +179,7 @@ def plan_repair(
         return plan
     planned: set[str] = set()
     sidecars = sidecars_by_file(ckpt)
+    repartition_only = False  # the rollback removes only an unfinished repartition
 
     def add(kind: str, path: str, reason: str, order: int = 0, **details: Any) -> None:
         if path in planned:
@@ -211,6 +215,7 @@ def plan_repair(
         if later_logs:
             plan.rollback_to = target
             _plan_rollback(ckpt, plan, target, add)
+            repartition_only = _plan_repartition_rollback(ckpt, plan, later_logs, add)
     # Partial files and orphan sidecars.
     present = {f.path for f in ckpt.files}
     for f in ckpt.temp_files:
@@ -246,7 +251,7 @@ def plan_repair(
             add(REWRITE_CRC, crc, f"does not match {main}, which reads correctly", 0, covers=main)
     if snapshot:
         _plan_snapshots(ckpt, plan, add)
-    if plan.rollback_to is not None:
+    if plan.rollback_to is not None and not repartition_only:
         plan.notes.append(
             f"Rolling back makes batch {plan.rollback_to} the last committed one: Spark re-runs "
             f"the batches after it from their source offsets. This needs a replayable source "
@@ -279,6 +284,29 @@ def _plan_rollback(ckpt: Checkpoint, plan: RepairPlan, target: int, add: Any) ->
     ]
     for f in sorted(state_files, key=lambda f: -(f.version or 0)):
         add(QUARANTINE, f.path, f"state version {f.version} is after version {top}", 10_000)
+
+
+def _plan_repartition_rollback(
+    ckpt: Checkpoint, plan: RepairPlan, later_logs: list[int], add: Any
+) -> bool:
+    """An unfinished repartition rolled back: also the RocksDB files only its state named.
+    True when its batch is all the rollback removes (no batch with input is re-run)."""
+    attempt = find_unfinished_repartition(ckpt)
+    if attempt is None or plan.rollback_to != ckpt.batches.latest_committed:
+        return False
+    for f in attempt_files(ckpt, attempt):
+        add(
+            QUARANTINE,
+            f.path,
+            f"written by the unfinished repartition of batch {attempt.batch}",
+            10_000,
+        )
+    plan.notes.append(
+        f"{attempt.describe()}: the rollback removes it and the files it wrote, so the query "
+        f"starts again with {attempt.from_partitions} partitions (batch {attempt.batch} read "
+        "no input; nothing is re-run for it)"
+    )
+    return set(later_logs) == {attempt.batch}
 
 
 def _plan_snapshots(ckpt: Checkpoint, plan: RepairPlan, add: Any) -> None:

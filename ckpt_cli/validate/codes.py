@@ -50,6 +50,7 @@ SYMLINK = "SYMLINK"
 FMGWS_V1_SNAPSHOT = "FMGWS_V1_SNAPSHOT"
 SCHEMA_FAMILY_MISMATCH = "SCHEMA_FAMILY_MISMATCH"
 ROWS_NOT_DECODED = "ROWS_NOT_DECODED"
+UNFINISHED_REPARTITION = "UNFINISHED_REPARTITION"
 
 _ROLL_BACK = (
     "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"
@@ -169,6 +170,12 @@ CODES: dict[str, tuple[str, str]] = {
         INFO,
         "not a problem of the checkpoint: ckpt does not decode this store's rows yet, so "
         "--deep checked its files but not its keys and values",
+    ),
+    UNFINISHED_REPARTITION: (
+        ERROR,
+        "Spark refuses to start the query (STREAMING_UNFINISHED_REPARTITION_DETECTED); "
+        "`ckpt repartition CKPT --partitions M` (M: the new count) finishes the repartition, "
+        "`ckpt repair` rolls it back to the last committed batch",
     ),
 }
 

@@ -3,12 +3,12 @@ operator metadata and the state schema files."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 from ckpt_cli.errors import FormatError, UnsupportedVersionError
 from ckpt_cli.formats import logs
 from ckpt_cli.model import DEFAULT_STORE, FileKind, Operator, Partition, Store
-from ckpt_cli.repartition.unfinished import left_over_partitions
+from ckpt_cli.repartition.unfinished import find_unfinished_repartition, left_over_partitions
 from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.validate.codes import (
     CODES,
@@ -37,12 +37,15 @@ def _shuffle_partitions(run: ValidationRun) -> int | None:
 
 def check_state(run: ValidationRun) -> None:
     ops = run.ckpt.operators
-    # Without a readable conf, the store with the most partitions sets the count.
-    want = _shuffle_partitions(run)
+    # An unfinished repartition: a restart from the last commit loads the old layout; the
+    # partitions only the attempt wrote are its (UNFINISHED_REPARTITION names them).
+    attempt = find_unfinished_repartition(run.ckpt)
+    want = attempt.from_partitions if attempt else _shuffle_partitions(run)
     if want is None:
         want = max(
             (len(s.partitions) for op in ops.values() for s in op.stores.values()), default=0
         )
+    attempt_only = range(want, attempt.to_partitions) if attempt else range(0)
     target = run.target_version()
     # Partitions a repartition to fewer partitions left behind: not state Spark loads.
     left_over = left_over_partitions(run.ckpt)
@@ -51,8 +54,9 @@ def check_state(run: ValidationRun) -> None:
         _check_schema(run, op.id)
         check_fmgws_v1(run, op)
         for store in op.stores.values():
-            missing = _check_partition_count(run, op, store, want, left_over)
-            _check_versions(run, op.id, store, target, left_over)
+            ours = {p.path for p in store.partitions.values() if p.id in attempt_only}
+            missing = _check_partition_count(run, op, store, want, left_over, attempt_only)
+            _check_versions(run, op.id, store, target, left_over.keys() | ours)
             if target:
                 for pid in missing:
                     path = f"{op.path}/{pid}" + (
@@ -70,11 +74,17 @@ def check_state(run: ValidationRun) -> None:
 
 
 def _check_partition_count(
-    run: ValidationRun, op: Operator, store: Store, want: int, left_over: dict[str, int]
+    run: ValidationRun,
+    op: Operator,
+    store: Store,
+    want: int,
+    left_over: dict[str, int],
+    attempt_only: range,
 ) -> list[int]:
     """PARTITION_COUNT_MISMATCH when partitions are missing or extra; returns the missing.
-    Partitions left over by a repartition are info."""
-    ids = sorted(store.partitions)
+    Partitions left over by a repartition are info; those only an unfinished one wrote are
+    its UNFINISHED_REPARTITION finding's."""
+    ids = sorted(p for p in store.partitions if p not in attempt_only)
     missing = [p for p in range(want) if p not in store.partitions]
     left = [p for p in ids if store.partitions[p].path in left_over]
     extra = [p for p in ids if p >= want and p not in left]
@@ -105,10 +115,11 @@ def _check_partition_count(
 
 
 def _check_versions(
-    run: ValidationRun, op: int, store: Store, target: int | None, left_over: dict[str, int]
+    run: ValidationRun, op: int, store: Store, target: int | None, not_loaded: Set[str]
 ) -> None:
-    """Plan the versions in scope of every partition of ``store``, as Spark loads them."""
-    parts = [p for p in store.partitions.values() if p.path not in left_over]
+    """Plan the versions in scope of every partition of ``store``, as Spark loads them
+    (``not_loaded``: partition paths a restart does not load)."""
+    parts = [p for p in store.partitions.values() if p.path not in not_loaded]
     if target and not run.all_versions:
         _prefetch_lineage(run, parts, {target})
     if run.every:

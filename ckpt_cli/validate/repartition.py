@@ -1,0 +1,93 @@
+"""A state repartition left unfinished, by Spark's offline repartition or by ckpt's.
+
+Both write ``offsets/N+1`` first (a copy of ``offsets/N`` with another
+``spark.sql.shuffle.partitions``), then the new layout's state at version N+2, then
+``commits/N+1``. Spark 4.3 refuses to start a query whose latest offsets entry is such a
+batch without a commit (``MicroBatchExecution.checkUnfinishedRepartitionBatch``: the latest
+offsets batch L > the last committed one >= 0, and ``OfflineStateRepartitionUtils
+.isRepartitionBatch(L)``: L > 0 and offsets L and L-1 pin different shuffle partitions)
+with ``STREAMING_UNFINISHED_REPARTITION_DETECTED``, unless
+``spark.sql.streaming.checkUnfinishedRepartitionOnRestart`` is off.
+"""
+
+from __future__ import annotations
+
+from ckpt_cli.cleanup.untracked import untracked_shared_files, zip_names
+from ckpt_cli.errors import FormatError
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
+from ckpt_cli.replay.read import read_zip_metadata
+from ckpt_cli.validate.codes import UNCOMMITTED_BATCH, UNFINISHED_REPARTITION
+from ckpt_cli.validate.context import ValidationRun
+
+_STATE_KINDS = (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.ZIP, FileKind.CHANGELOG)
+
+
+def attempt_files(ckpt: Checkpoint, attempt: UnfinishedRepartition) -> list[CheckpointFile]:
+    """The state files the unfinished attempt wrote: state files of versions after the
+    committed batch's (N+2), and the RocksDB SST/log files no other zip names that are
+    either named by those zips, in a partition of the new layout only, or written after
+    ``offsets/<batch>`` (the attempt writes its offsets entry first)."""
+    top = attempt.batch  # the version a restart from the last commit loads (N+1)
+    offsets_entry = ckpt.listing.get(f"offsets/{attempt.batch}")
+    started = offsets_entry.mtime if offsets_entry is not None else None
+    out: list[CheckpointFile] = []
+    for op in ckpt.operators.values():
+        for store in op.stores.values():
+            for part in store.partitions.values():
+                written = [
+                    f
+                    for f in part.files
+                    if f.kind in _STATE_KINDS and f.version is not None and f.version > top
+                ]
+                out += written
+                kept = [f for f in part.files if f.kind in _STATE_KINDS and f not in written]
+                shared = part.shared_files
+                if not shared:
+                    continue
+                attempt_zips = [f for f in written if f.kind is FileKind.ZIP]
+                known = {z.path: None for z in attempt_zips}
+                unnamed = untracked_shared_files(ckpt.storage, [part], known)
+                if part.path in unnamed.unreadable:
+                    continue  # which files the kept zips need is unknown: leave them all
+                leftover = unnamed.files.get(part.path, [])
+                named: set[str] = set()
+                for z in attempt_zips:
+                    try:
+                        named |= zip_names(
+                            part, read_zip_metadata(ckpt.storage, z.path, z.entry.size)
+                        )
+                    except FormatError:
+                        continue
+                for f in leftover:
+                    mtime = f.entry.mtime
+                    if (
+                        f.path in named
+                        or not kept
+                        or (started is not None and mtime is not None and mtime >= started)
+                    ):
+                        out.append(f)
+    return out
+
+
+def check_unfinished_repartition(run: ValidationRun) -> None:
+    """UNFINISHED_REPARTITION where Spark refuses to start; it replaces the batch's
+    UNCOMMITTED_BATCH finding (Spark does not re-run such a batch)."""
+    attempt = find_unfinished_repartition(run.ckpt)
+    if attempt is None:
+        return
+    entry = f"offsets/{attempt.batch}"
+    run.findings = [
+        f for f in run.findings if not (f.code == UNCOMMITTED_BATCH and entry in f.paths)
+    ]
+    written = [f.path for f in attempt_files(run.ckpt, attempt)]
+    run.add(
+        UNFINISHED_REPARTITION,
+        f"{attempt.describe()} (STREAMING_UNFINISHED_REPARTITION_DETECTED)"
+        + (f"; the attempt wrote {len(written)} state files" if written else ""),
+        [entry],
+        **attempt.to_json(),
+        last_committed=run.ckpt.batches.latest_committed,
+        finish=f"ckpt repartition CKPT --partitions {attempt.to_partitions}",
+        written=written,
+    )
