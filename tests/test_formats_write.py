@@ -38,7 +38,6 @@ from ckpt_cli.formats.snapshot_write import (
     with_hdfs_value_checksum,
 )
 from ckpt_cli.formats.state_encoders import (
-    MULTI_VALUED_JOIN_FAMILIES,
     row_checksums,
     split_column_family,
     split_list_value,
@@ -49,7 +48,7 @@ from ckpt_cli.replay import read_state
 from ckpt_cli.replay.join_families import join_families, join_format
 from ckpt_cli.replay.plan import codec_of, plan_version
 from ckpt_cli.replay.read import iter_state, read_zip_metadata
-from ckpt_cli.replay.tws import MULTI_VALUED, operator_metadata_v2, state_variables
+from ckpt_cli.replay.tws import list_families, state_variables
 from tests.conftest import REPO
 
 FIXTURE_DIRS = (REPO / "fixtures" / "checkpoints", REPO / "fixtures" / "pending")
@@ -312,13 +311,6 @@ def stores(ckpt: Checkpoint) -> Iterable[tuple[int, str]]:
     for op_id, op in ckpt.operators.items():
         for name in op.stores:
             yield op_id, name
-
-
-def list_families(ckpt: Checkpoint, op_id: int) -> list[str]:
-    """The column families whose values are lists: ListState variables, join format 4."""
-    meta = operator_metadata_v2(ckpt, op_id)
-    names = [v.name for v in meta.state_variables if v.short_kind in MULTI_VALUED] if meta else []
-    return names + list(MULTI_VALUED_JOIN_FAMILIES)
 
 
 def _drop(root: Path, rel: str) -> None:

@@ -39,15 +39,7 @@ CASES = [
     "spark4-rocksdb-changelog-to1",
     "spark4-rocksdb-v2-to3",
     "spark4-join-v3-rocksdb-to3",
-    pytest.param(
-        "spark4-tws-row-to3",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="list state: ckpt rewrites a merged list value with the ',' RocksDB's "
-            "default merge delimiter put between operands; Spark (mergeOperatorVersion 2) "
-            "splits it with no delimiter, so the elements after it are read one byte off",
-        ),
-    ),
+    "spark4-tws-row-to3",
     "spark4-hdfs-agg-to3",
 ]
 

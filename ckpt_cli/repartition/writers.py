@@ -10,11 +10,13 @@ from pathlib import Path
 
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
-from ckpt_cli.formats.rocksdb_write import build_rocksdb_checkpoint
+from ckpt_cli.formats.rocksdb_write import build_rocksdb_checkpoint, merge_delimiter
 from ckpt_cli.formats.snapshot_write import snapshot_body
+from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.repartition.plan import RepartitionPlan, StorePlan, staged_records
 from ckpt_cli.replay.plan import codec_of
+from ckpt_cli.replay.tws import list_families
 
 
 @dataclass
@@ -50,6 +52,11 @@ def store_files(
         unique_id=unique_id,
         template=store.template,
         checksum_file=unique_id is not None and _has_spark_checksums(ckpt, store),
+        # List values were merged by the RocksDB that read them: rejoin their elements with
+        # Spark's delimiter, or Spark's reader misaligns them (a "," where it expects none).
+        list_families=list_families(ckpt, store.operator),
+        delimiter=merge_delimiter(ckpt.conf),
+        row_checksums=row_checksums(ckpt.conf),
     )
     return StoreFiles(built.files(hadoop_crc=local), unique_id)
 

@@ -265,3 +265,12 @@ def family_reader(
 def zips_of(ckpt: Checkpoint, operator: int, store: str, partition: int) -> list[CheckpointFile]:
     part = ckpt.operators[operator].stores[store].partitions[partition]
     return [f for f in part.files if f.kind is FileKind.ZIP]
+
+
+def list_families(ckpt: Checkpoint, op_id: int) -> list[str]:
+    """The column families whose values are lists (elements joined by Spark's merge operator):
+    ListState variables and join format 4's multi-valued families; a writer must join their
+    elements as Spark does, not as another RocksDB merged them."""
+    meta = operator_metadata_v2(ckpt, op_id)
+    names = [v.name for v in meta.state_variables if v.short_kind in MULTI_VALUED] if meta else []
+    return names + list(encoders.MULTI_VALUED_JOIN_FAMILIES)
