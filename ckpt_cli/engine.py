@@ -22,6 +22,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from ckpt_cli.errors import CkptError, MissingExtraError
+from ckpt_cli.install import pip_install
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -120,7 +121,7 @@ class SparkEngine:
             from pyspark.sql import SparkSession
         except ImportError as exc:
             raise MissingExtraError(
-                "engine=spark needs PySpark", hint="pip install 'ckpt-cli[spark]'"
+                "engine=spark needs PySpark", hint=pip_install("spark")
             ) from exc
         session = SparkSession.getActiveSession()
         if session is None:
