@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from ckpt_cli.batches import BatchesReport
     from ckpt_cli.cleanup import CleanupPlan
     from ckpt_cli.model import Checkpoint
     from ckpt_cli.repair import RepairPlan
@@ -39,6 +40,16 @@ class CheckpointCalls:
         from ckpt_cli.versions import describe_versions
 
         return describe_versions(self._checkpoint, operator=operator, partitions=partitions)
+
+    def timeline(
+        self, *, last: int | None = None, since: int | None = None, until: int | None = None
+    ) -> BatchesReport:
+        """What ``ckpt batches`` shows (``batches`` is the logs' listing): one row per batch
+        (``.batches``) with its planned time, watermark, each source's offsets and whether it
+        committed; see :func:`ckpt_cli.batches.batch_timeline`."""
+        from ckpt_cli.batches import batch_timeline
+
+        return batch_timeline(self._checkpoint, last=last, since=since, until=until)
 
     def validate(
         self,

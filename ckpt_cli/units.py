@@ -11,3 +11,16 @@ def human_bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
+
+
+def human_duration(seconds: float) -> str:
+    """An age for people, its two largest units: ``93784`` -> ``1d 2h``, ``75`` -> ``1m 15s``."""
+    if seconds < 0:
+        return "in " + human_duration(-seconds)
+    left = int(seconds)
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size or (unit == "s" and not parts):
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return " ".join(parts[:2])

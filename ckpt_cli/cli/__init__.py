@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import cleanup, inspect, repair, replay, validate, versions
+from ckpt_cli.cli import batches, cleanup, inspect, repair, replay, validate, versions
 from ckpt_cli.cli.common import STATE
 
 app = typer.Typer(
@@ -19,7 +19,7 @@ app = typer.Typer(
         "Exit codes: 0 ok, 1 problems found, 2 could not run."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish)
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode="rich",
@@ -49,6 +49,7 @@ def root(
 
 
 app.command(name="versions")(versions.versions)
+app.command(name="batches")(batches.batches)
 app.command(name="inspect")(inspect.inspect)
 app.command(name="validate")(validate.validate_command)
 app.command(name="replay")(replay.replay)
