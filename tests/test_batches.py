@@ -18,7 +18,7 @@ AGG = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
 JOIN = CASES_DIR / "spark4-join" / "checkpoint"
 
 
-def _copy(tmp_path: Path, source: Path = AGG) -> Path:
+def copy_checkpoint(tmp_path: Path, source: Path = AGG) -> Path:
     root = tmp_path / "ckpt"
     shutil.copytree(source, root)
     return root
@@ -67,7 +67,7 @@ def test_no_data_batches_of_a_join_read_nothing() -> None:
 
 
 def test_gap_and_in_flight_batches(tmp_path: Path) -> None:
-    root = _copy(tmp_path)
+    root = copy_checkpoint(tmp_path)
     (root / "offsets" / "7").unlink()  # a hole in offsets/ (its commit stays)
     (root / "commits" / "8").unlink()  # planned, not committed, and a later batch committed
     report = batch_timeline(ckpt_cli.open(str(root)))
@@ -90,7 +90,7 @@ def test_gap_and_in_flight_batches(tmp_path: Path) -> None:
 
 
 def test_unreadable_offsets_entry_is_a_row(tmp_path: Path) -> None:
-    root = _copy(tmp_path)
+    root = copy_checkpoint(tmp_path)
     (root / "offsets" / "9").write_text('v1\n{"batchWatermarkMs":0,"batchTim')
     result = run_cli("batches", str(root), "--json")
     assert result.exit_code == 0
@@ -99,7 +99,7 @@ def test_unreadable_offsets_entry_is_a_row(tmp_path: Path) -> None:
 
 
 def test_kafka_offsets_per_partition_and_change(tmp_path: Path) -> None:
-    root = _copy(tmp_path)
+    root = copy_checkpoint(tmp_path)
     _set_source_offsets(
         root,
         {
@@ -128,7 +128,7 @@ def test_kafka_offsets_per_partition_and_change(tmp_path: Path) -> None:
 
 def test_rate_source_long_offsets(tmp_path: Path) -> None:
     # The rate source writes LongOffset: the seconds since its start, a bare number.
-    root = _copy(tmp_path)
+    root = copy_checkpoint(tmp_path)
     _set_source_offsets(root, {6: ["40"], 7: ["41"], 8: ["43"], 9: ["43"]})
     data: Any = run_cli("batches", str(root), "--json").json()
     sources = [b["sources"][0] for b in data["batches"]]
