@@ -16,7 +16,6 @@ it was planned), ``batchWatermarkMs`` and one offset per source, as the source w
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,14 +25,7 @@ from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.results import Report
-
-
-def iso_ms(ms: int | None) -> str | None:
-    """Epoch milliseconds as ISO-8601 UTC (``2026-11-24T17:28:11.959Z``); None stays None."""
-    if ms is None:
-        return None
-    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+from ckpt_cli.units import iso_ms
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.batches import iso_ms
 from ckpt_cli.errors import FormatError
 from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.units import iso_ms
 from ckpt_cli.validate import ERROR, validate
 
 # The log files whose modification time says when the query last did something.

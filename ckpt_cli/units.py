@@ -1,6 +1,16 @@
-"""Sizes for people: one spelling of bytes everywhere ckpt prints them."""
+"""Sizes, times and ages for people: one spelling of each everywhere ckpt prints them."""
 
 from __future__ import annotations
+
+import datetime as dt
+
+
+def iso_ms(ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO-8601 UTC (``2026-11-24T17:28:11.959Z``); None stays None."""
+    if ms is None:
+        return None
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def human_bytes(n: int) -> str:

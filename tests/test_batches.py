@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 import ckpt_cli
-from ckpt_cli.batches import batch_timeline, iso_ms
+from ckpt_cli.batches import batch_timeline
 from ckpt_cli.formats import logs
+from ckpt_cli.units import iso_ms
 from tests.conftest import CASES_DIR, run_cli
 
 AGG = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
@@ -162,3 +163,20 @@ def test_api_and_bad_input(tmp_path: Path) -> None:
     assert bad.exit_code == 2
     missing = run_cli("batches", str(tmp_path / "nope"))
     assert missing.exit_code == 2 and len(missing.stderr.strip().splitlines()) <= 2
+
+
+def test_inspect_shows_offsets_and_times_in_human_form() -> None:
+    path = JOIN / "offsets" / "19"
+    seq = _offsets(JOIN, 19)
+    text = run_cli("inspect", str(path))
+    assert text.exit_code == 0
+    assert f"batch_timestamp  {iso_ms(seq.batch_timestamp_ms)} (" in text.stdout
+    assert f"batch_watermark  {iso_ms(seq.batch_watermark_ms)} (" in text.stdout
+    assert str(seq.batch_timestamp_ms) not in text.stdout  # no raw milliseconds
+    assert 'source 1         {"logOffset":9}' in text.stdout
+    data = run_cli("inspect", str(path), "--json").json()
+    assert data["header"]["batch_timestamp"] == iso_ms(seq.batch_timestamp_ms)
+    assert data["header"]["batch_timestamp_ms"] == seq.batch_timestamp_ms  # still there
+
+    commit = run_cli("inspect", str(JOIN / "commits" / "19")).stdout
+    assert f"next_batch_watermark  {iso_ms(seq.batch_watermark_ms)} (" in commit

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import ckpt_cli
-from ckpt_cli.batches import iso_ms
 from ckpt_cli.formats import logs
 from ckpt_cli.headline import headline
+from ckpt_cli.units import iso_ms
 from tests.conftest import CASES_DIR, run_cli
 from tests.test_batches import copy_checkpoint
 
