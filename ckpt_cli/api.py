@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from ckpt_cli.batches import BatchesReport
     from ckpt_cli.cleanup import CleanupPlan
+    from ckpt_cli.du import DiskUsageReport
     from ckpt_cli.model import Checkpoint
     from ckpt_cli.repair import RepairPlan
     from ckpt_cli.replay import StateRows
@@ -50,6 +51,13 @@ class CheckpointCalls:
         from ckpt_cli.batches import batch_timeline
 
         return batch_timeline(self._checkpoint, last=last, since=since, until=until)
+
+    def disk_usage(self, *, top: int = 10, summarize: bool = False) -> DiskUsageReport:
+        """What ``ckpt du`` shows: bytes and file counts by class, area, operator, store and
+        partition, the ``top`` largest partitions and each store's skew (no file is read)."""
+        from ckpt_cli.du import disk_usage
+
+        return disk_usage(self._checkpoint, top=top, summarize=summarize)
 
     def validate(
         self,

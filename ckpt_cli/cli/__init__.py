@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import batches, cleanup, inspect, repair, replay, validate, versions
+from ckpt_cli.cli import batches, cleanup, du, inspect, repair, replay, validate, versions
 from ckpt_cli.cli.common import STATE
 
 app = typer.Typer(
@@ -50,6 +50,7 @@ def root(
 
 app.command(name="versions")(versions.versions)
 app.command(name="batches")(batches.batches)
+app.command(name="du")(du.du)
 app.command(name="inspect")(inspect.inspect)
 app.command(name="validate")(validate.validate_command)
 app.command(name="replay")(replay.replay)

@@ -25,6 +25,14 @@ def plan_first(plan: Result, out: TextRenderer, *, applied: bool, dry_run: str) 
 
 
 # Each module registers its result types.
-from ckpt_cli.cli.text import batches, cleanup, files, repair, validate, versions  # noqa: E402
+from ckpt_cli.cli.text import (  # noqa: E402
+    batches,
+    cleanup,
+    du,
+    files,
+    repair,
+    validate,
+    versions,
+)
 
-__all__ = ["batches", "cleanup", "files", "render_text", "repair", "validate", "versions"]
+__all__ = ["batches", "cleanup", "du", "files", "render_text", "repair", "validate", "versions"]
