@@ -41,7 +41,7 @@ class SourceProgress:
     """One source's offset in one batch."""
 
     source: int  # position in the plan (log v1) or the id OffsetMap names (log v2)
-    kind: str  # file | kafka | long | other | none (no offset yet: Spark's "-")
+    kind: str  # file | kafka | rate | long | other | none (no offset yet: Spark's "-")
     offset: Any  # the offset JSON as Spark wrote it, parsed
     # file: the log batches read and the files they list; None when unknown (the previous
     # batch's offsets entry is gone, or the log is).
@@ -51,7 +51,9 @@ class SourceProgress:
     # kafka: per topic-partition offsets, and the records read (the sum of the changes).
     partitions: list[TopicPartition] | None = None
     records: int | None = None
-    change: int | None = None  # long: the change of the number since the previous batch
+    change: int | None = None  # long, rate: the change of the number since the previous batch
+    # rate: when the query started (sources/<i>/0); its offset counts seconds since then.
+    started: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields of its kind (None ones left out, but for ``offset``)."""
@@ -230,6 +232,9 @@ def _source(
         return SourceProgress(source, "kafka", value, partitions=parts, records=records)
     if isinstance(value, int) and not isinstance(value, bool):
         change = value - previous if isinstance(previous, int) else None
+        started = reader.rate_start(source)
+        if started is not None:
+            return SourceProgress(source, "rate", value, change=change, started=iso_ms(started))
         return SourceProgress(source, "long", value, change=change)
     return SourceProgress(source, "other", value)
 
@@ -300,6 +305,18 @@ class _SourceLogs:
             except FormatError:
                 self.parsed[path] = None  # validate reports it
         return self.parsed[path]
+
+    def rate_start(self, source: int) -> int | None:
+        """The start time (epoch ms) the rate source keeps in ``sources/<i>/0`` ("v1", then
+        the number); None when that is not what the file holds."""
+        path = self.names.get(source, {}).get(0)
+        if path is None or len(self.names[source]) != 1:
+            return None
+        try:
+            body = logs.parse_source_initial_offset(path, self.checkpoint.storage.read_bytes(path))
+        except FormatError:
+            return None
+        return int(body) if body.isdigit() else None
 
     def files(self, source: int, batches: list[int]) -> list[str] | None:
         names = self.names.get(source, {})

@@ -17,6 +17,7 @@ from tests.conftest import CASES_DIR, run_cli
 
 AGG = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
 JOIN = CASES_DIR / "spark4-join" / "checkpoint"
+RATE = Path(__file__).parent / "data" / "spark43-rate" / "checkpoint"
 
 
 def copy_checkpoint(tmp_path: Path, source: Path = AGG) -> Path:
@@ -127,8 +128,28 @@ def test_kafka_offsets_per_partition_and_change(tmp_path: Path) -> None:
     assert "1,001,234 (+1,234)" in text.stdout and "events[1]" in text.stdout
 
 
+def test_real_rate_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark 4.3's rate source (LongOffset: seconds since the start kept in sources/0/0) and
+    rate-micro-batch source ({"offset", "timestamp"}; no source log), stopped in batch 4."""
+    rows = batch_timeline(ckpt_cli.open(str(RATE))).batches
+    assert [r.state for r in rows] == ["committed"] * 4 + ["in-flight"]
+    rate = [r.sources[0] for r in rows]
+    assert [s.kind for s in rate] == ["rate"] * 5
+    assert [s.offset for s in rate] == [0, 18, 21, 25, 29]
+    assert [s.change for s in rate] == [None, 18, 3, 4, 4]
+    start = (RATE / "sources" / "0" / "0").read_text().split("\n")[1]
+    assert rate[0].started == iso_ms(int(start))
+    micro = [r.sources[1] for r in rows]
+    assert [s.kind for s in micro] == ["other"] * 5
+    assert micro[-1].offset == {"offset": 15, "timestamp": 5000}
+    assert rows[0].watermark is None and rows[-1].watermark is not None
+    monkeypatch.setenv("COLUMNS", "200")  # no wrapping in the table
+    text = run_cli("batches", str(RATE), "--last", "1").stdout
+    assert "rate 29 s (+4)" in text and "in flight 4" in text
+
+
 def test_rate_source_long_offsets(tmp_path: Path) -> None:
-    # The rate source writes LongOffset: the seconds since its start, a bare number.
+    # A LongOffset (a bare number) without the rate source's start file: a plain number.
     root = copy_checkpoint(tmp_path)
     _set_source_offsets(root, {6: ["40"], 7: ["41"], 8: ["43"], 9: ["43"]})
     data: Any = run_cli("batches", str(root), "--json").json()

@@ -38,9 +38,11 @@ def source_text(s: SourceProgress) -> str:
         return f"+{s.files_added:,} file{'' if s.files_added == 1 else 's'}"
     if s.kind == "kafka":
         return f"{'?' if s.records is None else format(s.records, ',')} records"
+    if s.kind == "rate":
+        return f"rate {s.offset:,} s ({signed(s.change)})"
     if s.kind == "long":
         return f"{s.offset:,} ({signed(s.change)})"
-    text = json.dumps(s.offset, sort_keys=True)
+    text = json.dumps(s.offset, separators=(",", ":"))
     return text if len(text) <= 40 else text[:39] + "…"
 
 
