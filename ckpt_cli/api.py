@@ -54,7 +54,7 @@ class CheckpointCalls:
 
     def disk_usage(self, *, top: int = 10, summarize: bool = False) -> DiskUsageReport:
         """What ``ckpt du`` shows: bytes and file counts by class, area, operator, store and
-        partition, the ``top`` largest partitions and each store's skew (no file is read)."""
+        partition, the ``top`` largest partitions and each store's skew (no state file read)."""
         from ckpt_cli.du import disk_usage
 
         return disk_usage(self._checkpoint, top=top, summarize=summarize)

@@ -1,4 +1,5 @@
-"""``ckpt du``: where the bytes of a checkpoint are, from the one listing (nothing is read).
+"""``ckpt du``: where the bytes of a checkpoint are, from the one listing (no state file is
+read; the latest offsets entry names the store provider).
 
 Sizes and file counts by file class (:class:`~ckpt_cli.layout.FileKind`), by top-level area
 (``offsets/``, ``commits/``, ``sources/``, ``state/``...), per operator and store, and per

@@ -30,8 +30,9 @@ def du(
     (offsets/, commits/, sources/, state/), per operator, store and partition;
     the largest partitions and each store's skew (largest partition / median).
 
-    From the one listing: no file is read. When stdout is not a terminal, one
-    tab-separated line per figure (level, name, files, bytes), for sort, awk, cut.
+    From the one listing: no state file is read. When stdout is not a
+    terminal, one tab-separated line per figure (level, name, files, bytes),
+    for sort, awk and cut.
 
     [bold]Examples[/]
 
