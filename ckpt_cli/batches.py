@@ -170,10 +170,8 @@ def _row(
     except FormatError as exc:
         return BatchRow(**{**asdict(empty), "problem": str(exc)}), None
     planned = seq.batch_timestamp_ms
-    sources = [
-        _source(checkpoint, reader, key, text, _offset_of(previous, key, position))
-        for position, (key, text) in enumerate(_keyed(seq))
-    ]
+    before = dict(_keyed(previous)) if previous is not None else {}
+    sources = [_source(reader, key, text, before.get(key)) for key, text in _keyed(seq)]
     return BatchRow(
         batch=batch,
         state=state,
@@ -198,17 +196,7 @@ def _keyed(seq: logs.OffsetSeq) -> list[tuple[int, str | None]]:
     return list(enumerate(seq.source_offsets))
 
 
-def _offset_of(seq: logs.OffsetSeq | None, source: int, position: int) -> str | None:
-    if seq is None:
-        return None
-    for key, text in _keyed(seq):
-        if key == source:
-            return text
-    return None
-
-
 def _source(
-    checkpoint: Checkpoint,
     reader: _SourceLogs,
     source: int,
     text: str | None,
