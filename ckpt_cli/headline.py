@@ -23,7 +23,8 @@ _ACTIVITY_KINDS = (FileKind.OFFSETS, FileKind.COMMIT)
 
 @dataclass(frozen=True)
 class Headline:
-    last_activity_ms: int | None  # newest offsets/ or commits/ file written (listing mtime)
+    # The newest offsets/ or commits/ file written (listing mtime), else the newest planned.
+    last_activity_ms: int | None
     last_activity: str | None
     latest_planned: str | None  # batchTimestampMs of the newest readable offsets entry
     watermark: str | None  # its batchWatermarkMs (None: no watermark)
@@ -49,6 +50,8 @@ def headline(checkpoint: Checkpoint) -> Headline:
     except FormatError:  # the tolerant view skips unreadable entries; nothing readable
         latest = None
     watermark = latest.batch_watermark_ms if latest else None
+    if activity is None and latest is not None:
+        activity = latest.batch_timestamp_ms  # a store that gives no modification times
     return Headline(
         last_activity_ms=activity,
         last_activity=iso_ms(activity),
