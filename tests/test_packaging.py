@@ -13,7 +13,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from ckpt_cli.cli import app
 from ckpt_cli.errors import MissingExtraError
 from ckpt_cli.install import DISTRIBUTION, pip_install
 from ckpt_cli.storage import Storage
@@ -130,3 +132,21 @@ def test_wheel_installs_in_a_clean_venv(wheel: Path, tmp_path: Path, which: str)
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["versions"]
+
+
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [
+        ("bash", "complete -o default -F _ckpt_completion ckpt"),
+        ("zsh", "#compdef ckpt"),
+        ("fish", "complete --command ckpt"),
+    ],
+)
+def test_completion_scripts(shell: str, marker: str) -> None:
+    # What `ckpt --show-completion` prints for each shell, and what the script then asks.
+    runner = CliRunner()
+    script = runner.invoke(app, [], env={"_CKPT_COMPLETE": f"source_{shell}"}, prog_name="ckpt")
+    assert script.exit_code == 0 and marker in script.stdout
+    env = {"_CKPT_COMPLETE": "complete_bash", "COMP_WORDS": "ckpt batches --la", "COMP_CWORD": "2"}
+    words = runner.invoke(app, [], env=env, prog_name="ckpt")
+    assert words.stdout.split() == ["--last"]
