@@ -92,7 +92,7 @@ def _versions(report: VersionsReport, out: TextRenderer) -> None:
         extra.append(f"[yellow]{len(files.unknown)} unknown files[/]")
     summary.add_row(
         "Files",
-        f"{files.count} files, {human_bytes(files.bytes)}"
+        f"{files.count:,} files, {human_bytes(files.bytes)}"
         + (" · " + " · ".join(extra) if extra else ""),
     )
     console.print(summary)
@@ -116,9 +116,9 @@ def _versions(report: VersionsReport, out: TextRenderer) -> None:
                 table.add_row(
                     str(part.id),
                     ranges(part.versions),
-                    str(len(part.versions)),
+                    f"{len(part.versions):,}",
                     ranges(part.snapshot_versions),
-                    str(part.files),
+                    f"{part.files:,}",
                     human_bytes(part.bytes),
                 )
             console.print()
