@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ckpt_cli.model import Checkpoint
     from ckpt_cli.repair import RepairPlan
     from ckpt_cli.replay import StateRows
+    from ckpt_cli.report import HtmlReport
     from ckpt_cli.validate import ValidationReport
     from ckpt_cli.versions import VersionsReport
 
@@ -58,6 +59,16 @@ class CheckpointCalls:
         from ckpt_cli.du import disk_usage
 
         return disk_usage(self._checkpoint, top=top, summarize=summarize)
+
+    def report(
+        self, output: str, *, storage_options: Mapping[str, object] | None = None
+    ) -> HtmlReport:
+        """What ``ckpt report`` writes: one self-contained HTML page at ``output`` (a path or
+        URL, opened with ``storage_options``) with the headline, the validate findings and plots;
+        see :mod:`ckpt_cli.report`."""
+        from ckpt_cli.report import write_report
+
+        return write_report(self._checkpoint, output, storage_options=storage_options)
 
     def validate(
         self,

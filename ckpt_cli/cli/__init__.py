@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import batches, cleanup, du, inspect, repair, replay, validate, versions
+from ckpt_cli.cli import (
+    batches,
+    cleanup,
+    du,
+    inspect,
+    repair,
+    replay,
+    report,
+    validate,
+    versions,
+)
 from ckpt_cli.cli.common import STATE
 
 app = typer.Typer(
@@ -57,6 +67,7 @@ app.command(name="replay")(replay.replay)
 app.command(name="orphans")(cleanup.orphans)
 app.command(name="cleanup")(cleanup.cleanup)
 app.command(name="repair")(repair.repair)
+app.command(name="report")(report.report)
 
 
 def main() -> None:

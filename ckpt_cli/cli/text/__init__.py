@@ -31,8 +31,19 @@ from ckpt_cli.cli.text import (  # noqa: E402
     du,
     files,
     repair,
+    report,
     validate,
     versions,
 )
 
-__all__ = ["batches", "cleanup", "du", "files", "render_text", "repair", "validate", "versions"]
+__all__ = [
+    "batches",
+    "cleanup",
+    "du",
+    "files",
+    "render_text",
+    "repair",
+    "report",
+    "validate",
+    "versions",
+]
