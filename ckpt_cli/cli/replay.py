@@ -22,6 +22,7 @@ from ckpt_cli.cli.common import (
     MasterOpt,
     PathArg,
     QuietOpt,
+    Session,
     StorageOpt,
     error_boundary,
     start,
@@ -216,6 +217,16 @@ def replay(
 
     A transformWithState operator holds several state variables: name one with --state-var
     (ckpt replay CKPT --state-var events --no-flatten) or read --timers.
+
+    [bold]Examples[/]
+
+      ckpt replay /data/ckpt/q1 --operator 0 --limit 20
+
+      ckpt replay /data/ckpt/q1 --batch 41 --format jsonl -O state.jsonl
+
+      ckpt replay /data/ckpt/q1 --changes --from 40 --to 42
+
+      ckpt replay /data/ckpt/q1 --format parquet -O out/
     """
     run = start(json_output, quiet, storage_option)
     if batch is not None and version is not None:
@@ -255,7 +266,7 @@ def replay(
         if output is not None and _is_dataset(output, engine):
             raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
     if not changes and output is not None and _is_dataset(output, engine):
-        _write_dataset(rows, output, fmt, engine, workers, master, run.storage_options, json_output)
+        _write_dataset(rows, output, fmt, engine, workers, master, run, json_output)
     elif not changes and engine != "local":
         raise CkptError("--engine spark writes a dataset: give --output DIR/")
     elif json_output:
@@ -325,7 +336,7 @@ def _write_dataset(
     engine: str,
     workers: int | None,
     master: str | None,
-    options: dict[str, Any],
+    run: Session,
     json_output: bool,
 ) -> None:
     fmt_name = fmt.value if fmt.value in DATASET_FORMATS else "jsonl"
@@ -334,7 +345,8 @@ def _write_dataset(
         output,
         fmt_name,
         engine=make_engine(engine, workers=workers, master=master),
-        storage_options=options,
+        storage_options=run.storage_options,
+        progress=run.progress,
     )
     summary = {
         "status": "ok",

@@ -50,18 +50,24 @@ def validate(
     # A damaged checkpoint is read as far as it can be (an unreadable latest log entry is a
     # finding, not an error), on a view of the caller's checkpoint.
     run = ValidationRun(ckpt.tolerant_view(), batch=batch, all_versions=all_versions, deep=deep)
-    check_metadata(run)
-    check_logs(run)
-    check_sources(run)
-    check_state(run)
-    check_files(run)
-    pool_reads = pool_bytes = 0
-    if decode:
-        pool_reads, pool_bytes = run_file_checks(run, engine or LocalEngine(workers), progress)
-        check_column_families(run)
-        check_rows_decodable(run)
-        check_orphans(run)
-    check_symlinks(run)
+    # Movement from the start: these read every log entry (and --deep every version's plan).
+    progress.start("Checking logs, sources and state versions")
+    try:
+        check_metadata(run)
+        check_logs(run)
+        check_sources(run)
+        check_state(run)
+        check_files(run)
+        pool_reads = pool_bytes = 0
+        if decode:
+            pool_reads, pool_bytes = run_file_checks(run, engine or LocalEngine(workers), progress)
+            progress.start("Checking column families, rows and orphans")
+            check_column_families(run)
+            check_rows_decodable(run)
+            check_orphans(run)
+        check_symlinks(run)
+    finally:
+        progress.close()
     run.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code, f.paths))
     stats = ckpt.storage.stats
     target = run.target_version()
