@@ -21,6 +21,7 @@ def inspect(
     file: Annotated[
         str,
         typer.Argument(
+            metavar="FILE",
             help="The file: its full path or URL inside a checkpoint, or a path relative to "
             "--checkpoint.",
             show_default=False,
@@ -31,6 +32,7 @@ def inspect(
         typer.Option(
             "--checkpoint",
             "-c",
+            metavar="CHECKPOINT",
             help="The checkpoint root, when FILE is relative to it.",
             show_default=False,
         ),
