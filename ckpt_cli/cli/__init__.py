@@ -19,9 +19,11 @@ from ckpt_cli.cli import (
     versions,
 )
 from ckpt_cli.cli.common import STATE
+from ckpt_cli.cli.usage import CkptGroup
 
 app = typer.Typer(
     name="ckpt",
+    cls=CkptGroup,  # usage errors as one line (and a JSON object with --json), exit 2
     help=(
         "Inspect, validate, replay and clean Spark Structured Streaming checkpoints.\n\n"
         "CHECKPOINT is the query's checkpointLocation: a local path or a URL "

@@ -361,7 +361,7 @@ def _write_dataset(
         write_json(summary)
     else:
         stdout_console().print(
-            f"Wrote {summary['rows']:,} rows of {len(counts)} partitions to {summary['output']} "
+            f"Wrote {summary['rows']:,} rows of {len(counts):,} partitions to {summary['output']} "
             f"({fmt_name}, one partition_id=<p>/ folder each)"
         )
 
@@ -398,7 +398,7 @@ def render_table(
     rows: list[dict[str, Any]], console: Console, target: ReplayTarget, *, more: bool, changes: bool
 ) -> None:
     title = f"Operator {target.operator} · store {target.store} · " + (
-        "changes" if changes else f"state after batch {target.batch} (version {target.version})"
+        "changes" if changes else f"state {target.when} (version {target.version})"
     )
     table = Table(title=title, title_justify="left")
     if changes:
@@ -422,7 +422,7 @@ def render_table(
         prefix = [str(row["batch_id"]), row["change_type"]] if changes else []
         table.add_row(*prefix, str(row["partition_id"]), *cells)
     console.print(table)
-    note = f"{len(rows)} rows"
+    note = f"{len(rows):,} rows"
     if more:
         note += " shown; more not shown (raise --limit, or use --format jsonl)"
     console.print(f"[dim]{note}[/]")

@@ -78,7 +78,7 @@ def _file(result: FileReport, out: TextRenderer) -> None:
         grid.add_row("numKeys", str(meta["num_keys"]))
         files = meta["shared_files"]
         ok = sum(1 for f in files if f["status"] == "ok")
-        grid.add_row("Shared files", f"{len(files)} named, {ok} present with the right size")
+        grid.add_row("Shared files", f"{len(files):,} named, {ok:,} present with the right size")
         entries = ", ".join(e["name"] for e in report["zip_entries"])
         grid.add_row("Zip entries", entries)
     for check in report.get("checksums", []):
@@ -97,7 +97,7 @@ def _file(result: FileReport, out: TextRenderer) -> None:
     console.print(grid)
     rows = report.get("rows")
     if rows:
-        table = Table(title=f"First {len(rows)} rows", title_justify="left")
+        table = Table(title=f"First {len(rows):,} rows", title_justify="left")
         has_type = "type" in rows[0]
         if has_type:
             table.add_column("type")

@@ -87,9 +87,9 @@ def _versions(report: VersionsReport, out: TextRenderer) -> None:
     summary.add_row("Settings", " · ".join(x for x in settings if x))
     extra = []
     if files.temp:
-        extra.append(f"[yellow]{len(files.temp)} temp files of interrupted writes[/]")
+        extra.append(f"[yellow]{len(files.temp):,} temp files of interrupted writes[/]")
     if files.unknown:
-        extra.append(f"[yellow]{len(files.unknown)} unknown files[/]")
+        extra.append(f"[yellow]{len(files.unknown):,} unknown files[/]")
     summary.add_row(
         "Files",
         f"{files.count:,} files, {human_bytes(files.bytes)}"
