@@ -260,33 +260,32 @@ def _timeline(go: Any, timeline: BatchesReport) -> Any:
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, subplot_titles=("planned", "watermark"))
-    for state, colour in _STATE_COLOURS.items():
-        rows = [r for r in timeline.batches if r.state == state and r.planned]
-        if rows:
-            fig.add_trace(
-                go.Scatter(
-                    x=[r.batch for r in rows],
-                    y=[r.planned for r in rows],
-                    mode="markers",
-                    name=state,
-                    marker={"color": colour, "size": 8},
-                ),
-                1,
-                1,
-            )
-    marks = [r for r in timeline.batches if r.watermark_ms]
-    if marks:
-        fig.add_trace(
-            go.Scatter(
-                x=[r.batch for r in marks],
-                y=[r.watermark for r in marks],
-                mode="lines+markers",
-                name="watermark",
-                line={"color": "#36c", "shape": "hv"},
-            ),
-            2,
+    # (rows, y of a row, subplot row, trace name, mode, style)
+    series = [
+        (
+            [r for r in timeline.batches if r.state == state and r.planned],
+            "planned",
             1,
+            state,
+            "markers",
+            {"marker": {"color": colour, "size": 8}},
         )
+        for state, colour in _STATE_COLOURS.items()
+    ]
+    series.append(
+        (
+            [r for r in timeline.batches if r.watermark_ms],
+            "watermark",
+            2,
+            "watermark",
+            "lines+markers",
+            {"line": {"color": "#36c", "shape": "hv"}},
+        )
+    )
+    for rows, field, row, name, mode, style in series:
+        if rows:
+            xs, ys = [r.batch for r in rows], [getattr(r, field) for r in rows]
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=name, **style), row, 1)
     for batch in sorted(set(timeline.offsets_gaps)):
         fig.add_vline(x=batch, line={"color": "#888", "dash": "dot"})
     fig.update_layout(height=460)
