@@ -47,6 +47,8 @@ def target(command: str, checkpoint: Path) -> list[str]:
     """The positional arguments of a command run on ``checkpoint``."""
     if command == "inspect":  # inspects one file of the checkpoint
         return ["-c", str(checkpoint), "offsets/2"]
+    if command == "report":  # writes its page beside the checkpoint, not in the cwd
+        return [str(checkpoint), "-o", str(checkpoint.parent / "report.html")]
     return [str(checkpoint)]
 
 
@@ -111,11 +113,12 @@ def test_bad_input_is_one_line_and_exit_2(command: str, json_flag: bool, tmp_pat
                 assert result.exit_code == 1, (label, result.stdout, result.stderr)
                 assert message in json.dumps(result.json()["findings"]), label
             continue
-        if command in ("versions", "batches", "du") and label in FILE_LEVEL:
+        if command in ("versions", "batches", "du", "report") and label in FILE_LEVEL:
             # versions and batches describe what they can read: the damaged file is the
             # headline's reason (versions) or its batch's row (batches; no query id read);
             # du reads no file at all.
-            result = run_cli(command, str(path), "--json")
+            # report: the page shows what validate finds (see test_report.py).
+            result = run_cli(command, *target(command, path), "--json")
             assert result.exit_code == 0, (label, result.stdout, result.stderr)
             if command == "versions" or (command == "batches" and label != "broken metadata"):
                 assert message in json.dumps(result.json()), label
