@@ -16,12 +16,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from ckpt_cli.batches import BatchesReport
     from ckpt_cli.cleanup import CleanupPlan
+    from ckpt_cli.du import DiskUsageReport
     from ckpt_cli.model import Checkpoint
     from ckpt_cli.repair import RepairPlan
     from ckpt_cli.repartition.apply import RepartitionResult
     from ckpt_cli.repartition.plan import RepartitionPlan
     from ckpt_cli.replay import StateRows
+    from ckpt_cli.report import HtmlReport
     from ckpt_cli.validate import ValidationReport
     from ckpt_cli.versions import VersionsReport
 
@@ -41,6 +44,33 @@ class CheckpointCalls:
         from ckpt_cli.versions import describe_versions
 
         return describe_versions(self._checkpoint, operator=operator, partitions=partitions)
+
+    def timeline(
+        self, *, last: int | None = None, since: int | None = None, until: int | None = None
+    ) -> BatchesReport:
+        """What ``ckpt batches`` shows (``batches`` is the logs' listing): one row per batch
+        (``.batches``) with its planned time, watermark, each source's offsets and whether it
+        committed; see :func:`ckpt_cli.batches.batch_timeline`."""
+        from ckpt_cli.batches import batch_timeline
+
+        return batch_timeline(self._checkpoint, last=last, since=since, until=until)
+
+    def disk_usage(self, *, top: int = 10, summarize: bool = False) -> DiskUsageReport:
+        """What ``ckpt du`` shows: bytes and file counts by class, area, operator, store and
+        partition, the ``top`` largest partitions and each store's skew (no state file read)."""
+        from ckpt_cli.du import disk_usage
+
+        return disk_usage(self._checkpoint, top=top, summarize=summarize)
+
+    def report(
+        self, output: str, *, storage_options: Mapping[str, object] | None = None
+    ) -> HtmlReport:
+        """What ``ckpt report`` writes: one self-contained HTML page at ``output`` (a path or
+        URL, opened with ``storage_options``) with the headline, the validate findings and plots;
+        see :mod:`ckpt_cli.report`."""
+        from ckpt_cli.report import write_report
+
+        return write_report(self._checkpoint, output, storage_options=storage_options)
 
     def validate(
         self,

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from ckpt_cli.errors import CkptError, MissingExtraError
+from ckpt_cli.install import pip_install
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -40,7 +42,11 @@ class Engine(Protocol):
         cpu_bound: bool = False,
         initializer: Callable[..., None] | None = None,
         initargs: tuple[Any, ...] = (),
-    ) -> list[R]: ...
+        progress: ProgressSink = NULL_PROGRESS,
+    ) -> list[R]:
+        """``fn`` of each unit, in order; ``progress`` advances by one per unit done (the
+        caller starts and closes it)."""
+        ...
 
 
 class LocalEngine:
@@ -59,13 +65,14 @@ class LocalEngine:
         cpu_bound: bool = False,
         initializer: Callable[..., None] | None = None,
         initargs: tuple[Any, ...] = (),
+        progress: ProgressSink = NULL_PROGRESS,
     ) -> list[R]:
         cores = os.cpu_count() or 1
         workers = self.workers or (cores if cpu_bound else min(32, cores * 4))
         if workers <= 1 or len(units) < 2:
             if initializer is not None:
                 initializer(*initargs)
-            return [fn(u) for u in units]
+            return _advancing(map(fn, units), progress)
         pool: Executor
         if cpu_bound:
             pool = ProcessPoolExecutor(
@@ -73,11 +80,20 @@ class LocalEngine:
             )
             chunk = max(1, len(units) // (workers * 8))
             with pool:
-                return list(pool.map(fn, units, chunksize=chunk))
+                return _advancing(pool.map(fn, units, chunksize=chunk), progress)
         if initializer is not None:
             initializer(*initargs)
         with ThreadPoolExecutor(max_workers=min(workers, len(units))) as threads:
-            return list(threads.map(fn, units))
+            return _advancing(threads.map(fn, units), progress)
+
+
+def _advancing(results: Iterator[R], progress: ProgressSink) -> list[R]:
+    """The results, in order, advancing ``progress`` as each arrives (not all at the end)."""
+    out = []
+    for result in results:
+        out.append(result)
+        progress.advance()
+    return out
 
 
 class _TaskFailed:
@@ -120,7 +136,7 @@ class SparkEngine:
             from pyspark.sql import SparkSession
         except ImportError as exc:
             raise MissingExtraError(
-                "engine=spark needs PySpark", hint="pip install 'ckpt-cli[spark]'"
+                "engine=spark needs PySpark", hint=pip_install("spark")
             ) from exc
         session = SparkSession.getActiveSession()
         if session is None:
@@ -145,6 +161,7 @@ class SparkEngine:
         cpu_bound: bool = False,
         initializer: Callable[..., None] | None = None,
         initargs: tuple[Any, ...] = (),
+        progress: ProgressSink = NULL_PROGRESS,
     ) -> list[R]:
         if not units:
             return []
@@ -154,6 +171,7 @@ class SparkEngine:
         batches = [list(units[i::slices]) for i in range(slices)]
         rdd = sc.parallelize([(fn, initializer, initargs, b) for b in batches], numSlices=slices)
         results = rdd.map(_run_partition).collect()
+        progress.advance(len(units))  # Spark's own UI shows the tasks as they run
         failed = [
             (r.position * slices + i, r.error)
             for i, r in enumerate(results)

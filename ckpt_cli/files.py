@@ -22,6 +22,7 @@ from ckpt_cli.replay.plan import codec_of
 from ckpt_cli.replay.read import store_schema
 from ckpt_cli.replay.rows import RowDecoder, json_value
 from ckpt_cli.results import Result
+from ckpt_cli.units import iso_ms
 
 DEFAULT_LIMIT = 20
 
@@ -159,10 +160,15 @@ def _offsets(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int
         "log_version": seq.log_version,
         "batch_watermark_ms": seq.batch_watermark_ms,
         "batch_timestamp_ms": seq.batch_timestamp_ms,
+        # The same times for people (ISO-8601 UTC); 0 is Spark's "no watermark yet".
+        "batch_watermark": iso_ms(seq.batch_watermark_ms) if seq.batch_watermark_ms else None,
+        "batch_timestamp": iso_ms(seq.batch_timestamp_ms),
         "conf": seq.conf,
     }
+    ids = seq.source_ids or ()
     report.details["sources"] = [
-        {"index": i, "offset": off} for i, off in enumerate(seq.source_offsets)
+        {"index": i, "offset": off, **({"id": ids[i]} if i < len(ids) else {})}
+        for i, off in enumerate(seq.source_offsets)
     ]
 
 
@@ -172,6 +178,9 @@ def _commit(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int)
     report.details["header"] = {
         "log_version": commit.log_version,
         "next_batch_watermark_ms": commit.next_batch_watermark_ms,
+        "next_batch_watermark": (
+            iso_ms(commit.next_batch_watermark_ms) if commit.next_batch_watermark_ms else None
+        ),
         "state_unique_ids": (
             {str(k): [list(p) for p in v] for k, v in commit.state_unique_ids.items()}
             if commit.state_unique_ids

@@ -1,6 +1,16 @@
-"""Sizes for people: one spelling of bytes everywhere ckpt prints them."""
+"""Sizes, times and ages for people: one spelling of each everywhere ckpt prints them."""
 
 from __future__ import annotations
+
+import datetime as dt
+
+
+def iso_ms(ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO-8601 UTC (``2026-11-24T17:28:11.959Z``); None stays None."""
+    if ms is None:
+        return None
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def human_bytes(n: int) -> str:
@@ -11,3 +21,16 @@ def human_bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
+
+
+def human_duration(seconds: float) -> str:
+    """An age for people, its two largest units: ``93784`` -> ``1d 2h``, ``75`` -> ``1m 15s``."""
+    if seconds < 0:
+        return "in " + human_duration(-seconds)
+    left = int(seconds)
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size or (unit == "s" and not parts):
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return " ".join(parts[:2])

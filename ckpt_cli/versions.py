@@ -12,6 +12,7 @@ from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs, tws
+from ckpt_cli.headline import Headline, headline
 from ckpt_cli.model import Checkpoint, FileKind, Operator, Partition
 from ckpt_cli.results import Report
 
@@ -118,6 +119,7 @@ class VersionsReport(Report):
     """Everything ``ckpt versions`` shows. A description, never a problem: ``validate`` judges."""
 
     checkpoint: str
+    headline: Headline
     query_id: str | None
     batches: Batches
     settings: Settings
@@ -128,6 +130,7 @@ class VersionsReport(Report):
     def body_json(self) -> dict[str, Any]:
         return {
             **asdict(self),
+            "headline": self.headline.to_json(),
             "operators": [op.to_json() for op in self.operators],
         }
 
@@ -237,7 +240,12 @@ def describe_versions(
     operator: int | None = None,
     partitions: Sequence[int] | None = None,
 ) -> VersionsReport:
-    """Everything ``ckpt versions`` shows, optionally for one operator and some partitions."""
+    """Everything ``ckpt versions`` shows, optionally for one operator and some partitions.
+
+    Whatever can be read is shown: an unreadable latest log entry is the headline's reason
+    why the query cannot restart, and the confs come from the newest readable one."""
+    first = headline(checkpoint)
+    checkpoint = checkpoint.tolerant_view()
     ops = checkpoint.operators
     if operator is not None and operator not in ops:
         known = ", ".join(str(o) for o in ops) or "none"
@@ -247,9 +255,14 @@ def describe_versions(
     batches = checkpoint.batches
     latest = checkpoint.latest_offsets
     conf = checkpoint.conf
+    try:
+        query_id = checkpoint.query_id
+    except FormatError:
+        query_id = None  # the headline names the file
     return VersionsReport(
         checkpoint=checkpoint.storage.url,
-        query_id=checkpoint.query_id,
+        headline=first,
+        query_id=query_id,
         batches=Batches(
             offsets=list(batches.offsets),
             commits=list(batches.commits),

@@ -49,6 +49,8 @@ def target(command: str, checkpoint: Path) -> list[str]:
         return ["-c", str(checkpoint), "offsets/2"]
     if command == "repartition":  # a dry run
         return [str(checkpoint), "--partitions", "3"]
+    if command == "report":  # writes its page beside the checkpoint, not in the cwd
+        return [str(checkpoint), "-o", str(checkpoint.parent / "report.html")]
     return [str(checkpoint)]
 
 
@@ -112,6 +114,16 @@ def test_bad_input_is_one_line_and_exit_2(command: str, json_flag: bool, tmp_pat
                 result = run_cli(command, str(path), "--json")
                 assert result.exit_code == 1, (label, result.stdout, result.stderr)
                 assert message in json.dumps(result.json()["findings"]), label
+            continue
+        if command in ("versions", "batches", "du", "report") and label in FILE_LEVEL:
+            # versions and batches describe what they can read: the damaged file is the
+            # headline's reason (versions) or its batch's row (batches; no query id read);
+            # du reads no file at all.
+            # report: the page shows what validate finds (see test_report.py).
+            result = run_cli(command, *target(command, path), "--json")
+            assert result.exit_code == 0, (label, result.stdout, result.stderr)
+            if command == "versions" or (command == "batches" and label != "broken metadata"):
+                assert message in json.dumps(result.json()), label
             continue
         args = [command, *target(command, path)] + (["--json"] if json_flag else [])
         result = run_cli(*args)

@@ -7,12 +7,24 @@ from typing import Annotated
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import cleanup, inspect, repair, replay, validate, versions
-from ckpt_cli.cli import repartition as repartition_cli
+from ckpt_cli.cli import (
+    batches,
+    cleanup,
+    du,
+    inspect,
+    repair,
+    repartition,
+    replay,
+    report,
+    validate,
+    versions,
+)
 from ckpt_cli.cli.common import STATE
+from ckpt_cli.cli.usage import CkptGroup
 
 app = typer.Typer(
     name="ckpt",
+    cls=CkptGroup,  # usage errors as one line (and a JSON object with --json), exit 2
     help=(
         "Inspect, validate, replay and clean Spark Structured Streaming checkpoints.\n\n"
         "CHECKPOINT is the query's checkpointLocation: a local path or a URL "
@@ -20,7 +32,7 @@ app = typer.Typer(
         "Exit codes: 0 ok, 1 problems found, 2 could not run."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish)
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode="rich",
@@ -50,13 +62,16 @@ def root(
 
 
 app.command(name="versions")(versions.versions)
+app.command(name="batches")(batches.batches)
+app.command(name="du")(du.du)
 app.command(name="inspect")(inspect.inspect)
 app.command(name="validate")(validate.validate_command)
 app.command(name="replay")(replay.replay)
 app.command(name="orphans")(cleanup.orphans)
 app.command(name="cleanup")(cleanup.cleanup)
 app.command(name="repair")(repair.repair)
-app.command(name="repartition")(repartition_cli.repartition)
+app.command(name="repartition")(repartition.repartition)
+app.command(name="report")(report.report)
 
 
 def main() -> None:

@@ -63,6 +63,12 @@ def orphans(
     rule keeps (not older than every file a zip names) are listed as kept, with their bytes.
     Exit code 1 when there are files to remove (a cron job can alert), 0 when there are none.
     Changes nothing: `ckpt cleanup` removes them.
+
+    [bold]Examples[/]
+
+      ckpt orphans /data/ckpt/q1
+
+      ckpt orphans /data/ckpt/q1 --retain 10 --json
     """
     run = start(json_output, quiet, storage_option, show_files=show_files, title="Orphans")
     age = parse_duration(min_age)
@@ -112,6 +118,14 @@ def cleanup(
     the newest offsets entry is younger than --min-age (a running query) unless --force; a
     --min-age below the default 1h needs --force too. --apply holds the checkpoint lock
     (.ckpt-lock): a second cleanup or repair fails naming the holder.
+
+    [bold]Examples[/]
+
+      ckpt cleanup /data/ckpt/q1
+
+      ckpt cleanup /data/ckpt/q1 --retain 10 --min-age 3d --apply
+
+      ckpt cleanup s3://bucket/ckpt/q1 --apply --yes
     """
     run = start(json_output, quiet, storage_option, show_files=show_files, title="Cleanup plan")
     age = parse_duration(min_age)

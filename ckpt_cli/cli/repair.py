@@ -26,7 +26,9 @@ def repair(
     path: Annotated[
         str | None,
         typer.Argument(
-            help="The checkpoint location (not needed with --undo).", show_default=False
+            metavar="CHECKPOINT",
+            help="The checkpoint location (not needed with --undo).",
+            show_default=False,
         ),
     ] = None,
     apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out.")] = False,
@@ -92,6 +94,14 @@ def repair(
     Exit code 0 when the checkpoint is (now) healthy or there is nothing to do, 1 when the
     plan has repairs to apply or the checkpoint still has errors, 2 when repair refuses or
     cannot run.
+
+    [bold]Examples[/]
+
+      ckpt repair /data/ckpt/q1
+
+      ckpt repair /data/ckpt/q1 --rollback-to 41 --apply
+
+      ckpt repair --undo /data/ckpt/q1.ckpt-quarantine/20260101T120000Z/manifest.json
     """
     run = start(json_output, quiet, storage_option)
     age = parse_duration(min_age)

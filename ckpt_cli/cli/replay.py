@@ -22,6 +22,7 @@ from ckpt_cli.cli.common import (
     MasterOpt,
     PathArg,
     QuietOpt,
+    Session,
     StorageOpt,
     error_boundary,
     start,
@@ -216,6 +217,16 @@ def replay(
 
     A transformWithState operator holds several state variables: name one with --state-var
     (ckpt replay CKPT --state-var events --no-flatten) or read --timers.
+
+    [bold]Examples[/]
+
+      ckpt replay /data/ckpt/q1 --operator 0 --limit 20
+
+      ckpt replay /data/ckpt/q1 --batch 41 --format jsonl -O state.jsonl
+
+      ckpt replay /data/ckpt/q1 --changes --from 40 --to 42
+
+      ckpt replay /data/ckpt/q1 --format parquet -O out/
     """
     run = start(json_output, quiet, storage_option)
     if batch is not None and version is not None:
@@ -253,7 +264,7 @@ def replay(
         if output is not None and _is_dataset(output, engine):
             raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
     if not changes and output is not None and _is_dataset(output, engine):
-        _write_dataset(rows, output, fmt, engine, workers, master, run.storage_options, json_output)
+        _write_dataset(rows, output, fmt, engine, workers, master, run, json_output)
     elif not changes and engine != "local":
         raise CkptError("--engine spark writes a dataset: give --output DIR/")
     elif json_output:
@@ -323,7 +334,7 @@ def _write_dataset(
     engine: str,
     workers: int | None,
     master: str | None,
-    options: dict[str, Any],
+    run: Session,
     json_output: bool,
 ) -> None:
     fmt_name = fmt.value if fmt.value in DATASET_FORMATS else "jsonl"
@@ -332,7 +343,8 @@ def _write_dataset(
         output,
         fmt_name,
         engine=make_engine(engine, workers=workers, master=master),
-        storage_options=options,
+        storage_options=run.storage_options,
+        progress=run.progress,
     )
     summary = {
         "status": "ok",
@@ -347,7 +359,7 @@ def _write_dataset(
         write_json(summary)
     else:
         stdout_console().print(
-            f"Wrote {summary['rows']:,} rows of {len(counts)} partitions to {summary['output']} "
+            f"Wrote {summary['rows']:,} rows of {len(counts):,} partitions to {summary['output']} "
             f"({fmt_name}, one partition_id=<p>/ folder each)"
         )
 
@@ -384,7 +396,7 @@ def render_table(
     rows: list[dict[str, Any]], console: Console, target: ReplayTarget, *, more: bool, changes: bool
 ) -> None:
     title = f"Operator {target.operator} · store {target.store} · " + (
-        "changes" if changes else f"state after batch {target.batch} (version {target.version})"
+        "changes" if changes else f"state {target.when} (version {target.version})"
     )
     table = Table(title=title, title_justify="left")
     if changes:
@@ -408,7 +420,7 @@ def render_table(
         prefix = [str(row["batch_id"]), row["change_type"]] if changes else []
         table.add_row(*prefix, str(row["partition_id"]), *cells)
     console.print(table)
-    note = f"{len(rows)} rows"
+    note = f"{len(rows):,} rows"
     if more:
         note += " shown; more not shown (raise --limit, or use --format jsonl)"
     console.print(f"[dim]{note}[/]")

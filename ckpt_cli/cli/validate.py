@@ -83,6 +83,14 @@ def validate_command(
 
     Exit code 0 when nothing at or above --fail-on is found, 1 when something is, 2 when
     validation could not run.
+
+    [bold]Examples[/]
+
+      ckpt validate /data/ckpt/q1
+
+      ckpt validate s3://bucket/ckpt/q1 --deep --json
+
+      ckpt validate /data/ckpt/q1 --all-versions --junit validate.xml
     """
     run = start(json_output, quiet, storage_option)
     report = validate(

@@ -35,13 +35,23 @@ def versions(
 ) -> VersionsReport:
     """List batches, operators, stores, partitions and state store versions.
 
-    Versions are state store versions: after batch N commits, every store is at
-    version N+1 (so version 1 is the state after batch 0). A snapshot version is one
-    with a full copy of the state: an HDFS-backed store's N.snapshot, or a RocksDB
-    store's N.zip.
+    First a headline: last activity, watermark, last committed batch, and
+    "restartable: yes / no, because ..." (validate's restart checks, without
+    decoding the state files).
 
-    Reads the listing once plus metadata, the latest offsets and commit entries, and
-    each operator's metadata file.
+    Versions are state store versions: after batch N commits, every store is at
+    version N+1 (so version 1 is the state after batch 0). A snapshot version is
+    one with a full copy of the state: an HDFS-backed store's N.snapshot, or a
+    RocksDB store's N.zip.
+
+    Reads the listing once plus metadata, the latest offsets and commit entries,
+    each operator's metadata file and the sources' newest log files.
+
+    [bold]Examples[/]
+
+      ckpt versions /data/ckpt/q1
+
+      ckpt versions s3://bucket/ckpt/q1 --operator 0 -p 3 --json
     """
     run = start(json_output, quiet, storage_option)
     return run.render(describe_versions(run.open(path), operator=operator, partitions=partition))

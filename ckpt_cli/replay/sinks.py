@@ -345,9 +345,11 @@ def write_dataset(
     *,
     engine: Engine,
     storage_options: Mapping[str, Any] | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
 ) -> dict[int, int]:
     """The state rows under ``output`` (a local path or URL), one folder per partition
-    (``partition_id=<p>/part-00000.<fmt>``), on ``engine``; returns rows per partition."""
+    (``partition_id=<p>/part-00000.<fmt>``), on ``engine``; returns rows per partition.
+    ``progress`` counts the partitions written."""
     if rows.changes is not None:
         raise CkptError("a dataset holds the state at a batch, not the change feed")
     if fmt not in DATASET_FORMATS:
@@ -376,11 +378,16 @@ def write_dataset(
     settings = _DatasetSettings(
         ckpt.storage, output, options, fmt, rows.raw, rows.where, rows.family
     )
-    counts = engine.map(
-        _replay_unit,
-        units,
-        cpu_bound=ckpt.storage.is_local,
-        initializer=_init_dataset,
-        initargs=(settings,),
-    )
+    progress.start("Replaying partitions", total=len(units))
+    try:
+        counts = engine.map(
+            _replay_unit,
+            units,
+            cpu_bound=ckpt.storage.is_local,
+            initializer=_init_dataset,
+            initargs=(settings,),
+            progress=progress,
+        )
+    finally:
+        progress.close()
     return {plan.partition: n for plan, n in zip(plans, counts, strict=True)}

@@ -40,7 +40,7 @@ from ckpt_cli.replay.rows import (
     key_filter,
     require_pyarrow,
 )
-from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
+from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target, state_time
 from ckpt_cli.replay.tws import state_variables
 
 # ``where``: (key column, value) pairs that must all hold.
@@ -303,7 +303,7 @@ def plan_partition(
         except StateUnavailable:
             continue
         target.notes.append(
-            f"{first_error.message}; replayed version {v} (after batch {v - 1}) instead"
+            f"{first_error.message}; replayed version {v} ({state_time(v)}) instead"
         )
         return plan
     raise first_error

@@ -47,9 +47,19 @@ class ReplayTarget:
     def batch(self) -> int:
         return self.version - 1
 
+    @property
+    def when(self) -> str:
+        """``after batch N``, in words a person reads (version 0 has no batch -1)."""
+        return state_time(self.version)
+
     def to_json(self) -> dict[str, object]:
         fields = ("operator", "store", "partitions", "version", "batch")
         return {name: getattr(self, name) for name in fields}
+
+
+def state_time(version: int) -> str:
+    """When a store's ``version`` holds the state: after batch version-1, or before any."""
+    return "before the first batch" if version == 0 else f"after batch {version - 1:,}"
 
 
 def resolve_target(

@@ -66,7 +66,9 @@ def store_error(where: str, action: str, exc: BaseException, endpoint: str = "")
     if kind == "credentials":
         return StorageAccessError(
             f"{where}: no credentials to {action} with ({detail})",
-            hint="set AWS_*/AZURE_STORAGE_* variables, a profile, or storage_options",
+            # Only botocore raises these (Azure's refusals are "denied"): an S3 hint.
+            hint="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give "
+            "them with -o key=... -o secret=...",
         )
     if kind == "denied":
         return StorageAccessError(f"{where}: access denied while trying to {action} ({detail})")

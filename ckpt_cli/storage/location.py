@@ -8,8 +8,11 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from ckpt_cli.errors import MissingExtraError, OutsideCheckpointError, StorageAccessError
+from ckpt_cli.install import pip_install
+from ckpt_cli.storage.errors import first_line
 from ckpt_cli.storage.stats import StorageStats, attach_request_counter
 from ckpt_cli.storage.urls import (
+    HDFS_NEEDS,
     SCHEME_EXTRAS,
     fsspec_options,
     normalise_url,
@@ -79,10 +82,19 @@ class Location:
             fs, path = fsspec.core.url_to_fs(fs_url, **options)
         except ImportError as exc:
             extra = SCHEME_EXTRAS.get(scheme)
-            install = f"pip install 'ckpt-cli[{extra}]'" if extra and " " not in extra else extra
+            hint = f"install it with: {pip_install(extra)}" if extra else str(exc)
+            if scheme == "hdfs":
+                hint += f"; it also needs {HDFS_NEEDS}"
             raise MissingExtraError(
-                f"{redact_url(url)}: support for {scheme}:// is not installed",
-                hint=f"install it with: {install}" if install else str(exc),
+                f"{redact_url(url)}: support for {scheme}:// is not installed", hint=hint
+            ) from exc
+        except OSError as exc:
+            if scheme != "hdfs":
+                raise
+            # pyarrow is there, but libhdfs or the JVM under it is not ("Unable to load libjvm").
+            raise MissingExtraError(
+                f"{redact_url(url)}: hdfs:// cannot be opened: {first_line(exc)}",
+                hint=f"it needs {HDFS_NEEDS}",
             ) from exc
         except ValueError as exc:
             # fsspec raises ValueError for unknown protocols.

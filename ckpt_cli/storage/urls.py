@@ -14,7 +14,13 @@ from ckpt_cli.errors import CkptError, StorageAccessError
 # Spark users write s3a:// (Hadoop's connector); fsspec's s3fs serves it as s3.
 SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "az": "abfs", "adl": "abfs"}
 # Which optional extra provides which scheme, for the "missing extra" message.
-SCHEME_EXTRAS = {"s3": "s3", "abfs": "azure", "gs": "gcs (pip install gcsfs)"}
+SCHEME_EXTRAS = {"s3": "s3", "abfs": "azure", "gs": "gcs", "gcs": "gcs", "hdfs": "hdfs"}
+# fsspec serves hdfs:// with pyarrow's HadoopFileSystem, which loads libhdfs and a JVM at
+# run time: pyarrow alone is not enough.
+HDFS_NEEDS = (
+    "libhdfs and a JVM: set JAVA_HOME, HADOOP_HOME (or ARROW_LIBHDFS_DIR, the directory of "
+    "libhdfs.so) and CLASSPATH=$(hadoop classpath --glob)"
+)
 
 # Bounded waiting on S3: botocore's defaults wait 60 s per attempt on a silent endpoint.
 S3_DEFAULTS = {"connect_timeout": 10, "read_timeout": 60, "max_attempts": 3}

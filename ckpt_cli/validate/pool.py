@@ -23,7 +23,7 @@ def run_file_checks(run: ValidationRun, engine: Engine, progress: ProgressSink) 
     reads = nbytes = 0
     v2_zips: list[str] = []
     try:
-        for result in _map(run, engine, tasks):
+        for result in _map(run, engine, tasks, progress):
             reads += result.reads
             nbytes += result.bytes_read
             for code, message, paths in result.findings:
@@ -33,7 +33,6 @@ def run_file_checks(run: ValidationRun, engine: Engine, progress: ProgressSink) 
                 _check_zip_files(run, result.path, result.zip_metadata)
                 if result.zip_metadata.version == 2:
                     v2_zips.append(result.path)
-            progress.advance()
     finally:
         progress.close()
     if v2_zips:
@@ -49,20 +48,23 @@ def run_file_checks(run: ValidationRun, engine: Engine, progress: ProgressSink) 
     return reads, nbytes
 
 
-def _map(run: ValidationRun, engine: Engine, tasks: list[FileTask]) -> Iterable[FileResult]:
+def _map(
+    run: ValidationRun, engine: Engine, tasks: list[FileTask], progress: ProgressSink
+) -> Iterable[FileResult]:
     storage = run.ckpt.storage
     cores = os.cpu_count() or 1
     # Decoding local files is CPU work under the GIL: processes keep every core busy.
     # Object stores are latency-bound, where threads overlap the requests.
     cpu_bound = storage.is_local and len(tasks) >= 64 and cores > 1
     if isinstance(engine, LocalEngine) and not cpu_bound:
-        return engine.map(functools.partial(check_file, storage), tasks)
+        return engine.map(functools.partial(check_file, storage), tasks, progress=progress)
     return engine.map(
         check_in_worker,
         tasks,
         cpu_bound=True,
         initializer=init_worker,
         initargs=(storage,),
+        progress=progress,
     )
 
 

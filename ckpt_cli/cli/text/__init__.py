@@ -26,12 +26,26 @@ def plan_first(plan: Result, out: TextRenderer, *, applied: bool, dry_run: str) 
 
 # Each module registers its result types.
 from ckpt_cli.cli.text import (  # noqa: E402
+    batches,
     cleanup,
+    du,
     files,
     repair,
-    repartition,  # noqa: E402
+    repartition,
+    report,
     validate,
     versions,
 )
 
-__all__ = ["cleanup", "files", "render_text", "repair", "repartition", "validate", "versions"]
+__all__ = [
+    "batches",
+    "cleanup",
+    "du",
+    "files",
+    "render_text",
+    "repair",
+    "repartition",
+    "report",
+    "validate",
+    "versions",
+]

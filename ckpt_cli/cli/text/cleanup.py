@@ -30,12 +30,12 @@ def _scan(scan: OrphanScan, out: TextRenderer) -> None:
         classes = ", ".join(p.by_class())
         if p.kept:
             kept_bytes = human_bytes(sum(k.size for k in p.kept))
-            classes += f"{'; ' if classes else ''}{len(p.kept)} kept ({kept_bytes})"
-        table.add_row(p.checkpoint, str(len(p.deletions)), human_bytes(p.bytes), classes)
+            classes += f"{'; ' if classes else ''}{len(p.kept):,} kept ({kept_bytes})"
+        table.add_row(p.checkpoint, f"{len(p.deletions):,}", human_bytes(p.bytes), classes)
     out.console.print(table)
     total = sum(len(p.deletions) for p in scan.checkpoints if isinstance(p, CleanupPlan))
     out.console.print(
-        f"{len(scan.checkpoints)} checkpoints, {total} files no retained version needs"
+        f"{len(scan.checkpoints):,} checkpoints, {total:,} files no retained version needs"
     )
 
 
@@ -64,10 +64,10 @@ def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
         table.add_column("what")
         for klass, totals in by_class.items():
             table.add_row(
-                klass, str(totals["files"]), human_bytes(totals["bytes"]), DESCRIPTIONS[klass]
+                klass, f"{totals['files']:,}", human_bytes(totals["bytes"]), DESCRIPTIONS[klass]
             )
         table.add_row(
-            "[bold]total", f"[bold]{len(plan.deletions)}", f"[bold]{human_bytes(plan.bytes)}", ""
+            "[bold]total", f"[bold]{len(plan.deletions):,}", f"[bold]{human_bytes(plan.bytes)}", ""
         )
         console.print(table)
     if show_files:
@@ -75,20 +75,21 @@ def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
             console.print(f"  {d.klass:<20} {d.path}  [dim]{d.reason}[/]")
     if plan.kept_young:
         console.print(
-            f"[dim]{len(plan.kept_young)} more files would qualify but are younger than "
+            f"[dim]{len(plan.kept_young):,} more files would qualify but are younger than "
             f"--min-age ({plan.min_age:.0f} s).[/]"
         )
     if plan.kept:
         # Spark's rules keep these; they are shown so that nothing takes space unseen.
         console.print(
-            f"[yellow]{len(plan.kept)} files no retained version needs are kept "
+            f"[yellow]{len(plan.kept):,} files no retained version needs are kept "
             f"({human_bytes(sum(d.size for d in plan.kept))}):[/]"
         )
         listed = plan.kept if show_files or len(plan.kept) <= 10 else plan.kept[:10]
         for d in listed:
             console.print(f"  kept {d.path} ({human_bytes(d.size)})  [dim]{d.reason}[/]")
         if len(listed) < len(plan.kept):
-            console.print(f"  [dim]... {len(plan.kept) - len(listed)} more (--files lists all)[/]")
+            more = len(plan.kept) - len(listed)
+            console.print(f"  [dim]... {more:,} more (--files lists all)[/]")
     for skipped in plan.skipped:
         console.print(f"[yellow]kept everything in {skipped.path}:[/] {skipped.reason}")
 
@@ -110,6 +111,6 @@ def _run(run: CleanupRun, out: TextRenderer) -> None:
         stderr_console().print(f"[yellow]not deleted:[/] {rel}: {why}", soft_wrap=True)
     if not STATE.quiet and plan.kept_young:
         stderr_console().print(
-            f"[dim]{len(plan.kept_young)} files were kept because they are younger than "
+            f"[dim]{len(plan.kept_young):,} files were kept because they are younger than "
             "--min-age.[/]"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -9,7 +10,7 @@ from rich.table import Table
 
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.files import FileReport
-from ckpt_cli.units import human_bytes
+from ckpt_cli.units import human_bytes, human_duration
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer
@@ -18,6 +19,15 @@ if TYPE_CHECKING:
 def _short(value: Any, width: int = 100) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _time(iso: str | None) -> str:
+    """An ISO time with how long ago it was; None is Spark's 0: none yet."""
+    if iso is None:
+        return "none"
+    then = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    ago = (dt.datetime.now(dt.timezone.utc) - then).total_seconds()
+    return f"{iso} ({human_duration(ago)} ago)"
 
 
 @render_text.register(FileReport)
@@ -68,7 +78,7 @@ def _file(result: FileReport, out: TextRenderer) -> None:
         grid.add_row("numKeys", str(meta["num_keys"]))
         files = meta["shared_files"]
         ok = sum(1 for f in files if f["status"] == "ok")
-        grid.add_row("Shared files", f"{len(files)} named, {ok} present with the right size")
+        grid.add_row("Shared files", f"{len(files):,} named, {ok:,} present with the right size")
         entries = ", ".join(e["name"] for e in report["zip_entries"])
         grid.add_row("Zip entries", entries)
     for check in report.get("checksums", []):
@@ -76,11 +86,18 @@ def _file(result: FileReport, out: TextRenderer) -> None:
     header = report.get("header")
     if header:
         for key, value in header.items():
+            if key.endswith("_ms") and key[:-3] in header:
+                continue  # shown in human form under its name without _ms
+            if key.endswith(("_timestamp", "_watermark")) or key == "batch_watermark":
+                value = _time(value)
             grid.add_row(key, _short(value))
+    for source in report.get("sources", []):
+        name = f"source {source['index']}" + (f" ({source['id']})" if "id" in source else "")
+        grid.add_row(name, _short(source["offset"] if source["offset"] is not None else "-"))
     console.print(grid)
     rows = report.get("rows")
     if rows:
-        table = Table(title=f"First {len(rows)} rows", title_justify="left")
+        table = Table(title=f"First {len(rows):,} rows", title_justify="left")
         has_type = "type" in rows[0]
         if has_type:
             table.add_column("type")

@@ -20,7 +20,7 @@ def _plan(plan: RepairPlan, out: TextRenderer) -> None:
     console.print(f"[bold]Checkpoint[/] {plan.checkpoint}")
     errors = [f for f in plan.findings if f.severity == "error"]
     console.print(
-        f"[bold]Findings[/]   {len(errors)} errors, {len(plan.findings) - len(errors)} other"
+        f"[bold]Findings[/]   {len(errors):,} errors, {len(plan.findings) - len(errors):,} other"
     )
     if plan.rollback_to is not None:
         console.print(f"[bold]Rollback[/]   to batch {plan.rollback_to}")

@@ -36,7 +36,7 @@ def _validation(result: ValidationReport, out: TextRenderer) -> None:
         if not group:
             continue
         table = Table(
-            title=f"{severity.capitalize()}s ({len(group)})",
+            title=f"{severity.capitalize()}s ({len(group):,})",
             title_justify="left",
             title_style=_STYLE[severity],
             show_lines=False,

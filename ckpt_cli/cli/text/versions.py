@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from rich.table import Table
 
 from ckpt_cli.cli.text import render_text
-from ckpt_cli.units import human_bytes
+from ckpt_cli.cli.text.batches import when
+from ckpt_cli.headline import Headline
+from ckpt_cli.units import human_bytes, human_duration
 from ckpt_cli.versions import OperatorVersions, VersionsReport
 
 if TYPE_CHECKING:
@@ -31,9 +35,26 @@ def ranges(values: Sequence[int]) -> str:
     return ", ".join(out)
 
 
+def headline_text(h: Headline, now_ms: int) -> str:
+    """The headline as one line of Rich markup: activity, watermark, last commit, verdict."""
+    activity = "unknown"
+    if h.last_activity_ms is not None:
+        ago = human_duration((now_ms - h.last_activity_ms) / 1000)
+        activity = f"{when(h.last_activity)} UTC ({ago} ago)"
+    committed = "none" if h.latest_committed is None else f"{h.latest_committed:,}"
+    facts = f"last activity {activity} · watermark {when(h.watermark)} · last committed {committed}"
+    if h.restartable:
+        return f"{facts} · [bold green]restartable: yes[/]"
+    more = len(h.because) - 1
+    also = f" (and {more:,} more: ckpt validate)" if more else ""
+    return f"{facts} · [bold red]restartable: no[/], because {escape(h.because[0])}{also}"
+
+
 @render_text.register(VersionsReport)
 def _versions(report: VersionsReport, out: TextRenderer) -> None:
     console = out.console
+    console.print(headline_text(report.headline, int(time.time() * 1000)), soft_wrap=True)
+    console.print()
     b = report.batches
     s = report.settings
     files = report.files
@@ -66,12 +87,12 @@ def _versions(report: VersionsReport, out: TextRenderer) -> None:
     summary.add_row("Settings", " · ".join(x for x in settings if x))
     extra = []
     if files.temp:
-        extra.append(f"[yellow]{len(files.temp)} temp files of interrupted writes[/]")
+        extra.append(f"[yellow]{len(files.temp):,} temp files of interrupted writes[/]")
     if files.unknown:
-        extra.append(f"[yellow]{len(files.unknown)} unknown files[/]")
+        extra.append(f"[yellow]{len(files.unknown):,} unknown files[/]")
     summary.add_row(
         "Files",
-        f"{files.count} files, {human_bytes(files.bytes)}"
+        f"{files.count:,} files, {human_bytes(files.bytes)}"
         + (" · " + " · ".join(extra) if extra else ""),
     )
     console.print(summary)
@@ -95,9 +116,9 @@ def _versions(report: VersionsReport, out: TextRenderer) -> None:
                 table.add_row(
                     str(part.id),
                     ranges(part.versions),
-                    str(len(part.versions)),
+                    f"{len(part.versions):,}",
                     ranges(part.snapshot_versions),
-                    str(part.files),
+                    f"{part.files:,}",
                     human_bytes(part.bytes),
                 )
             console.print()

@@ -1,0 +1,46 @@
+"""``ckpt du``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ckpt_cli.cli.common import JsonOpt, PathArg, QuietOpt, StorageOpt, error_boundary, start
+from ckpt_cli.du import DEFAULT_TOP, DiskUsageReport, disk_usage
+
+
+@error_boundary
+def du(
+    path: PathArg,
+    top: Annotated[
+        int, typer.Option("--top", "-n", min=0, help="How many of the largest partitions.")
+    ] = DEFAULT_TOP,
+    summarize: Annotated[
+        bool,
+        typer.Option(
+            "--summarize", "-s", help="Totals only: no line (no --json list) per partition."
+        ),
+    ] = False,
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+    storage_option: StorageOpt = None,
+) -> DiskUsageReport:
+    """Where the bytes are: sizes and file counts by file class, by area
+    (offsets/, commits/, sources/, state/), per operator, store and partition;
+    the largest partitions and each store's skew (largest partition / median).
+
+    From the one listing: no state file is read. When stdout is not a
+    terminal, one tab-separated line per figure (level, name, files, bytes),
+    for sort, awk and cut.
+
+    [bold]Examples[/]
+
+      ckpt du /data/ckpt/q1 --top 5
+
+      ckpt du s3://bucket/ckpt/q1 | sort -t$'\\t' -k4 -n | tail
+
+      ckpt du /data/ckpt/q1 --summarize --json
+    """
+    run = start(json_output, quiet, storage_option)
+    return run.render(disk_usage(run.open(path), top=top, summarize=summarize))

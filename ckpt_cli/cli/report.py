@@ -1,0 +1,52 @@
+"""``ckpt report``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ckpt_cli.cli.common import JsonOpt, PathArg, QuietOpt, error_boundary, start
+from ckpt_cli.report import HtmlReport, write_report
+
+
+@error_boundary
+def report(
+    path: PathArg,
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Where to write the HTML page: a local path or a URL.",
+        ),
+    ] = "report.html",
+    json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
+    # Not -o here: that is the page.
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--storage-option",
+            metavar="KEY=VALUE",
+            help="Option for the filesystem (e.g. endpoint_url=..., anon=true). Repeatable.",
+        ),
+    ] = None,
+) -> HtmlReport:
+    """One self-contained HTML page (it opens offline): the headline, the
+    validate findings, a heatmap of the state written per partition and version
+    (skew and growth), the batch timeline (planned times, watermark, gaps,
+    in-flight batches) and the files and bytes by class.
+
+    No state file is decoded for the plots; validate runs in its default scope.
+    Needs plotly: pip install 'spark-ckpt[report]'.
+
+    [bold]Examples[/]
+
+      ckpt report /data/ckpt/q1 -o q1.html
+
+      ckpt report s3://bucket/ckpt/q1 -o s3://bucket/reports/q1.html
+    """
+    run = start(json_output, quiet, storage_option)
+    return run.render(write_report(run.open(path), output, storage_options=run.storage_options))

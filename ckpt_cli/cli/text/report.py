@@ -1,0 +1,25 @@
+"""``ckpt report``: where the page went and what it says, in two lines."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+
+from ckpt_cli.cli.text import render_text
+from ckpt_cli.report import HtmlReport
+from ckpt_cli.units import human_bytes
+
+if TYPE_CHECKING:
+    from ckpt_cli.cli.output import TextRenderer
+
+
+@render_text.register(HtmlReport)
+def _report(report: HtmlReport, out: TextRenderer) -> None:
+    restart = "yes" if report.headline.restartable else "no"
+    out.console.print(
+        f"Wrote [bold]{escape(report.output)}[/] ({human_bytes(report.size)}): "
+        f"{report.batches:,} batches, {report.partitions:,} state partitions over "
+        f"{report.versions:,} versions, {report.findings:,} validate findings "
+        f"({report.validation_status}); restartable: {restart}."
+    )
