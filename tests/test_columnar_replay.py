@@ -207,10 +207,19 @@ def test_what_stays_on_the_row_path() -> None:
     assert columnar_for(RowDecoder(None, "hdfs")) is None  # --raw: hex
 
 
-flat_types = st.sampled_from(
-    [S.BOOLEAN, S.BYTE, S.SHORT, S.INTEGER, S.LONG, S.FLOAT, S.DOUBLE, S.STRING, S.BINARY]
-    + [S.DATE, S.TIMESTAMP, S.TIMESTAMP_NTZ, S.NULL, S.DecimalType(9, 2)]
-)
+FLAT: list[S.DataType] = [
+    S.BOOLEAN,
+    S.BYTE,
+    S.SHORT,
+    S.INTEGER,
+    S.LONG,
+    S.FLOAT,
+    S.DOUBLE,
+    S.STRING,
+    S.BINARY,
+]
+FLAT += [S.DATE, S.TIMESTAMP, S.TIMESTAMP_NTZ, S.NULL, S.DecimalType(9, 2)]
+flat_types: st.SearchStrategy[S.DataType] = st.sampled_from(FLAT)
 plain_schemas = st.lists(flat_types, min_size=1, max_size=5).map(
     lambda ts: S.StructType(tuple(field(f"c{i}", t) for i, t in enumerate(ts)))
 )

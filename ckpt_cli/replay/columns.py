@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from decimal import Context
 from json.encoder import encode_basestring
@@ -85,7 +85,7 @@ def _has_map(t: S.DataType) -> bool:
 
 def batches(
     pairs: Iterable[tuple[bytes, bytes | None]], size: int = BATCH_ROWS
-) -> Iterator[list[tuple[bytes, bytes | None]]]:
+) -> Iterator[Sequence[tuple[bytes, bytes | None]]]:
     it = iter(pairs)
     while chunk := list(itertools.islice(it, size)):
         yield chunk
@@ -138,7 +138,7 @@ class Columnar:
         except (FormatError, ColumnarUnsupported):
             raise _RowPath from None
 
-    def native(self, pairs: list[tuple[bytes, bytes | None]]) -> tuple[Any, Any]:
+    def native(self, pairs: Sequence[tuple[bytes, bytes | None]]) -> tuple[Any, Any]:
         """The keys and values of a batch (every value present) as Arrow struct arrays of
         their natural types."""
         keys = [k for k, _ in pairs]
@@ -151,7 +151,7 @@ class Columnar:
 
     # -- Arrow tables ----------------------------------------------------------------------------
 
-    def table(self, partition: int, pairs: list[tuple[bytes, bytes | None]]) -> Any:
+    def table(self, partition: int, pairs: Sequence[tuple[bytes, bytes | None]]) -> Any:
         """One batch as a table of ``arrow_schema`` (the row path's rows when it must)."""
         import pyarrow as pa
 
@@ -169,7 +169,7 @@ class Columnar:
 
     # -- JSON lines --------------------------------------------------------------------------
 
-    def lines(self, partition: int, pairs: list[tuple[bytes, bytes | None]]) -> str:
+    def lines(self, partition: int, pairs: Sequence[tuple[bytes, bytes | None]]) -> str:
         """One batch as JSON lines, the text ``RowDecoder.line`` gives for each record."""
         import pyarrow.compute as pc
 
