@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.model import DEFAULT_STORE, Checkpoint
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.columns import Columnar, columnar_for
+from ckpt_cli.replay.columns import Columnar, columnar_for, line_chunks
 from ckpt_cli.replay.read import iter_state
 from ckpt_cli.replay.rows import RowDecoder
-from tests.conftest import CASES, CASES_DIR
+from tests.conftest import CASES, CASES_DIR, Case
 from tests.formats.test_unsaferow import field, values_for, write_row
+from tests.test_state_vs_spark import READS, _canon, _spark_rows
 
 pa = pytest.importorskip("pyarrow")
 
@@ -247,3 +248,31 @@ def test_random_schemas_give_the_row_paths_bytes(
     except pa.ArrowInvalid:
         return  # a non-finite float: a string in the row path's rows, a double in the table
     assert columnar.table(1, pairs).equals(expected)
+
+
+BY_BATCH = [
+    p
+    for p in READS
+    if p.values[1]["reader_options"].get("readChangeFeed") != "true"  # type: ignore[index]
+]
+
+
+@pytest.mark.parametrize(("case", "read"), BY_BATCH)
+def test_columns_equal_spark_statestore(case: Case, read: dict[str, Any]) -> None:
+    """The columnar path's JSON lines and Arrow rows are the rows Spark's reader read."""
+    ckpt = Checkpoint.open(str(case.checkpoint))
+    op_id = read["operator_id"]
+    store = read.get("store_name") or DEFAULT_STORE
+    only = read["reader_options"].get("snapshotPartitionId")
+    partitions = [
+        p for p in ckpt.operators[op_id].stores[store].partitions if only is None or int(only) == p
+    ]
+    rows = read_state(
+        ckpt, batch=read["batch_id"], operator=op_id, store=store, partitions=partitions
+    )
+    if rows.state_var is not None or columnar_for(rows.decoder) is None:
+        pytest.skip("replayed row by row")
+    spark = _spark_rows(case, read)
+    lines = "".join(t for plan in rows.plans for t, _ in line_chunks(ckpt, plan, rows.decoder))
+    assert _canon([json.loads(line) for line in lines.splitlines()]) == _canon(spark)
+    assert _canon(rows.to_arrow().to_pylist()) == _canon(spark)

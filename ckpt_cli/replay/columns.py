@@ -44,6 +44,10 @@ _MAX_DAY = 2932896
 _DAY_US = 86_400_000_000
 
 
+# False replays everything row by row (benchmarks compare the two paths).
+ENABLED = True
+
+
 class _RowPath(Exception):
     """This batch goes through the row path."""
 
@@ -52,7 +56,7 @@ def columnar_for(decoder: RowDecoder) -> Columnar | None:
     """The columnar replay of ``decoder``'s store, or None when it replays row by row."""
     from ckpt_cli.replay.rows import RowDecoder
 
-    if type(decoder) is not RowDecoder or decoder.schema is None:
+    if not ENABLED or type(decoder) is not RowDecoder or decoder.schema is None:
         return None
     try:
         import numpy  # noqa: F401
