@@ -268,7 +268,7 @@ def measure_replay(ckpt: Path, label: str) -> None:
     print(f"  {label}")
     with tempfile.TemporaryDirectory() as tmp:
         for fmt in ("jsonl", "parquet"):
-            figures = {}
+            figures: dict[str, tuple[float, float, int]] = {}
             for path in ("rows", "columns", "rows", "columns"):  # alternating, best of 2
                 out = Path(tmp) / f"out.{fmt}"
                 wall, cpu = run_replay(ckpt, fmt, path, out)
