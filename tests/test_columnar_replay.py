@@ -276,3 +276,69 @@ def test_columns_equal_spark_statestore(case: Case, read: dict[str, Any]) -> Non
     lines = "".join(t for plan in rows.plans for t, _ in line_chunks(ckpt, plan, rows.decoder))
     assert _canon([json.loads(line) for line in lines.splitlines()]) == _canon(spark)
     assert _canon(rows.to_arrow().to_pylist()) == _canon(spark)
+
+
+def _synthetic_deltas(root: Path, *, snapshot: bool) -> None:
+    """A partition of repeated keys, removes and re-puts over four deltas (and with
+    ``snapshot`` a snapshot of version 2 as the base)."""
+    import random
+    import sys
+
+    from ckpt_cli.formats.compression import compress
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from synthetic import build, key_row, value_row
+
+    build(
+        root, partitions=1, versions=4, keys=300, snapshot_every=2 if snapshot else 100, crc=False
+    )
+    rng = random.Random(11)
+    pack = struct.Struct(">i").pack
+    for version in range(3 if snapshot else 1, 5):
+        out = bytearray()
+        for _ in range(400 if version == 1 else 60):
+            k = key_row(rng.randrange(330))
+            if rng.random() < 0.2:
+                out += pack(len(k)) + k + pack(-1)  # a remove
+            else:
+                v = value_row(version, rng.randrange(10_000))
+                out += pack(len(k)) + k + pack(len(v)) + v
+        out += pack(-1)
+        (root / f"state/0/0/{version}.delta").write_bytes(compress(bytes(out), "lz4"))
+
+
+@pytest.mark.parametrize("snapshot", [False, True], ids=["deltas", "snapshot"])
+def test_bulk_merge_equals_the_streamed_merge(tmp_path: Path, snapshot: bool) -> None:
+    from ckpt_cli.replay.bulk import packed_batches
+    from ckpt_cli.replay.plan import plan_version
+
+    root = tmp_path / "ckpt"
+    _synthetic_deltas(root, snapshot=snapshot)
+    ckpt = Checkpoint.open(str(root))
+    plan = plan_version(ckpt, 0, 0, 4)
+    assert (plan.base is not None) == snapshot
+    streamed = list(iter_state(ckpt, plan))
+    bulk = [pair for batch in packed_batches(ckpt, plan, size=50) for pair in batch.pairs()]
+    assert len(bulk) == len({k for k, _ in bulk})
+    assert dict(bulk) == dict(streamed) and bulk
+    if snapshot:  # the snapshot's order, then keys new in the deltas: iter_state's order
+        assert [k for k, _ in bulk] == [k for k, _ in streamed]
+    limited = [p for b in packed_batches(ckpt, plan, limit=7, size=5) for p in b.pairs()]
+    assert limited == bulk[:7]
+
+
+def test_a_truncated_delta_fails_as_the_streamed_merge_does(tmp_path: Path) -> None:
+    from ckpt_cli.formats.compression import compress, decompressed_chunks
+
+    root = tmp_path / "ckpt"
+    _synthetic_deltas(root, snapshot=False)
+    delta = root / "state/0/0/3.delta"
+    with open(delta, "rb") as fh:
+        data = b"".join(decompressed_chunks(str(delta), fh, codec="lz4"))
+    delta.write_bytes(compress(data[:-9], "lz4"))  # no end marker, a record cut short
+    rows = read_state(str(root))
+    with pytest.raises(FormatError, match="truncated") as streamed:
+        list(rows)
+    with pytest.raises(FormatError) as columns:
+        rows.to_arrow()
+    assert str(columns.value) == str(streamed.value)

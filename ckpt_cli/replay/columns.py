@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay.bulk import Packed, packed_batches
 from ckpt_cli.replay.plain_arrow import RowPath, concatenated, json_text, plain, plain_type
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.read import iter_state
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from ckpt_cli.replay.source import StateRows
 
 BATCH_ROWS = 65536
+# A batch of records: packed, or as (key, value) bytes.
+Batch = Packed | Sequence[tuple[bytes, bytes]]
 
 
 # False replays everything row by row (benchmarks compare the two paths).
@@ -106,73 +109,67 @@ class Columnar:
 
     # -- decoding ----------------------------------------------------------------------------
 
-    def _decode(self, rows: list[bytes], schema: S.StructType, *, value: bool) -> Any:
+    def _decode(self, data: bytes, offsets: Any, sizes: Any, schema: S.StructType) -> Any:
         import numpy as np
 
         from ckpt_cli.formats.unsaferow_arrow import ColumnarUnsupported, decode_rows
 
-        sizes = np.fromiter(map(len, rows), np.int64, len(rows))
-        offsets = np.cumsum(sizes) - sizes
-        data = b"".join(rows)
         if self._rocks:
             # [00][row]: any other first byte is the row path's error.
-            if len(rows) and (
+            if len(offsets) and (
                 bool((sizes < 1).any()) or np.frombuffer(data, np.uint8)[offsets].any()
             ):
                 raise RowPath
-            offsets += 1
-            sizes -= 1
-        elif value:
-            sizes &= ~7  # Spark < 2.3 appended 4 junk bytes to values
+            offsets, sizes = offsets + 1, sizes - 1
         try:
             return decode_rows(data, offsets, sizes, schema, path=self.decoder.path)
         except (FormatError, ColumnarUnsupported):
             raise RowPath from None
 
-    def native(self, pairs: Sequence[tuple[bytes, bytes | None]]) -> tuple[Any, Any]:
-        """The keys and values of a batch (every value present) as Arrow struct arrays of
-        their natural types."""
-        keys = [k for k, _ in pairs]
-        values = [v for _, v in pairs]
-        if None in values:
-            raise RowPath
-        key = self._decode(keys, self.schema.key, value=False)
-        value = self._decode(values, self.schema.value, value=True)  # type: ignore[arg-type]
+    def native(self, batch: Packed) -> tuple[Any, Any]:
+        """The keys and values of a batch as Arrow struct arrays of their natural types."""
+        value_sizes = batch.value_sizes
+        if not self._rocks:
+            value_sizes = value_sizes & ~7  # Spark < 2.3 appended 4 junk bytes to values
+        key = self._decode(batch.data, batch.key_offsets, batch.key_sizes, self.schema.key)
+        value = self._decode(batch.data, batch.value_offsets, value_sizes, self.schema.value)
         return key, value
 
     # -- Arrow tables ----------------------------------------------------------------------------
 
-    def table(self, partition: int, pairs: Sequence[tuple[bytes, bytes | None]]) -> Any:
+    def table(self, partition: int, batch: Batch) -> Any:
         """One batch as a table of ``arrow_schema`` (the row path's rows when it must)."""
         import pyarrow as pa
 
+        packed = batch if isinstance(batch, Packed) else Packed.of(batch)
         try:
-            key, value = self.native(pairs)
+            key, value = self.native(packed)
             arrays = [
-                pa.repeat(pa.scalar(partition, pa.int64()), len(pairs)),
+                pa.repeat(pa.scalar(partition, pa.int64()), len(packed)),
                 plain(key, self.schema.key),
                 plain(value, self.schema.value),
             ]
             return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
         except RowPath:
-            rows = [self.decoder.row(partition, k, v) for k, v in pairs]
+            rows = [self.decoder.row(partition, k, v) for k, v in packed.pairs()]
             return pa.Table.from_pylist(rows, schema=self.arrow_schema)
 
     # -- JSON lines --------------------------------------------------------------------------
 
-    def lines(self, partition: int, pairs: Sequence[tuple[bytes, bytes | None]]) -> str:
+    def lines(self, partition: int, batch: Batch) -> str:
         """One batch as JSON lines, the text ``RowDecoder.line`` gives for each record."""
         import pyarrow.compute as pc
 
+        packed = batch if isinstance(batch, Packed) else Packed.of(batch)
         try:
-            key, value = self.native(pairs)
+            key, value = self.native(packed)
             key_text = json_text(plain(key, self.schema.key), self.schema.key, self._repr_floats)
             value_text = json_text(
                 plain(value, self.schema.value), self.schema.value, self._repr_floats
             )
         except RowPath:
             line = self.decoder.line
-            return "".join(line(partition, k, v) for k, v in pairs)  # type: ignore[arg-type]
+            return "".join(line(partition, k, v) for k, v in packed.pairs())
         text = pc.binary_join_element_wise(
             f'{{"partition_id":{partition},"key":', key_text, ',"value":', value_text, "}\n", ""
         )
@@ -189,13 +186,14 @@ def line_chunks(
     ``limit`` rows."""
     columnar = columnar_for(decoder)
     pid = plan.partition
-    with closing(iter_state(ckpt, plan)) as pairs:
-        for chunk in batches(itertools.islice(pairs, limit)):
-            if columnar is not None:
-                yield columnar.lines(pid, chunk), len(chunk)
-            else:
-                line = decoder.line
+    if columnar is None:
+        line = decoder.line
+        with closing(iter_state(ckpt, plan)) as pairs:
+            for chunk in batches(itertools.islice(pairs, limit)):
                 yield "".join(line(pid, k, v) for k, v in chunk), len(chunk)  # type: ignore[arg-type]
+        return
+    for batch in packed_batches(ckpt, plan, limit):
+        yield columnar.lines(pid, batch), len(batch)
 
 
 def state_tables(rows: StateRows, limit: int | None = None) -> Iterator[Any]:
@@ -220,12 +218,11 @@ def plan_tables(
     left = limit
     sent = False
     for plan in plans:
-        with closing(iter_state(ckpt, plan)) as pairs:
-            for chunk in batches(itertools.islice(pairs, left)):
-                yield columnar.table(plan.partition, chunk)
-                sent = True
-                if left is not None:
-                    left -= len(chunk)
+        for batch in packed_batches(ckpt, plan, left):
+            yield columnar.table(plan.partition, batch)
+            sent = True
+            if left is not None:
+                left -= len(batch)
         if left == 0:
             break
     if not sent:
