@@ -109,33 +109,45 @@ def _bulk(ckpt: Checkpoint, plan: ReplayPlan) -> bool:
     return sum(f.entry.size or 0 for f in plan.files) <= BULK_BYTES
 
 
-def _frame(data: bytes, base: int, snapshot: bool, out: list[list[int]]) -> bool:
-    """Append the records of one decompressed file (at ``base`` in the joined buffer) to
-    ``out`` (key offsets, key sizes, value offsets, value sizes; -1 a remove); False when
-    the file does not end cleanly with its end marker."""
+def _frame(data: bytes, snapshot: bool) -> Any:
+    """The start of each record of one decompressed file, or None when the file does not
+    end cleanly with its end marker (the streamed reader then names the problem)."""
+    import numpy as np
+
     unpack = _INT.unpack_from
-    key_offsets, key_sizes, value_offsets, value_sizes = out
-    pos, end = 0, len(data)
-    while pos + 4 <= end:
-        (key_size,) = unpack(data, pos)
-        if key_size == -1:
-            return True
-        if key_size < 0 or key_size > MAX_RECORD_BYTES or pos + 8 + key_size > end:
-            return False
-        (value_size,) = unpack(data, pos + 4 + key_size)
-        key_offsets.append(base + pos + 4)
-        key_sizes.append(key_size)
-        if value_size == -1 and not snapshot:
-            value_offsets.append(0)
-            value_sizes.append(-1)
-            pos += 8 + key_size
-            continue
-        if value_size < 0 or value_size > MAX_RECORD_BYTES or pos + 8 + key_size + value_size > end:
-            return False
-        value_offsets.append(base + pos + 8 + key_size)
-        value_sizes.append(value_size)
-        pos += 8 + key_size + value_size
-    return False
+    starts: list[int] = []
+    append = starts.append
+    pos = 0
+    try:
+        while True:
+            (key_size,) = unpack(data, pos)
+            if key_size < 0:
+                break
+            key_end = pos + 4 + key_size
+            (value_size,) = unpack(data, key_end)
+            append(pos)
+            pos = key_end + 4 + (value_size if value_size > 0 else 0)
+    except struct.error:
+        return None  # truncated
+    if key_size != -1:
+        return None
+    at = np.array(starts, np.int64)
+    key_sizes = _read_ints(data, at)
+    value_sizes = _read_ints(data, at + 4 + key_sizes)
+    bad = (key_sizes > MAX_RECORD_BYTES) | (value_sizes > MAX_RECORD_BYTES)
+    bad |= value_sizes < (0 if snapshot else -1)
+    ends = at + 8 + key_sizes + np.maximum(value_sizes, 0)
+    if bool(bad.any()) or (len(ends) and int(ends[-1]) > len(data) - 4):
+        return None
+    return at, key_sizes, value_sizes
+
+
+def _read_ints(data: bytes, at: Any) -> Any:
+    """Big-endian int32s at the byte offsets ``at``."""
+    import numpy as np
+
+    view = np.ndarray((max(0, len(data) - 3),), ">i4", buffer=data, strides=(1,))
+    return view[at].astype(np.int64)
 
 
 def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
@@ -144,23 +156,32 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     import pyarrow as pa
 
     parts: list[bytes] = []
-    out: list[list[int]] = [[], [], [], []]
+    framed = []
     size = 0
     for f in plan.files:
         with ckpt.storage.open_stream(f.path) as fh:
             data = b"".join(compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)))
-        if not _frame(data, size, f.kind is FileKind.SNAPSHOT, out):
+        records = _frame(data, f.kind is FileKind.SNAPSHOT)
+        if records is None:
             return None
+        at, key_sizes, value_sizes = records
+        framed.append((at + size, key_sizes, value_sizes))
         parts.append(data)
         size += len(data)
     buf = b"".join(parts)
     del parts
-    key_offsets, key_sizes, value_offsets, value_sizes = (np.array(a, np.int64) for a in out)
+    at = np.concatenate([r[0] for r in framed]) if framed else np.zeros(0, np.int64)
+    key_sizes = np.concatenate([r[1] for r in framed]) if framed else at
+    value_sizes = np.concatenate([r[2] for r in framed]) if framed else at
+    key_offsets = at + 4
+    value_offsets = key_offsets + key_sizes + 4
     n = len(key_offsets)
-    if n == 0:
+    if n == 0 or not plan.steps and plan.base is not None:
+        # A snapshot alone holds each key once.
         return Packed(buf, key_offsets, key_sizes, value_offsets, value_sizes)
     # The keys in one Arrow array (records are in buffer order, so a filter over the buffer
-    # cuts them out), hashed in bulk: one dictionary index per record.
+    # cuts them out), hashed in bulk: one dictionary index per record, numbered in the order
+    # the keys first appear.
     bounds = np.empty(2 * n + 1, np.int64)
     bounds[0] = 0
     bounds[1::2] = key_offsets
@@ -170,13 +191,12 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     )
     keep = np.zeros(2 * n, np.bool_)
     keep[1::2] = True
-    ids = pieces.filter(pa.array(keep)).dictionary_encode().indices.to_numpy()
+    ids = pieces.filter(pa.array(keep)).dictionary_encode().indices.to_numpy().astype(np.int64)
     # Per key: its first record (the row's position) and its last (its value).
-    _, first = np.unique(ids, return_index=True)
-    _, from_end = np.unique(ids[::-1], return_index=True)
-    last = n - 1 - from_end
-    order = np.argsort(first, kind="stable")
-    first, last = first[order], last[order]
+    seen = np.maximum.accumulate(ids)
+    first = np.flatnonzero(np.concatenate(([True], ids[1:] > seen[:-1])))
+    last = np.zeros(len(first), np.int64)
+    np.maximum.at(last, ids, np.arange(n, dtype=np.int64))
     alive = value_sizes[last] >= 0
     first, last = first[alive], last[alive]
     return Packed(buf, key_offsets[first], key_sizes[first], value_offsets[last], value_sizes[last])
