@@ -113,7 +113,11 @@ def _validity(array: Any) -> Any:
 
 
 def _digits(out: Any, column: int, values: Any, width: int) -> None:
-    """``values`` (non-negative) as ``width`` ASCII digits at ``out[:, column:]``."""
+    """``values`` (non-negative, below 10**9) as ``width`` ASCII digits at
+    ``out[:, column:]``."""
+    import numpy as np
+
+    values = values.astype(np.int32)  # int32 division is the faster
     for i in range(width - 1, -1, -1):
         out[:, column + i] = 48 + values % 10
         values = values // 10
@@ -277,7 +281,10 @@ def _quoted(array: Any) -> Any:
     import pyarrow.compute as pc
 
     filled = array.fill_null("")
-    if len(filled) and pc.any(pc.match_substring_regex(filled, "[\\x00-\\x1f]")).as_py():
+    special = pc.match_substring_regex(filled, '[\\x00-\\x1f"\\\\]')
+    if not len(filled) or not pc.any(special).as_py():
+        return pc.binary_join_element_wise('"', filled, '"', "")  # nothing to escape
+    if pc.any(pc.match_substring_regex(filled, "[\\x00-\\x1f]")).as_py():
         return pa.array([encode_basestring(s) for s in filled.to_pylist()], pa.string())
     escaped = pc.replace_substring(filled, "\\", "\\\\")
     escaped = pc.replace_substring(escaped, '"', '\\"')
