@@ -58,6 +58,9 @@ class _Damaged(Exception):
         self.problem = problem
         self.offset = offset
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.problem, self.offset))  # pickles across worker processes
+
 
 # (numpy dtype of the stored value, its width in an array, Arrow type)
 _FIXED: dict[str, tuple[str, int, pa.DataType]] = {
