@@ -279,7 +279,8 @@ def measure_replay(ckpt: Path, label: str) -> None:
             rows, cols = figures["rows"], figures["columns"]
             print(
                 f"    --format {fmt:8s} row path {rows[0]:6.2f} s ({rows[1]:6.2f} s CPU), "
-                f"columnar {cols[0]:6.2f} s ({cols[1]:6.2f} s CPU): {rows[0] / cols[0]:.1f}x; "
+                f"columnar {cols[0]:6.2f} s ({cols[1]:6.2f} s CPU): {rows[0] / cols[0]:.1f}x wall, "
+                f"{rows[1] / cols[1]:.1f}x CPU; "
                 f"{cols[2] / 1e6:.0f} MB written"
             )
 
