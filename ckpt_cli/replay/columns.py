@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay.bulk import Packed, packed_batches
+from ckpt_cli.replay.bulk import BATCH_ROWS, Packed, packed_batches
 from ckpt_cli.replay.plain_arrow import RowPath, concatenated, json_text, plain, plain_type
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.read import iter_state
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from ckpt_cli.replay.rows import RowDecoder
     from ckpt_cli.replay.source import StateRows
 
-BATCH_ROWS = 65536
 # A batch of records: packed, or as (key, value) bytes.
 Batch = Packed | Sequence[tuple[bytes, bytes]]
 
