@@ -77,9 +77,11 @@ class Packed:
 
 
 def packed_batches(
-    ckpt: Checkpoint, plan: ReplayPlan, limit: int | None = None, size: int = BATCH_ROWS
+    ckpt: Checkpoint, plan: ReplayPlan, limit: int | None = None, size: int | None = None
 ) -> Iterator[Packed]:
-    """The state of ``plan`` (at most ``limit`` rows) in batches of ``size``."""
+    """The state of ``plan`` (at most ``limit`` rows) in batches of ``size`` (default
+    ``BATCH_ROWS``)."""
+    size = size or BATCH_ROWS
     merged = _merged(ckpt, plan) if _bulk(ckpt, plan) else None
     if merged is None:
         with closing(iter_state(ckpt, plan)) as pairs:
