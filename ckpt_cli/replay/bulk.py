@@ -170,7 +170,7 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
         framed.append((at + size, key_sizes, value_sizes))
         parts.append(data)
         size += len(data)
-    buf = b"".join(parts)
+    buf = parts[0] if len(parts) == 1 else b"".join(parts)
     del parts
     at = np.concatenate([r[0] for r in framed]) if framed else np.zeros(0, np.int64)
     key_sizes = np.concatenate([r[1] for r in framed]) if framed else at
