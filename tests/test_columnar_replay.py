@@ -342,3 +342,20 @@ def test_a_truncated_delta_fails_as_the_streamed_merge_does(tmp_path: Path) -> N
     with pytest.raises(FormatError) as columns:
         rows.to_arrow()
     assert str(columns.value) == str(streamed.value)
+
+
+def test_colliding_key_hashes_fall_back_to_the_streamed_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckpt_cli.replay import bulk
+    from ckpt_cli.replay.plan import plan_version
+
+    root = tmp_path / "ckpt"
+    _synthetic_deltas(root, snapshot=False)
+    ckpt = Checkpoint.open(str(root))
+    plan = plan_version(ckpt, 0, 0, 4)
+    assert bulk._merged(ckpt, plan) is not None
+    monkeypatch.setattr(bulk, "_FNV_PRIME", 0)  # every key hashes alike
+    assert bulk._merged(ckpt, plan) is None
+    streamed = list(iter_state(ckpt, plan))
+    assert [p for b in bulk.packed_batches(ckpt, plan) for p in b.pairs()] == streamed

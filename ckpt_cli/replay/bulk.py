@@ -4,10 +4,10 @@ buffer (``Packed``), never a Python object per record.
 HDFS-backed stores (a snapshot and/or deltas, no row checksums) whose files are small
 enough to hold at once (``BULK_BYTES`` compressed per partition): every file is decompressed
 into one buffer, its records framed by offset (``[int32 BE keySize][key][int32 BE
-valueSize][value]``, -1 a remove, -1 key size the end), the keys hashed in bulk by Arrow
-(``dictionary_encode``), and per key the last record wins, as applying the files in order
-does. Rows come in the order a key first appears (a snapshot's order, then keys new in the
-deltas), as ``read.iter_state`` gives them from a snapshot.
+valueSize][value]``, -1 a remove, -1 key size the end), the keys hashed in bulk with numpy
+(records of one hash compared word by word), and per key the last record wins, as applying
+the files in order does. Rows come in the order a key first appears (a snapshot's order,
+then keys new in the deltas), as ``read.iter_state`` gives them from a snapshot.
 
 Anything else (RocksDB, row checksums, a large partition) and any file that does not frame
 cleanly go through ``read.iter_state`` (which streams, and names the problem in its error),
@@ -30,7 +30,7 @@ from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.replay.plan import ReplayPlan, codec_of
 from ckpt_cli.replay.read import iter_state
 
-BATCH_ROWS = 65536
+BATCH_ROWS = 16384  # large enough that per-batch costs vanish, small to bound memory
 # Partitions whose files are at most this many compressed bytes are merged in memory.
 BULK_BYTES = 64 << 20
 
@@ -155,7 +155,6 @@ def _read_ints(data: bytes, at: Any) -> Any:
 def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     """The plan's files merged, or None when one does not frame cleanly."""
     import numpy as np
-    import pyarrow as pa
 
     parts: list[bytes] = []
     framed = []
@@ -181,24 +180,56 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     if n == 0 or not plan.steps and plan.base is not None:
         # A snapshot alone holds each key once.
         return Packed(buf, key_offsets, key_sizes, value_offsets, value_sizes)
-    # The keys in one Arrow array (records are in buffer order, so a filter over the buffer
-    # cuts them out), hashed in bulk: one dictionary index per record, numbered in the order
-    # the keys first appear.
-    bounds = np.empty(2 * n + 1, np.int64)
-    bounds[0] = 0
-    bounds[1::2] = key_offsets
-    bounds[2::2] = key_offsets + key_sizes
-    pieces = pa.Array.from_buffers(
-        pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(buf)]
-    )
-    keep = np.zeros(2 * n, np.bool_)
-    keep[1::2] = True
-    ids = pieces.filter(pa.array(keep)).dictionary_encode().indices.to_numpy().astype(np.int64)
-    # Per key: its first record (the row's position) and its last (its value).
-    seen = np.maximum.accumulate(ids)
-    first = np.flatnonzero(np.concatenate(([True], ids[1:] > seen[:-1])))
-    last = np.zeros(len(first), np.int64)
-    np.maximum.at(last, ids, np.arange(n, dtype=np.int64))
+    groups = _same_keys(buf, key_offsets, key_sizes)
+    if groups is None:
+        return None
+    first, last = groups
     alive = value_sizes[last] >= 0
     first, last = first[alive], last[alive]
     return Packed(buf, key_offsets[first], key_sizes[first], value_offsets[last], value_sizes[last])
+
+
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+
+
+def _same_keys(buf: bytes, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
+    """Per distinct key, the index of its first and of its last record, ordered by first;
+    None when the keys are not whole 8-byte words (not UnsafeRows) or two keys' hashes
+    collide (the streamed merge then does it).
+
+    Keys are hashed in bulk, a word at a time over every key still that long (FNV-1a on
+    64-bit words); records of one hash are compared word by word with its first."""
+    import numpy as np
+
+    if bool((sizes % 8).any()):
+        return None
+    n = len(offsets)
+    words = sizes // 8
+    view = np.ndarray((max(0, len(buf) - 7),), "<u8", buffer=buf, strides=(1,))
+    hashes = np.full(n, _FNV_OFFSET, np.uint64) ^ words.astype(np.uint64)
+    prime = np.uint64(_FNV_PRIME)
+    for j in range(int(words.max(initial=0))):
+        live = np.flatnonzero(words > j)
+        mixed = (hashes[live] ^ view[offsets[live] + 8 * j]) * prime
+        hashes[live] = mixed ^ (mixed >> np.uint64(29))
+    order = np.argsort(hashes, kind="stable")  # records of one hash stay in file order
+    ordered = hashes[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.concatenate((starts[1:], [n])) - 1
+    # Every record must equal the first of its hash group, word for word.
+    leader = order[np.repeat(starts, np.diff(np.concatenate((starts, [n]))))]
+    repeated = np.flatnonzero(leader != order)
+    if len(repeated):
+        mine, theirs = order[repeated], leader[repeated]
+        if bool((words[mine] != words[theirs]).any()):
+            return None
+        for j in range(int(words[mine].max(initial=0))):
+            live = np.flatnonzero(words[mine] > j)
+            if bool(
+                (view[offsets[mine[live]] + 8 * j] != view[offsets[theirs[live]] + 8 * j]).any()
+            ):
+                return None
+    first, last = order[starts], order[ends]
+    by_first = np.argsort(first, kind="stable")
+    return first[by_first], last[by_first]
