@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -75,4 +76,7 @@ app.command(name="report")(report.report)
 
 
 def main() -> None:
+    # Arrow's default allocator (mimalloc) keeps freed pages: replay's columnar batches peak
+    # ~17% lower on malloc. Set before pyarrow is imported (lazily, by replay).
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     app()

@@ -38,8 +38,8 @@ from ckpt_cli.replay.sinks import (
     DATASET_FORMATS,
     open_output,
     write_dataset,
-    write_parquet,
     write_partitions,
+    write_state_parquet,
 )
 from ckpt_cli.replay.source import requested_store, target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
@@ -281,7 +281,7 @@ def replay(
     elif fmt is OutputFormat.parquet:
         assert output is not None
         with open_output(output, binary=True) as fh:
-            write_parquet(islice(rows, limit), fh)
+            write_state_parquet(rows, fh, limit)
     elif fmt is OutputFormat.table:
         shown = limit if limit is not None else TABLE_LIMIT
         got = list(islice(rows, shown + 1))

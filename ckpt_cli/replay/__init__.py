@@ -18,6 +18,9 @@ Data flows down one path, a module a step:
 ``rows``
     raw records -> rows with plain JSON values; one encoder (``RowDecoder``) behind JSON
     lines, CSV and Arrow/parquet.
+``bulk``, ``columns``, ``plain_arrow``
+    the same rows in columns: a partition merged in bulk (HDFS), records decoded into Arrow
+    a batch at a time, Arrow tables and JSON lines built column by column.
 ``source``
     the steps assembled for a target (every partition, best-effort fallbacks noted):
     ``read_state`` -> ``StateRows``.

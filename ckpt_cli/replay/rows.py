@@ -3,8 +3,8 @@
 ``RowDecoder`` turns a store's raw key/value bytes into the rows of Spark's ``statestore``
 source, ``{"partition_id", "key": {...}, "value": {...}}``, with plain JSON values:
 timestamps ISO-8601 (``Z`` for UTC), dates ISO, decimals as strings (exact), binary as hex,
-non-finite floats as strings. JSON lines, CSV and Arrow tables (parquet,
-``arrow_tables``) are all made from these rows.
+non-finite floats as strings. CSV, the change feed and every store ``replay.columns`` does
+not take are made from these rows; ``replay.columns`` gives the same rows in Arrow batches.
 
 Two things make that fast without a second meaning of a row: the conversion to plain JSON is
 compiled per schema (``struct_converter``: JSON-native columns pass untouched), and for

@@ -28,10 +28,11 @@ from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.columns import columnar_for, line_chunks, plan_tables, state_tables
 from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.rows import arrow_tables, key_filter, require_pyarrow
-from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_lines, iter_rows
+from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_rows
 from ckpt_cli.storage import FileEntry, Listing, Storage, classify_store_error, store_error
 
 TEXT_FORMATS = ("jsonl", "csv")
@@ -99,12 +100,23 @@ def write_parquet(rows: Iterable[dict[str, Any]], out: BinaryIO) -> int:
     """Rows as one parquet file (the schema of the first ``arrow_tables`` batch); returns
     how many."""
     require_pyarrow("parquet output")
+    return write_tables(arrow_tables(rows), out)
+
+
+def write_state_parquet(rows: StateRows, out: BinaryIO, limit: int | None = None) -> int:
+    """``rows`` as one parquet file: the table ``rows.to_arrow()`` gives, a batch at a time."""
+    require_pyarrow("parquet output")
+    return write_tables(state_tables(rows, limit), out)
+
+
+def write_tables(tables: Iterable[Any], out: BinaryIO) -> int:
+    """Arrow tables of one schema as one parquet file; returns how many rows."""
     import pyarrow.parquet as pq
 
     count = 0
     writer = None
     try:
-        for table in arrow_tables(rows):
+        for table in tables:
             writer = writer or pq.ParquetWriter(out, table.schema)
             writer.write_table(table)
             count += table.num_rows
@@ -164,9 +176,9 @@ def _write_partition(job: _PartitionJob) -> tuple[str, int]:
     with open(job.out_path, "w", encoding="utf-8", newline="") as fh:
         if job.fmt == "jsonl" and matches is None:
             count = 0
-            for line in iter_lines(ckpt, job.plan, decoder):
-                fh.write(line)
-                count += 1
+            for text, rows in line_chunks(ckpt, job.plan, decoder):
+                fh.write(text)
+                count += rows
             return job.out_path, count
         writer = RowWriter(fh, job.fmt, header=False)
         for row in iter_rows(ckpt, job.plan, decoder, matches):
@@ -198,11 +210,12 @@ def write_partitions(
         if fmt == "jsonl" and rows.matches is None:
             count = 0
             for plan in plans:
-                for line in iter_lines(ckpt, plan, decoder):
-                    if limit is not None and count >= limit:
-                        return count
-                    out.write(line)
-                    count += 1
+                left = None if limit is None else limit - count
+                for text, n in line_chunks(ckpt, plan, decoder, left):
+                    out.write(text)
+                    count += n
+                if limit is not None and count >= limit:
+                    return count
                 progress.advance()
             return count
         writer = RowWriter(out, fmt)
@@ -301,14 +314,19 @@ def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage,
     matches = key_filter(settings.where, decoder.schema)
     with output.open_write(rel) as fh:
         if settings.fmt == "parquet":
+            columnar = columnar_for(decoder) if matches is None else None
+            if columnar is not None:
+                tables = plan_tables(ckpt, [plan], columnar)
+                # partition_id is the directory (Hive-style partitioning)
+                return write_tables((t.drop_columns(["partition_id"]) for t in tables), fh)
             rows = iter_rows(ckpt, plan, decoder, matches)
             return write_parquet((_without_partition(row) for row in rows), fh)
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
         count = 0
         if matches is None:
-            for line in iter_lines(ckpt, plan, decoder):
-                text.write(line)
-                count += 1
+            for chunk, n in line_chunks(ckpt, plan, decoder):
+                text.write(chunk)
+                count += n
         else:
             count = write_text(iter_rows(ckpt, plan, decoder, matches), text, "jsonl")
         text.flush()

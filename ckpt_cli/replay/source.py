@@ -15,6 +15,7 @@ from typing import Any
 from ckpt_cli.layout import DEFAULT_STORE
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.columns import state_tables
 from ckpt_cli.replay.families import (
     FamilyRead,
     family_change_rows,
@@ -36,7 +37,6 @@ from ckpt_cli.replay.rows import (
     JoinSideDecoder,
     PrefixScanDecoder,
     RowDecoder,
-    arrow_tables,
     key_filter,
     require_pyarrow,
 )
@@ -173,7 +173,7 @@ class StateRows:
         require_pyarrow("to_arrow()")
         import pyarrow as pa
 
-        return pa.concat_tables(arrow_tables(self))
+        return pa.concat_tables(state_tables(self))
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame of the rows (needs pyarrow and pandas)."""

@@ -1,0 +1,228 @@
+"""Replay in columns: a store's records decoded in batches straight into Arrow
+(``formats/unsaferow_arrow``), then the rows of ``rows.RowDecoder`` as Arrow tables and as
+JSON lines, built column by column with numpy and pyarrow.compute instead of row by row.
+
+The tables hold the row shape of ``RowDecoder.row`` with the same plain values (timestamps
+ISO-8601, dates ISO, decimals and day-time intervals as text, binary as hex; every integer a
+``int64``), their Arrow types derived from the state schema, so every batch of a replay has
+the same types. The JSON lines are byte for byte ``RowDecoder.line``'s.
+
+``columnar_for`` is the one place that chooses: a store whose schema has a map, a type
+without a columnar decoder, or a decoder of another row shape (join sides, prefix-scan
+keys) is replayed row by row; so is any batch the columnar path cannot vouch for (a row
+``unsaferow_arrow`` refuses, a year outside 1-9999, a non-finite float in JSON), which the
+row path then decodes or fails on with its own error.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
+from typing import TYPE_CHECKING, Any
+
+from ckpt_cli.errors import FormatError
+from ckpt_cli.formats import schema as S
+from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay.bulk import BATCH_ROWS, Packed, packed_batches
+from ckpt_cli.replay.plain_arrow import RowPath, concatenated, json_text, plain, plain_type
+from ckpt_cli.replay.plan import ReplayPlan
+from ckpt_cli.replay.read import iter_state
+
+if TYPE_CHECKING:
+    from ckpt_cli.replay.rows import RowDecoder
+    from ckpt_cli.replay.source import StateRows
+
+# A batch of records: packed, or as (key, value) bytes.
+Batch = Packed | Sequence[tuple[bytes, bytes]]
+
+
+# False replays everything row by row (benchmarks compare the two paths).
+ENABLED = True
+
+
+def columnar_for(decoder: RowDecoder) -> Columnar | None:
+    """The columnar replay of ``decoder``'s store, or None when it replays row by row."""
+    from ckpt_cli.replay.rows import RowDecoder
+
+    if not ENABLED or type(decoder) is not RowDecoder or decoder.schema is None:
+        return None
+    try:
+        import numpy  # noqa: F401
+        import pyarrow  # noqa: F401
+
+        from ckpt_cli.formats.unsaferow_arrow import ColumnarUnsupported, check_supported
+    except ImportError:
+        return None
+    try:
+        check_supported(decoder.schema.key)
+        check_supported(decoder.schema.value)
+    except ColumnarUnsupported:
+        return None
+    if _has_map(decoder.schema.key) or _has_map(decoder.schema.value):
+        return None  # a map's plain value is a dict keyed by str(key): the row path's
+    return Columnar(decoder)
+
+
+def _has_map(t: S.DataType) -> bool:
+    while isinstance(t, S.UserDefinedType):
+        t = t.sql_type
+    if isinstance(t, S.MapType):
+        return True
+    if isinstance(t, S.ArrayType):
+        return _has_map(t.element_type)
+    if isinstance(t, S.StructType):
+        return any(_has_map(f.data_type) for f in t.fields)
+    return False
+
+
+def batches(
+    pairs: Iterable[tuple[bytes, bytes | None]], size: int = BATCH_ROWS
+) -> Iterator[Sequence[tuple[bytes, bytes | None]]]:
+    it = iter(pairs)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+class Columnar:
+    """Batches of one store's raw ``(key, value)`` records to Arrow tables and JSON lines."""
+
+    def __init__(self, decoder: RowDecoder) -> None:
+        import pyarrow as pa
+
+        assert decoder.schema is not None
+        self.decoder = decoder
+        self.schema = decoder.schema
+        self._rocks = decoder._rocks
+        self.key_type = plain_type(self.schema.key)
+        self.value_type = plain_type(self.schema.value)
+        self.arrow_schema = pa.schema(
+            [
+                pa.field("partition_id", pa.int64()),
+                pa.field("key", self.key_type),
+                pa.field("value", self.value_type),
+            ]
+        )
+        # Floats as today's JSON lines have them: repr from the generated encoder, else orjson.
+        self._repr_floats = decoder.compiled
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    def _decode(self, data: bytes, offsets: Any, sizes: Any, schema: S.StructType) -> Any:
+        import numpy as np
+
+        from ckpt_cli.formats.unsaferow_arrow import ColumnarUnsupported, decode_rows
+
+        if self._rocks:
+            # [00][row]: any other first byte is the row path's error.
+            if len(offsets) and (
+                bool((sizes < 1).any()) or np.frombuffer(data, np.uint8)[offsets].any()
+            ):
+                raise RowPath
+            offsets, sizes = offsets + 1, sizes - 1
+        try:
+            return decode_rows(data, offsets, sizes, schema, path=self.decoder.path)
+        except (FormatError, ColumnarUnsupported):
+            raise RowPath from None
+
+    def native(self, batch: Packed) -> tuple[Any, Any]:
+        """The keys and values of a batch as Arrow struct arrays of their natural types."""
+        value_sizes = batch.value_sizes
+        if not self._rocks:
+            value_sizes = value_sizes & ~7  # Spark < 2.3 appended 4 junk bytes to values
+        key = self._decode(batch.data, batch.key_offsets, batch.key_sizes, self.schema.key)
+        value = self._decode(batch.data, batch.value_offsets, value_sizes, self.schema.value)
+        return key, value
+
+    # -- Arrow tables ----------------------------------------------------------------------------
+
+    def table(self, partition: int, batch: Batch) -> Any:
+        """One batch as a table of ``arrow_schema`` (the row path's rows when it must)."""
+        import pyarrow as pa
+
+        packed = batch if isinstance(batch, Packed) else Packed.of(batch)
+        try:
+            key, value = self.native(packed)
+            arrays = [
+                pa.repeat(pa.scalar(partition, pa.int64()), len(packed)),
+                plain(key, self.schema.key),
+                plain(value, self.schema.value),
+            ]
+            return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
+        except RowPath:
+            rows = [self.decoder.row(partition, k, v) for k, v in packed.pairs()]
+            return pa.Table.from_pylist(rows, schema=self.arrow_schema)
+
+    # -- JSON lines --------------------------------------------------------------------------
+
+    def lines(self, partition: int, batch: Batch) -> str:
+        """One batch as JSON lines, the text ``RowDecoder.line`` gives for each record."""
+        import pyarrow.compute as pc
+
+        packed = batch if isinstance(batch, Packed) else Packed.of(batch)
+        try:
+            key, value = self.native(packed)
+            key_text = json_text(plain(key, self.schema.key), self.schema.key, self._repr_floats)
+            value_text = json_text(
+                plain(value, self.schema.value), self.schema.value, self._repr_floats
+            )
+        except RowPath:
+            line = self.decoder.line
+            return "".join(line(partition, k, v) for k, v in packed.pairs())
+        text = pc.binary_join_element_wise(
+            f'{{"partition_id":{partition},"key":', key_text, ',"value":', value_text, "}\n", ""
+        )
+        return concatenated(text).decode("utf-8") if len(text) else ""
+
+
+# -- a partition's rows, a batch at a time -------------------------------------------------------
+
+
+def line_chunks(
+    ckpt: Checkpoint, plan: ReplayPlan, decoder: RowDecoder, limit: int | None = None
+) -> Iterator[tuple[str, int]]:
+    """A partition's JSON lines (unfiltered), a batch at a time: ``(text, rows)``; at most
+    ``limit`` rows."""
+    columnar = columnar_for(decoder)
+    pid = plan.partition
+    if columnar is None:
+        line = decoder.line
+        with closing(iter_state(ckpt, plan)) as pairs:
+            for chunk in batches(itertools.islice(pairs, limit)):
+                yield "".join(line(pid, k, v) for k, v in chunk), len(chunk)  # type: ignore[arg-type]
+        return
+    for batch in packed_batches(ckpt, plan, limit):
+        yield columnar.lines(pid, batch), len(batch)
+
+
+def state_tables(rows: StateRows, limit: int | None = None) -> Iterator[Any]:
+    """The rows as ``pyarrow.Table`` batches (at least one, empty when there are no rows):
+    of the columnar schema when the store replays in columns, else ``arrow_tables``'s."""
+    from ckpt_cli.replay.rows import arrow_tables
+
+    columnar = None
+    if rows.changes is None and rows.state_var is None and rows.matches is None:
+        columnar = columnar_for(rows.decoder)
+    if columnar is None:
+        yield from arrow_tables(itertools.islice(rows, limit))
+        return
+    yield from plan_tables(rows.ckpt, rows.plans, columnar, limit)
+
+
+def plan_tables(
+    ckpt: Checkpoint, plans: Iterable[ReplayPlan], columnar: Columnar, limit: int | None = None
+) -> Iterator[Any]:
+    """The state of the plans' partitions as tables of ``columnar.arrow_schema``, a batch at
+    a time (at least one, empty when there are no rows); at most ``limit`` rows."""
+    left = limit
+    sent = False
+    for plan in plans:
+        for batch in packed_batches(ckpt, plan, left):
+            yield columnar.table(plan.partition, batch)
+            sent = True
+            if left is not None:
+                left -= len(batch)
+        if left == 0:
+            break
+    if not sent:
+        yield columnar.arrow_schema.empty_table()

@@ -1,0 +1,292 @@
+"""Plain values as Arrow columns: the values of ``rows.RowDecoder.json_row`` (timestamps
+ISO-8601, dates ISO, decimals and day-time intervals as text, binary as hex, integers as
+``int64``) made from ``formats/unsaferow_arrow``'s natural Arrow types, and those values as
+JSON text, column by column (numpy for dates and timestamps, pyarrow.compute for the rest).
+
+``RowPath`` is raised where a batch's values have no exact columnar form (a year outside
+1-9999, a non-finite float in JSON): the caller takes the row path for that batch.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Context
+from json.encoder import encode_basestring
+from typing import Any
+
+import orjson
+
+from ckpt_cli.formats import schema as S
+
+_DECIMAL_CONTEXT = Context(prec=100)
+# Years 1-9999, as Python's datetime (the row path's limits).
+_MIN_DAY = -719162
+_MAX_DAY = 2932896
+_DAY_US = 86_400_000_000
+
+
+class RowPath(Exception):
+    """This batch goes through the row path."""
+
+
+def concatenated(text: Any) -> bytes:
+    """The bytes of a string array without nulls, one value after another."""
+    import numpy as np
+
+    offsets = np.frombuffer(text.buffers()[1], np.int32, len(text) + 1, 4 * text.offset)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data: bytes = text.buffers()[2][start:end].to_pybytes()  # one copy
+    return data
+
+
+# -- plain values: the row path's JSON values, as Arrow columns ---------------------------------
+
+
+def plain_type(t: S.DataType) -> Any:
+    """The Arrow type of a column's plain values."""
+    import pyarrow as pa
+
+    while isinstance(t, S.UserDefinedType):
+        t = t.sql_type
+    if isinstance(t, S.StructType):
+        return pa.struct(
+            [
+                pa.field(name, plain_type(f.data_type))
+                for name, f in zip(t.unique_names(), t.fields, strict=True)
+            ]
+        )
+    if isinstance(t, S.ArrayType):
+        return pa.list_(plain_type(t.element_type))
+    if isinstance(t, S.AtomicType):
+        if t.name == "boolean":
+            return pa.bool_()
+        if t.name in ("byte", "short", "integer", "long"):
+            return pa.int64()
+        if t.name in ("float", "double"):
+            return pa.float64()
+        if t.name == "void":
+            return pa.null()
+    if isinstance(t, S.YearMonthIntervalType):
+        return pa.int64()
+    return pa.string()
+
+
+def plain(array: Any, t: S.DataType) -> Any:
+    """A column of ``unsaferow_arrow`` values as the row path's plain JSON values."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    while isinstance(t, S.UserDefinedType):
+        t = t.sql_type
+    mask = pc.is_null(array) if array.null_count else None
+    if isinstance(t, S.StructType):
+        children = [plain(array.field(i), f.data_type) for i, f in enumerate(t.fields)]
+        if not children:
+            return pa.StructArray.from_buffers(pa.struct([]), len(array), [_validity(array)])
+        return pa.StructArray.from_arrays(children, fields=list(plain_type(t)), mask=mask)
+    if isinstance(t, S.ArrayType):
+        values = plain(array.values, t.element_type)
+        return pa.ListArray.from_arrays(array.offsets, values, plain_type(t), mask=mask)
+    target = plain_type(t)
+    if isinstance(t, S.AtomicType) and t.name in ("timestamp", "timestamp_ntz", "date"):
+        raw = array.cast(pa.int64() if t.name != "date" else pa.int32())
+        numbers = np.asarray(raw.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        if t.name == "date":
+            text = _format_dates(numbers)
+        else:
+            text = _format_timestamps(numbers, "Z" if t.name == "timestamp" else "")
+        return _fixed_width_strings(text, array)
+    if isinstance(t, S.AtomicType) and t.name == "binary":
+        return _hex(array)
+    if isinstance(t, S.DecimalType):
+        return pa.array(
+            [None if d is None else str(d.scaleb(0, _DECIMAL_CONTEXT)) for d in array.to_pylist()],
+            pa.string(),
+        )
+    if isinstance(t, S.DayTimeIntervalType):
+        return pa.array([None if d is None else str(d) for d in array.to_pylist()], pa.string())
+    return array.cast(target)
+
+
+def _validity(array: Any) -> Any:
+    return array.buffers()[0] if array.null_count else None
+
+
+def _digits(out: Any, column: int, values: Any, width: int) -> None:
+    """``values`` (non-negative, below 10**9) as ``width`` ASCII digits at
+    ``out[:, column:]``."""
+    import numpy as np
+
+    values = values.astype(np.int32)  # int32 division is the faster
+    for i in range(width - 1, -1, -1):
+        out[:, column + i] = 48 + values % 10
+        values = values // 10
+
+
+def _civil(days: Any) -> tuple[Any, Any, Any]:
+    """Year, month, day of days since 1970-01-01 (proleptic Gregorian; Howard Hinnant's
+    ``civil_from_days``), vectorised."""
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 - 12 * (mp >= 10)
+    year = yoe + era * 400 + (month <= 2)
+    return year, month, day
+
+
+def _format_dates(days: Any) -> Any:
+    import numpy as np
+
+    if len(days) and (days.min() < _MIN_DAY or days.max() > _MAX_DAY):
+        raise RowPath
+    year, month, day = _civil(days)
+    out = np.full((len(days), 10), ord("-"), np.uint8)
+    _digits(out, 0, year, 4)
+    _digits(out, 5, month, 2)
+    _digits(out, 8, day, 2)
+    return out
+
+
+def _format_timestamps(micros: Any, suffix: str) -> Any:
+    """``YYYY-MM-DDTHH:MM:SS.ffffff`` + suffix, as ``rows.format_timestamp`` writes it."""
+    import numpy as np
+
+    days, rest = np.divmod(micros, _DAY_US)
+    out = np.empty((len(micros), 26 + len(suffix)), np.uint8)
+    out[:, :10] = _format_dates(days)
+    out[:, 10] = ord("T")
+    seconds, fraction = np.divmod(rest, 1_000_000)
+    _digits(out, 11, seconds // 3600, 2)
+    out[:, 13] = ord(":")
+    _digits(out, 14, seconds // 60 % 60, 2)
+    out[:, 16] = ord(":")
+    _digits(out, 17, seconds % 60, 2)
+    out[:, 19] = ord(".")
+    _digits(out, 20, fraction, 6)
+    if suffix:
+        out[:, 26] = ord(suffix)
+    return out
+
+
+def _fixed_width_strings(text: Any, like: Any) -> Any:
+    """A string array of the rows of ``text`` (an (n, w) uint8 array), null where ``like``
+    is null."""
+    import numpy as np
+    import pyarrow as pa
+
+    n, width = text.shape
+    offsets = np.arange(n + 1, dtype=np.int32) * width
+    return pa.Array.from_buffers(
+        pa.string(),
+        n,
+        [_validity_of(like), pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(text))],
+    )
+
+
+def _validity_of(array: Any) -> Any:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not array.null_count:
+        return None
+    valid = pc.is_valid(array).to_numpy(zero_copy_only=False)
+    return pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+
+
+_HEX = None
+
+
+def _hex(array: Any) -> Any:
+    """Binary values as lowercase hex text."""
+    import numpy as np
+    import pyarrow as pa
+
+    global _HEX
+    if _HEX is None:
+        _HEX = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), np.uint16)
+    offsets = np.frombuffer(array.buffers()[1], np.int32, len(array) + 1, 4 * array.offset)
+    data = np.frombuffer(array.buffers()[2] or b"", np.uint8)[int(offsets[0]) : int(offsets[-1])]
+    text = _HEX[data]
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(array),
+        [
+            _validity_of(array),
+            pa.py_buffer(((offsets - offsets[0]) * 2).astype(np.int32)),
+            pa.py_buffer(text),
+        ],
+    )
+
+
+# -- JSON text ------------------------------------------------------------------------------
+
+
+def json_text(array: Any, t: S.DataType, repr_floats: bool) -> Any:
+    """Each plain value of Spark type ``t`` as JSON text (``null`` for nulls): what
+    ``orjson.dumps`` (or the generated encoder, with ``repr_floats``) writes for the row
+    path's value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    while isinstance(t, S.UserDefinedType):
+        t = t.sql_type
+    n = len(array)
+    if pa.types.is_null(array.type):
+        return pa.repeat(pa.scalar("null"), n)
+    if isinstance(t, S.StructType):
+        parts: list[Any] = []
+        for i, (name, f) in enumerate(zip(t.unique_names(), t.fields, strict=True)):
+            label = ("{" if i == 0 else ",") + encode_basestring(name) + ":"
+            parts += [label, json_text(array.field(i), f.data_type, repr_floats)]
+        parts.append("}" if parts else "{}")
+        text = pc.binary_join_element_wise(*parts, "") if n else pa.array([], pa.string())
+        if isinstance(text, pa.Scalar):
+            text = pa.repeat(text, n)
+    elif isinstance(t, S.ArrayType):
+        elements = json_text(array.values, t.element_type, repr_floats)
+        joined = pc.binary_join(pa.ListArray.from_arrays(array.offsets, elements), ",")
+        text = pc.binary_join_element_wise("[", joined, "]", "")
+    elif pa.types.is_floating(array.type):
+        text = _floats(array, repr_floats)
+    elif pa.types.is_string(array.type):
+        if isinstance(t, S.StringLikeType) or isinstance(t, S.AtomicType) and t.name == "string":
+            text = _quoted(array)
+        else:  # text ckpt wrote (dates, timestamps, hex, decimals): nothing to escape
+            text = pc.binary_join_element_wise('"', array, '"', "")
+    else:  # booleans and integers
+        text = array.cast(pa.string())
+    if array.null_count:
+        text = pc.if_else(pc.is_null(array), "null", text)
+    return text
+
+
+def _floats(array: Any, repr_floats: bool) -> Any:
+    import pyarrow as pa
+
+    values = array.to_pylist()
+    if any(v is not None and not math.isfinite(v) for v in values):
+        raise RowPath  # the row path writes them as strings
+    if repr_floats:
+        return pa.array(["null" if v is None else repr(v) for v in values], pa.string())
+    return pa.array(orjson.dumps(values)[1:-1].decode().split(","), pa.string())
+
+
+def _quoted(array: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    filled = array.fill_null("")
+    special = pc.match_substring_regex(filled, '[\\x00-\\x1f"\\\\]')
+    if not len(filled) or not pc.any(special).as_py():
+        return pc.binary_join_element_wise('"', filled, '"', "")  # nothing to escape
+    if pc.any(pc.match_substring_regex(filled, "[\\x00-\\x1f]")).as_py():
+        return pa.array([encode_basestring(s) for s in filled.to_pylist()], pa.string())
+    escaped = pc.replace_substring(filled, "\\", "\\\\")
+    escaped = pc.replace_substring(escaped, '"', '\\"')
+    return pc.binary_join_element_wise('"', escaped, '"', "")
