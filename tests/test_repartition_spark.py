@@ -45,11 +45,9 @@ CASES = [
 
 
 def source(name: str) -> Case:
-    for where in ("checkpoints", "pending"):
-        root = FIXTURES / where / name
-        if (root / "checkpoint").is_dir():
-            return Case(name, root)
-    pytest.skip(f"fixture {name} not present")
+    root = FIXTURES / "checkpoints" / name
+    assert (root / "checkpoint").is_dir(), f"no fixture {name}"
+    return Case(name, root)
 
 
 def oracle(name: str) -> dict[str, Any]:
