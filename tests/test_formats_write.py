@@ -51,7 +51,7 @@ from ckpt_cli.replay.read import iter_state, read_zip_metadata
 from ckpt_cli.replay.tws import list_families, state_variables
 from tests.conftest import REPO
 
-FIXTURE_DIRS = (REPO / "fixtures" / "checkpoints", REPO / "fixtures" / "pending")
+FIXTURE_DIRS = (REPO / "fixtures" / "checkpoints",)
 # Crash fixtures stop mid-batch on purpose; their newest version is not a committed one.
 CASES = sorted(
     {

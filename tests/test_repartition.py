@@ -32,11 +32,9 @@ FIXTURES = REPO / "fixtures"
 
 
 def fixture(name: str) -> Path:
-    for where in ("checkpoints", "pending"):
-        path = FIXTURES / where / name / "checkpoint"
-        if path.is_dir():
-            return path
-    pytest.skip(f"fixture {name} not present")
+    path = FIXTURES / "checkpoints" / name / "checkpoint"
+    assert path.is_dir(), f"no fixture {name}"
+    return path
 
 
 def copy(name: str, tmp_path: Path) -> Path:

@@ -2,7 +2,7 @@
 
 Two oracles, neither needing a JVM here:
 
-- every fixture checkpoint (``fixtures/checkpoints``, ``fixtures/pending``): Spark's shuffle put
+- every fixture checkpoint (``fixtures/checkpoints``): Spark's shuffle put
   each key in partition ``p`` of N, so ``pmod(hash(partition key), N) == p`` for every key of
   every operator, store and column family;
 - ``fixtures/repartition/<case>-to<M>/``: Spark 4.3's own repartition of a RocksDB fixture to
@@ -38,12 +38,7 @@ ORACLES = FIXTURES / "repartition"
 
 
 def _cases() -> list[Path]:
-    # fixtures/pending/ cases are being moved to fixtures/checkpoints/: take each name once.
-    found: dict[str, Path] = {}
-    for folder in ("checkpoints", "pending"):
-        for p in sorted((FIXTURES / folder).glob("*/checkpoint")):
-            found.setdefault(p.parent.name, p)
-    return [found[name] for name in sorted(found)]
+    return sorted((FIXTURES / "checkpoints").glob("*/checkpoint"))
 
 
 CASES = _cases()
