@@ -245,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.source, args.keys, args.partitions, args.versions = "synthetic", 2000, 2, 12
+        args.no_spark = True  # a smoke test of the harness: no JVM
     rows: list[dict[str, str]] = []
     for label, ckpt in states(args):
         with tempfile.TemporaryDirectory(dir=data_dir("out").parent) as tmp:
