@@ -7,13 +7,14 @@ error in its section instead of stopping the others.
 
     .venv/bin/python benchmarks/run_all.py                 # full sizes: takes long
     .venv/bin/python benchmarks/run_all.py --quick         # small sizes: a smoke test
-    .venv/bin/python benchmarks/run_all.py --only listing,replay --readme /tmp/README.md
+    .venv/bin/python benchmarks/run_all.py --only listing,replay --args replay="--keys 200000"
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -56,7 +57,7 @@ def run(name: str, args: argparse.Namespace, out: Path) -> str:
     section = out / f"{name}.md"
     cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--markdown", str(section)]
     cmd += ["--repeat", str(args.repeat)]
-    cmd += ["--quick"] if args.quick else BENCHMARKS[name]
+    cmd += ["--quick"] if args.quick else args.extra.get(name, BENCHMARKS[name])
     print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0 or not section.exists():
@@ -87,7 +88,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", help="comma-separated names (e.g. listing,replay)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per benchmark (>= 3)")
     parser.add_argument("--readme", type=Path, default=HERE / "README.md")
+    parser.add_argument(
+        "--args",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help='one benchmark\'s arguments instead of the defaults: replay="--keys 200000"',
+    )
     args = parser.parse_args(argv)
+    args.extra = {n: shlex.split(a) for n, _, a in (x.partition("=") for x in args.args)}
     names = available()
     if args.only:
         wanted = args.only.split(",")
