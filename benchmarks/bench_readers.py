@@ -3,14 +3,18 @@
 Generates (once, under benchmarks/.data/) a ``.snapshot`` of an aggregation's state with
 N records (default 1,000,000): key row ``{k: string}``, value row ``{count: long, sum: long,
 max: timestamp}``, in the byte layout Spark writes, compressed with each codec in Spark's
-stream framing. Then, reading the file through the storage layer as ckpt does:
+stream framing; every key and value distinct. Then, reading the file through the storage
+layer as ckpt does, each run in a forked child (benchmarks/common.py), the codecs
+alternating, ``--repeat`` rounds:
 
 * decompression alone (MB/s of decompressed bytes),
 * raw record iteration (records/s and MB/s),
 * full decoding of keys and values with the schema (rows/s),
-* peak Python memory of streaming the whole file (tracemalloc), against the file sizes.
 
-    .venv/bin/python benchmarks/bench_readers.py [--records 1000000] [--codec lz4 ...]
+with the peak RSS of each run (the interpreter included) next to the file sizes. Rates are
+from the CPU time of the reading loop, measured in the child.
+
+    .venv/bin/python benchmarks/bench_readers.py [--records 1000000] [--codec lz4 ...] [--quick]
 """
 
 from __future__ import annotations
@@ -19,12 +23,24 @@ import argparse
 import struct
 import sys
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import (  # noqa: E402  # noqa: E402
+    Case,
+    Measurement,
+    add_options,
+    alternate,
+    figures,
+    machine,
+    measure_call,
+    report,
+    row,
+)
 
 from ckpt_cli.formats import schema as S  # noqa: E402
 from ckpt_cli.formats.compression import CODECS, compress, decompressed_chunks  # noqa: E402
@@ -81,15 +97,6 @@ def build(data_dir: Path, records: int, codecs: list[str]) -> tuple[int, dict[st
     return size, files
 
 
-def best_of(runs: int, fn: Callable[..., int], *args: object) -> tuple[float, int]:
-    best, result = float("inf"), 0
-    for _ in range(runs):
-        start = time.perf_counter()
-        result = fn(*args)
-        best = min(best, time.perf_counter() - start)
-    return best, result
-
-
 def decompress_only(storage: Storage, rel: str) -> int:
     with storage.open_stream(rel) as fh:
         return sum(len(c) for c in decompressed_chunks(rel, fh))
@@ -114,36 +121,69 @@ def decode(storage: Storage, rel: str, decoder: RowDecoder) -> int:
     return n
 
 
-def main() -> None:
+def timed(fn: Callable[..., int], *args: object) -> tuple[float, int]:
+    """CPU seconds of ``fn(*args)`` and what it counted."""
+    start = time.process_time()
+    counted = fn(*args)
+    return time.process_time() - start, counted
+
+
+def stage(
+    name: str, spent: list[float], fn: Callable[..., int], *args: object, expect: int
+) -> Case:
+    def run() -> Measurement:
+        measured, (seconds, counted) = measure_call(lambda: timed(fn, *args))
+        assert counted == expect, (name, counted, expect)
+        spent.append(seconds)
+        return measured
+
+    return Case(name, run)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--codec", action="append", choices=CODECS)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.records = 20_000
     codecs = args.codec or ["lz4", "zstd", "snappy"]
     plain_size, files = build(HERE / ".data" / "readers", args.records, codecs)
-    print(f"snapshot: {args.records:,} records, {plain_size / 1e6:.1f} MB decompressed")
     decoder = RowDecoder(S.StateSchema(KEY_SCHEMA, VALUE_SCHEMA, 2), "hdfs", path="1.snapshot")
-
+    rel = "state/0/0/1.snapshot"
+    cases: list[Case] = []
+    spent: dict[str, list[float]] = {}
     for codec, path in files.items():
         storage = Storage.from_url(str(path.parent.parent.parent.parent))
-        rel = "state/0/0/1.snapshot"
-        size = path.stat().st_size
-
-        t_dec, nbytes = best_of(args.runs, decompress_only, storage, rel)
-        t_iter, n = best_of(args.runs, iterate, storage, rel)
-        t_full, n2 = best_of(args.runs, decode, storage, rel, decoder)
-        assert n == n2 == args.records and nbytes == plain_size
-        tracemalloc.start()
-        iterate(storage, rel)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        print(
-            f"{codec:>6}: file {size / 1e6:6.1f} MB | decompress {nbytes / t_dec / 1e6:7.0f} MB/s"
-            f" | raw iteration {n / t_iter:>10,.0f} records/s ({nbytes / t_iter / 1e6:4.0f} MB/s)"
-            f" | decode key+value {n / t_full:>9,.0f} rows/s | peak memory streaming "
-            f"{peak / 1e6:.1f} MB"
+        n = args.records
+        for label, fn, extra, expect in (
+            ("decompress", decompress_only, (), plain_size),
+            ("iterate records", iterate, (), n),
+            ("decode key + value", decode, (decoder,), n),
+        ):
+            name = f"{codec}: {label}"
+            spent[name] = []
+            cases.append(stage(name, spent[name], fn, storage, rel, *extra, expect=expect))
+    rows = []
+    for name, measured in alternate(cases, args.repeat).items():
+        codec = name.split(":")[0]
+        best, median = figures(spent[name])
+        if "decompress" in name:
+            rate = f"{plain_size / best / 1e6:,.0f} / {plain_size / median / 1e6:,.0f} MB/s"
+        else:
+            rate = f"{args.records / best:,.0f} / {args.records / median:,.0f} rows/s"
+        size = files[codec].stat().st_size
+        rows.append(
+            row(name, measured, **{"rate (best / median)": rate, "file MB": f"{size / 1e6:.1f}"})
         )
+    report(
+        args,
+        f"Reading one snapshot: {args.records:,} records, {plain_size / 1e6:.1f} MB decompressed",
+        f"Forked children, the stages and codecs alternating, {args.repeat} rounds; "
+        f"{machine()}. Rates from the CPU time of the reading loop.",
+        rows,
+    )
 
 
 if __name__ == "__main__":

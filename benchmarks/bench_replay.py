@@ -1,41 +1,64 @@
-"""Benchmark: `ckpt replay` against Spark's statestore source on a state of ~1M keys.
+"""Benchmark: `ckpt replay` against Spark's statestore source, both writing files.
 
-Builds (once, under benchmarks/.data/, with real PySpark) a checkpoint of a streaming
-aggregation `groupBy(k).agg(count, sum(v), max(ts))` whose one operator holds about 1M keys:
-a file source with two input files, so there is a snapshot-free delta chain (versions 1 and
-2). Then runs, each end to end as a user would and each in its own process tree:
+Builds (once, under benchmarks/.data/) the checkpoint of a streaming aggregation
+``groupBy(k).agg(count, sum(v), max(ts))`` holding ``--keys`` keys, distinct keys and values
+(nothing cycled from a few rows):
 
-* `ckpt replay CHECKPOINT --format jsonl > /dev/null`
-* a PySpark script: `spark.read.format("statestore").load(CHECKPOINT)` written as JSON
+* ``--source spark`` (default): with real PySpark, a file source of two input files, so a
+  snapshot-free delta chain (versions 1 and 2), and a second checkpoint where maintenance
+  wrote a snapshot of version 2;
+* ``--source synthetic``: benchmarks/synthetic.py (Spark's exact formats, read back by real
+  Spark in tests/test_synthetic_spark.py), any size without a JVM.
 
-and prints wall times, their ratio, and the peak resident memory of each process tree
-(PSS, sampled from /proc every 20 ms), next to the state's uncompressed size (the decompressed
-bytes of the state files replayed).
+Then, for each output format (``--formats jsonl,parquet``), alternating ckpt and Spark
+(benchmarks/common.py: every run its own process tree, the checkpoint read once untimed
+before each, ``--repeat`` rounds):
 
-    .venv/bin/python benchmarks/bench_replay.py [--keys 1000000] [--partitions 4]
+* ``ckpt replay CHECKPOINT --format F --output FILE``
+* a PySpark script: ``spark.read.format("statestore").load(CHECKPOINT)`` written as JSON
+  lines / Parquet files (local[2])
 
-Needs PySpark and Java (./scripts/bootstrap spark installs PySpark).
+and reports wall, CPU of the process tree (the JVM and its Python workers too), peak RSS
+summed over the tree against the state's decompressed size, rows written by each side
+(checked equal), and how many times faster ckpt is (Spark's median wall / ckpt's).
+
+    .venv/bin/python benchmarks/bench_replay.py [--keys 1000000] [--partitions 4] [--quick]
+
+Needs PySpark and Java for the Spark side (``--no-spark`` leaves it out).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
+
+import synthetic  # noqa: E402
+from common import (  # noqa: E402  # noqa: E402
+    Case,
+    Measurement,
+    add_options,
+    alternate,
+    data_dir,
+    machine,
+    measure,
+    report,
+    row,
+    warm,
+)
 
 from ckpt_cli.formats.compression import decompressed_chunks  # noqa: E402
-from ckpt_cli.model import Checkpoint, FileKind  # noqa: E402
+from ckpt_cli.model import Checkpoint  # noqa: E402
 from ckpt_cli.replay.plan import plan_version  # noqa: E402
 
 BUILD = """
@@ -85,16 +108,17 @@ spark.stop()
 SPARK_READ = """
 import sys
 from pyspark.sql import SparkSession
-ckpt, out = sys.argv[1], sys.argv[2]
+ckpt, out, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.driver.memory", "3g")
          .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-spark.read.format("statestore").load(ckpt).write.mode("overwrite").json(out)
+reader = spark.read.format("statestore").load(ckpt).write.mode("overwrite")
+(reader.json(out) if fmt == "jsonl" else reader.parquet(out))
 spark.stop()
 """
 
 
-def build(root: Path, keys: int, partitions: int, snapshot: bool) -> Path:
+def build_spark(root: Path, keys: int, partitions: int, snapshot: bool) -> Path:
     ckpt = root / "checkpoint"
     if (root / ".complete").exists():
         return ckpt
@@ -113,61 +137,8 @@ def build(root: Path, keys: int, partitions: int, snapshot: bool) -> Path:
     return ckpt
 
 
-def tree_rss_kib(pid: int) -> int:
-    """Proportional resident memory of ``pid`` and all its descendants (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        todo.extend(children.get(p, []))
-        # Pss: shared pages (the modules forked workers share with their parent) counted once
-        # across the tree, not once per process as VmRSS would.
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as fh:
-                for line in fh:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1])
-                        break
-        except OSError:
-            pass
-    return total
-
-
-def run_measured(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak resident KiB of the whole process tree of ``cmd``."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, tree_rss_kib(proc.pid))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, err = proc.communicate()
-    wall = time.perf_counter() - start
-    done.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed: {err.decode()[-2000:]}")
-    return wall, peak
-
-
-def state_bytes(ckpt_path: Path) -> tuple[int, int, int]:
-    """Keys (from the last batch's plans), decompressed bytes of the files replayed, files."""
+def state_bytes(ckpt_path: Path) -> tuple[int, int]:
+    """Decompressed bytes of the state files the latest batch replays, and their number."""
     ckpt = Checkpoint.open(str(ckpt_path))
     latest = ckpt.batches.latest_committed
     assert latest is not None
@@ -178,40 +149,116 @@ def state_bytes(ckpt_path: Path) -> tuple[int, int, int]:
             files += 1
             with ckpt.storage.open_stream(f.path) as fh:
                 total += sum(len(c) for c in decompressed_chunks(f.path, fh))
-    deltas = len(ckpt.of_kind(FileKind.DELTA))
-    return total, files, deltas
+    return total, files
 
 
-def main() -> None:
+def rows_written(output: Path, fmt: str) -> int:
+    """Rows in a JSON lines / Parquet file, or in the part files of a Spark output folder."""
+    parts = sorted(output.rglob("part-*")) if output.is_dir() else [output]
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+    total = 0
+    for part in parts:
+        with open(part, "rb") as fh:
+            total += sum(1 for _ in fh)
+    return total
+
+
+def states(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """(label, checkpoint) to measure."""
+    if args.source == "synthetic":
+        partitions = args.partitions
+        root = data_dir(f"replay-synthetic-{args.keys}-{partitions}x{args.versions}")
+        synthetic.build(root, partitions=partitions, versions=args.versions, keys=args.keys)
+        every = f"snapshot every 10 versions, {args.versions} versions"
+        return [(f"synthetic, {every}", root)]
+    found = []
+    for snapshot in (False, True):
+        suffix = "-snap" if snapshot else ""
+        root = data_dir(f"replay-{args.keys}-{args.partitions}{suffix}")
+        label = "Spark-built, snapshot of version 2" if snapshot else "Spark-built, deltas only"
+        found.append((label, build_spark(root, args.keys, args.partitions, snapshot)))
+    return found
+
+
+def compare(
+    args: argparse.Namespace, label: str, ckpt: Path, out_dir: Path
+) -> list[dict[str, str]]:
+    plain, files = state_bytes(ckpt)
+    ckpt_bin = str(Path(sys.executable).with_name("ckpt"))
+    spark_script = textwrap.dedent(SPARK_READ)
+    rows: list[dict[str, str]] = []
+    log = out_dir / "stdout"  # both sides write their rows to --output / the Spark folder
+    for fmt in args.formats.split(","):
+        ours = out_dir / f"ckpt.{fmt}"
+        theirs = out_dir / f"spark-{fmt}"
+
+        def run_ckpt(fmt: str = fmt, ours: Path = ours) -> Measurement:
+            ours.unlink(missing_ok=True)
+            cmd = [ckpt_bin, "replay", str(ckpt), "--format", fmt, "--output", str(ours)]
+            return measure(cmd, output=log)
+
+        def run_spark(fmt: str = fmt, theirs: Path = theirs) -> Measurement:
+            shutil.rmtree(theirs, ignore_errors=True)
+            cmd = [sys.executable, "-c", spark_script, str(ckpt), str(theirs), fmt]
+            return measure(cmd, output=log)
+
+        cases = [Case(f"ckpt replay -> {fmt}", run_ckpt, prepare=lambda: warm(ckpt))]
+        if not args.no_spark:
+            cases.append(Case(f"Spark statestore -> {fmt}", run_spark, prepare=lambda: warm(ckpt)))
+        runs = alternate(cases, args.repeat)
+        counts = {"ckpt": rows_written(ours, fmt)}
+        if not args.no_spark:
+            counts["spark"] = rows_written(theirs, fmt)
+            assert counts["ckpt"] == counts["spark"], counts
+        walls = {name: statistics.median(m.wall for m in r) for name, r in runs.items()}
+        ckpt_wall = walls[cases[0].name]
+        for case in cases:
+            measured = runs[case.name]
+            rss = statistics.median(m.peak_rss for m in measured)
+            rows.append(
+                row(
+                    f"{label}: {case.name}",
+                    measured,
+                    **{
+                        "RSS / state": f"{rss / plain:.2f}x",
+                        "rows written": f"{counts['ckpt']:,}",
+                        "median wall vs ckpt": f"{walls[case.name] / ckpt_wall:.1f}x",
+                    },
+                )
+            )
+    rows.append({"case": f"{label}: state", "rows written": f"{files} files, {plain / 1e6:.1f} MB"})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
-    args = parser.parse_args()
-    for snapshot in (False, True):
-        root = HERE / ".data" / f"replay-{args.keys}-{args.partitions}{'-snap' if snapshot else ''}"
-        measure(build(root, args.keys, args.partitions, snapshot), args.keys, snapshot)
-
-
-def measure(ckpt: Path, keys: int, snapshot: bool) -> None:
-    plain, files, _ = state_bytes(ckpt)
-    ckpt_bin = str(Path(sys.executable).with_name("ckpt"))
-    shape = "snapshot of version 2" if snapshot else "deltas 1 and 2, no snapshot"
-    print(f"state: {keys:,} keys, {files} state files ({shape}), {plain / 1e6:.1f} MB uncompressed")
-    wall_ckpt, rss_ckpt = run_measured([ckpt_bin, "replay", str(ckpt), "--format", "jsonl"])
-    with tempfile.TemporaryDirectory() as tmp:
-        read = textwrap.dedent(SPARK_READ)
-        wall_spark, rss_spark = run_measured(
-            [sys.executable, "-c", read, str(ckpt), os.path.join(tmp, "out")]
-        )
-    print(
-        f"  ckpt replay --format jsonl > /dev/null: {wall_ckpt:6.2f} s, peak PSS "
-        f"{rss_ckpt * 1024 / 1e6:7.1f} MB ({rss_ckpt * 1024 / plain:.1f}x the state)"
+    parser.add_argument("--source", choices=["spark", "synthetic"], default="spark")
+    parser.add_argument("--versions", type=int, default=20, help="synthetic source only")
+    parser.add_argument("--formats", default="jsonl,parquet")
+    parser.add_argument("--no-spark", action="store_true", help="ckpt's side only")
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.source, args.keys, args.partitions, args.versions = "synthetic", 2000, 2, 12
+        args.no_spark = True  # a smoke test of the harness: no JVM
+    rows: list[dict[str, str]] = []
+    for label, ckpt in states(args):
+        with tempfile.TemporaryDirectory(dir=data_dir("out").parent) as tmp:
+            rows += compare(args, label, ckpt, Path(tmp))
+    sides = "ckpt only" if args.no_spark else "ckpt and Spark alternating"
+    report(
+        args,
+        f"replay: {args.keys:,} keys, {args.partitions} partitions",
+        f"{sides}, {args.repeat} rounds, each its own process tree writing files, the "
+        f"checkpoint read once untimed before each run; {machine()}. RSS is the peak of the "
+        "summed RSS of the whole tree against the decompressed state replayed.",
+        rows,
     )
-    print(
-        f"  Spark statestore -> json:               {wall_spark:6.2f} s, peak PSS "
-        f"{rss_spark * 1024 / 1e6:7.1f} MB"
-    )
-    print(f"  ckpt is {wall_spark / wall_ckpt:.1f}x faster end to end")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ script that lists each folder and checks each file, with the requests each one m
 
 Builds a synthetic checkpoint (``synthetic.py``: Spark's formats, HDFS-backed store) of
 ``--partitions`` x ``--versions``, starts ``moto_server`` on a free loopback port, uploads the
-checkpoint and runs, in this process:
+checkpoint and measures (benchmarks/common.py: each run in a forked child, ckpt and naive
+alternating, ``--repeat`` rounds; before each cleanup the files it deletes are uploaded again,
+untimed):
 
 * ckpt: ``describe_versions``, ``validate``, ``plan_cleanup`` + ``apply_cleanup`` through
   :class:`~ckpt_cli.storage.Storage`; requests counted at the S3 client (as ``--stats`` does);
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from common import (  # noqa: E402  # noqa: E402
+    Case,
+    Measurement,
+    add_options,
+    alternate,
+    data_dir,
+    machine,
+    measure_call,
+    report,
+)
+from common import row as measured_row  # noqa: E402
 from synthetic import build  # noqa: E402
 
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup  # noqa: E402
@@ -127,29 +141,29 @@ def latest_chain(files: list[tuple[str, int]], prefix: str, version: int) -> lis
     return needed
 
 
-def row(name: str, seconds: float, counts: StorageStats | Counter[str]) -> str:
+def requests(counts: StorageStats | Counter[str]) -> dict[str, str]:
     def get(kind: str) -> int:
         return counts[kind] if isinstance(counts, Counter) else int(getattr(counts, kind))
 
-    return (
-        f"{name:<34} {seconds:>8.2f} s {get('list'):>7,} {get('head'):>7,} {get('get'):>7,} "
-        f"{get('put'):>5,} {get('delete'):>7,}"
-    )
+    return {kind: f"{get(kind):,}" for kind in ("list", "head", "get", "put", "delete")}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=200)
     parser.add_argument("--versions", type=int, default=100)
     parser.add_argument("--retain", type=int, default=10)
-    args = parser.parse_args()
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.partitions, args.versions, args.retain = 4, 12, 2
     os.environ.update(
         AWS_ACCESS_KEY_ID="bench",
         AWS_SECRET_ACCESS_KEY="bench",
         AWS_DEFAULT_REGION="us-east-1",
         AWS_EC2_METADATA_DISABLED="true",
     )
-    local = HERE / ".data" / f"s3-{args.partitions}x{args.versions}-nocrc" / "ckpt"
+    local = data_dir(f"s3-{args.partitions}x{args.versions}-nocrc", "ckpt")
     # No .crc sidecars: Hadoop's S3A and ABFS connectors do not write them.
     totals = build(
         local,
@@ -174,68 +188,88 @@ def main() -> None:
         start = time.perf_counter()
         fs.put(str(staging), f"{BUCKET}/ckpt", recursive=True)
         objects = len(fs.find(f"{BUCKET}/ckpt"))
-        print(
-            f"checkpoint: {args.partitions} partitions x {args.versions} versions, "
-            f"{objects:,} objects ({totals['bytes'] / 1e6:.1f} MB), uploaded to moto in "
-            f"{time.perf_counter() - start:.0f} s"
-        )
+        upload = time.perf_counter() - start
         url = f"s3://{BUCKET}/ckpt"
-        print(f"{'':<34} {'time':>10} {'list':>7} {'head':>7} {'get':>7} {'put':>5} {'delete':>7}")
+        v = args.versions
+        counted: dict[str, StorageStats | Counter[str]] = {}
 
-        # versions
-        start = time.perf_counter()
-        ckpt = Checkpoint.open(url, options)
-        describe_versions(ckpt)
-        print(row("ckpt versions", time.perf_counter() - start, ckpt.storage.stats))
-        naive = Naive(endpoint, "ckpt")
-        start = time.perf_counter()
-        files = naive.walk()
-        for key in ("metadata", f"offsets/{args.versions - 1}", f"commits/{args.versions - 1}"):
-            naive.get(f"ckpt/{key}")
-        print(row("naive: list folders, HEAD files", time.perf_counter() - start, naive.calls))
+        def timed(name: str, fn: Callable[[], StorageStats | Counter[str]]) -> Case:
+            def run() -> Measurement:
+                measured, counted[name] = measure_call(fn)
+                return measured
 
-        # validate
-        start = time.perf_counter()
-        ckpt = Checkpoint.open(url, options)
-        report = validate(ckpt)
-        assert report.to_json()["ok"], report.to_json()["findings"][:3]
-        print(row("ckpt validate", time.perf_counter() - start, ckpt.storage.stats))
-        naive = Naive(endpoint, "ckpt")
-        start = time.perf_counter()
-        files = naive.walk()
-        for key in latest_chain(files, "ckpt", args.versions) + [
-            "ckpt/metadata",
-            f"ckpt/offsets/{args.versions - 1}",
-            f"ckpt/offsets/{args.versions - 2}",
-            f"ckpt/commits/{args.versions - 1}",
-        ]:
-            naive.get(key)
-        print(row("naive: walk, HEAD, GET chain", time.perf_counter() - start, naive.calls))
+            return Case(name, run)
 
-        # cleanup: ckpt first, then the same deletions, re-uploaded, one by one
-        start = time.perf_counter()
-        ckpt = Checkpoint.open(url, options)
-        plan = plan_cleanup(ckpt, retain=args.retain, min_age=0)
-        # Manifest beside the checkpoint, on S3; min_age=0 on just-uploaded objects: forced.
-        result = apply_cleanup(ckpt, plan, force=True)
-        print(
-            row(
-                f"ckpt cleanup ({result.deleted:,} files)",
-                time.perf_counter() - start,
-                ckpt.storage.stats,
-            )
+        def ckpt_versions() -> StorageStats:
+            ckpt = Checkpoint.open(url, options)
+            describe_versions(ckpt)
+            return ckpt.storage.stats
+
+        def naive_versions() -> Counter[str]:
+            naive = Naive(endpoint, "ckpt")
+            naive.walk()
+            for key in ("metadata", f"offsets/{v - 1}", f"commits/{v - 1}"):
+                naive.get(f"ckpt/{key}")
+            return naive.calls
+
+        def ckpt_validate() -> StorageStats:
+            ckpt = Checkpoint.open(url, options)
+            result = validate(ckpt)
+            assert result.to_json()["ok"], result.to_json()["findings"][:3]
+            return ckpt.storage.stats
+
+        def naive_validate() -> Counter[str]:
+            naive = Naive(endpoint, "ckpt")
+            files = naive.walk()
+            logs = ["metadata", f"offsets/{v - 1}", f"offsets/{v - 2}", f"commits/{v - 1}"]
+            for key in latest_chain(files, "ckpt", v) + [f"ckpt/{k}" for k in logs]:
+                naive.get(key)
+            return naive.calls
+
+        first = Checkpoint.open(url, options)
+        deleted = [d.path for d in plan_cleanup(first, retain=args.retain, min_age=0).deletions]
+
+        def ckpt_cleanup() -> StorageStats:
+            ckpt = Checkpoint.open(url, options)
+            plan = plan_cleanup(ckpt, retain=args.retain, min_age=0)
+            # Manifest beside the checkpoint, on S3; min_age=0 on just-uploaded objects: forced.
+            result = apply_cleanup(ckpt, plan, force=True)
+            assert result.deleted == len(deleted), (result.deleted, len(deleted))
+            return ckpt.storage.stats
+
+        def naive_cleanup() -> Counter[str]:
+            naive = Naive(endpoint, "ckpt")
+            naive.walk()
+            for p in deleted:
+                naive.delete(f"ckpt/{p}")
+            return naive.calls
+
+        def restore() -> None:
+            fs.put([str(staging / p) for p in deleted], [f"{BUCKET}/ckpt/{p}" for p in deleted])
+
+        rows = []
+        for name, ours, theirs in (
+            ("versions", ckpt_versions, naive_versions),
+            ("validate", ckpt_validate, naive_validate),
+            (f"cleanup ({len(deleted):,} files)", ckpt_cleanup, naive_cleanup),
+        ):
+            cases = [timed(f"ckpt {name}", ours), timed(f"naive {name}", theirs)]
+            if name.startswith("cleanup"):
+                cases = [Case(c.name, c.run, prepare=restore) for c in cases]
+            for case_name, measured in alternate(cases, args.repeat).items():
+                rows.append(measured_row(case_name, measured, **requests(counted[case_name])))
+        report(
+            args,
+            f"S3 (moto on loopback): {args.partitions} partitions x {args.versions} versions, "
+            f"{objects:,} objects",
+            f"Forked children, ckpt and naive alternating, {args.repeat} rounds; {machine()}. "
+            f"{totals['bytes'] / 1e6:.1f} MB uploaded in {upload:.0f} s. Requests are the last "
+            "round's, counted at the client. Latency on loopback is ~1 ms a request; a real S3 "
+            "region adds 10-30 ms to each, so the request counts, not the seconds, carry over. "
+            "ckpt deletes in ceil(files/1000) DeleteObjects requests; the naive script one "
+            "DeleteObject per file.",
+            rows,
         )
-        deleted = [d.path for d in plan.deletions]
-        fs.put(
-            [str(staging / p) for p in deleted],
-            [f"{BUCKET}/ckpt/{p}" for p in deleted],
-        )
-        naive = Naive(endpoint, "ckpt")
-        start = time.perf_counter()
-        naive.walk()
-        for p in deleted:
-            naive.delete(f"ckpt/{p}")
-        print(row("naive: walk, HEAD, DELETE each", time.perf_counter() - start, naive.calls))
     finally:
         moto.terminate()
         moto.wait(10)

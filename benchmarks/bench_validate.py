@@ -3,27 +3,38 @@
 Builds (once, under benchmarks/.data/) an HDFS-backed aggregation checkpoint whose files are
 real: every delta holds valid records (lz4, in Spark's stream framing), a snapshot every 10
 versions holds the whole state, every file has a correct Hadoop .crc sidecar, and the
-offsets/commits logs and the state schema are the ones Spark writes. Then prints, for the
-default check (what a restart needs) and for --deep (every file decoded and its .crc
-verified): wall time, CPU time of this process and its workers (CPU/wall > 1 means more than
-one core was busy), files checked, read requests and bytes read.
+offsets/commits logs and the state schema are the ones Spark writes. Then measures
+(benchmarks/common.py: each in a forked child, alternating, ``--repeat`` rounds) the default
+check (what a restart needs), --all-versions and --deep (every file decoded and its .crc
+verified): wall, CPU of the process tree (CPU/wall > 1 means more than one core was busy),
+peak tree RSS, files checked, read requests and bytes read.
 
-    .venv/bin/python benchmarks/bench_validate.py [--partitions 200] [--versions 100]
+    .venv/bin/python benchmarks/bench_validate.py [--partitions 200] [--versions 100] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import struct
 import sys
-import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import (  # noqa: E402
+    Case,
+    add_options,
+    alternate,
+    data_dir,
+    machine,
+    measure_call,
+    row,  # noqa: E402
+)
+from common import report as write_report  # noqa: E402
 
 from ckpt_cli.formats.compression import compress  # noqa: E402
 from ckpt_cli.model import Checkpoint  # noqa: E402
@@ -119,39 +130,62 @@ def build(root: Path, partitions: int, versions: int) -> int:
     return count
 
 
-def cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+def checked(root: str, options: dict[str, Any]) -> dict[str, int]:
+    """Validate; the report's counts (every finding must be info: the checkpoint is sound)."""
+    result = validate(Checkpoint.open(root), **options)
+    bad = [f for f in result.findings if f.severity != "info"]
+    assert not bad, bad[:3]
+    return {k: int(v) for k, v in result.stats.items() if isinstance(v, int)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=200)
     parser.add_argument("--versions", type=int, default=100)
-    args = parser.parse_args()
-    root = HERE / ".data" / f"validate-{args.partitions}x{args.versions}"
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.partitions, args.versions = 10, 10
+    root = data_dir(f"validate-{args.partitions}x{args.versions}")
     files = build(root, args.partitions, args.versions)
-    print(
-        f"checkpoint: {args.partitions} partitions x {args.versions} versions, {files} files, "
-        f"{os.cpu_count()} cores"
+    stats: dict[str, dict[str, int]] = {}
+
+    def case(label: str, options: dict[str, Any]) -> Case:
+        def run() -> Any:
+            measured, stats[label] = measure_call(lambda: checked(str(root), options))
+            return measured
+
+        return Case(label, run)
+
+    runs = alternate(
+        [
+            case("validate", {}),
+            case("validate --all-versions", {"all_versions": True}),
+            case("validate --deep", {"deep": True}),
+        ],
+        args.repeat,
     )
-    for label, options in (
-        ("validate", {}),
-        ("validate --all-versions", {"all_versions": True}),
-        ("validate --deep", {"deep": True}),
-    ):
-        wall, cpu = time.perf_counter(), cpu_seconds()
-        report = validate(Checkpoint.open(str(root)), **options)  # type: ignore[arg-type]
-        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
-        bad = [f for f in report.findings if f.severity != "info"]
-        assert not bad, bad[:3]
-        s = report.stats
-        print(
-            f"{label:>24}: {wall:6.2f} s wall, {cpu:6.2f} s CPU (x{cpu / wall:.1f}) | "
-            f"{s['files_checked']:,} files checked, {s['files_read']:,} reads, "
-            f"{s['bytes_read'] / 1e6:.1f} MB | {s['list_calls']} listing calls"
+    rows = []
+    for label, measured in runs.items():
+        s = stats[label]
+        rows.append(
+            row(
+                label,
+                measured,
+                **{
+                    "files checked": f"{s['files_checked']:,}",
+                    "reads": f"{s['files_read']:,}",
+                    "MB read": f"{s['bytes_read'] / 1e6:.1f}",
+                    "listing calls": str(s["list_calls"]),
+                },
+            )
         )
+    write_report(
+        args,
+        f"validate: {args.partitions} partitions x {args.versions} versions ({files:,} files)",
+        f"Each in a forked child, alternating, {args.repeat} rounds; {machine()}.",
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -5,24 +5,37 @@ aggregation leaves on local disk: 100 offsets/commits entries, per partition 100
 snapshot every 10 versions, each with its Hadoop .crc sidecar (about 45,000 files). Only names
 and sizes matter to `versions`; the state files' contents are placeholders.
 
-Prints the time to open the checkpoint and build the versions report in-process (the work
-after interpreter start-up, best of N), the listing calls made, and the end-to-end time of the
-CLI with and without interpreter start-up.
+Measures (benchmarks/common.py, alternating, ``--repeat`` rounds): opening the checkpoint and
+building the versions report in a forked child (the work after interpreter start-up), the
+CLI end to end with its JSON written to a file, and the interpreter + imports alone.
 
-    .venv/bin/python benchmarks/bench_versions.py [--partitions 200] [--versions 100]
+    .venv/bin/python benchmarks/bench_versions.py [--partitions 200] [--versions 100] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import (  # noqa: E402
+    Case,
+    Measurement,
+    add_options,
+    alternate,
+    data_dir,
+    machine,
+    measure,
+    measure_call,
+    report,
+    row,
+)
 
 from ckpt_cli.model import Checkpoint  # noqa: E402
 from ckpt_cli.versions import describe_versions  # noqa: E402
@@ -61,42 +74,54 @@ def build(root: Path, partitions: int, versions: int) -> int:
     return count
 
 
-def main() -> None:
+def open_and_report(root: str) -> tuple[int, int, int]:
+    """Partitions reported, directories scanned, files read."""
+    checkpoint = Checkpoint.open(root)
+    described = describe_versions(checkpoint)
+    stats = checkpoint.storage.stats
+    return len(described.operators[0].stores[0].partitions), stats.list, stats.files_read
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=200)
     parser.add_argument("--versions", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
-
-    root = HERE / ".data" / f"versions-{args.partitions}x{args.versions}"
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.partitions, args.versions = 10, 10
+    root = data_dir(f"versions-{args.partitions}x{args.versions}")
     files = build(root, args.partitions, args.versions)
+    counts: list[tuple[int, int, int]] = []
 
-    timings = []
-    list_calls = reads = 0
-    for _ in range(args.repeat):
-        start = time.perf_counter()
-        checkpoint = Checkpoint.open(str(root))
-        report = describe_versions(checkpoint)
-        timings.append(time.perf_counter() - start)
-        list_calls = checkpoint.storage.stats.list
-        reads = checkpoint.storage.stats.files_read
-    parts = len(report.operators[0].stores[0].partitions)
+    def in_process() -> Measurement:
+        measured, result = measure_call(lambda: open_and_report(str(root)))
+        counts.append(result)
+        return measured
 
-    cli = [sys.executable, "-m", "ckpt_cli", "versions", str(root), "--json"]
-    start = time.perf_counter()
-    out = subprocess.run(cli, capture_output=True, check=True).stdout
-    cli_time = time.perf_counter() - start
-    json.loads(out)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import ckpt_cli.cli"], check=True)
-    startup = time.perf_counter() - start
-
-    print(f"checkpoint: {args.partitions} partitions x {args.versions} versions, {files} files")
-    print(f"partitions reported: {parts}")
-    print(f"versions in-process (open + report), best of {args.repeat}: {min(timings):.3f} s")
-    print(f"listing calls (directories scanned): {list_calls}; files read: {reads}")
-    print(f"CLI end to end (ckpt versions --json): {cli_time:.3f} s")
-    print(f"  of which interpreter + imports: {startup:.3f} s")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "versions.json"
+        cli = [sys.executable, "-m", "ckpt_cli", "versions", str(root), "--json"]
+        startup = [sys.executable, "-c", "import ckpt_cli.cli"]
+        nothing = Path(tmp) / "startup.out"
+        runs = alternate(
+            [
+                Case("open + versions report (in-process)", in_process),
+                Case("ckpt versions --json > file (CLI)", lambda: measure(cli, output=out)),
+                Case("  of which interpreter + imports", lambda: measure(startup, output=nothing)),
+            ],
+            args.repeat,
+        )
+        assert json.loads(out.read_text())["operators"], "the CLI reported no operators"
+    parts, lists, reads = counts[-1]
+    assert parts == args.partitions, parts
+    report(
+        args,
+        f"versions: {args.partitions} partitions x {args.versions} versions ({files:,} files)",
+        f"Alternating, {args.repeat} rounds; {machine()}. The in-process run scanned {lists} "
+        f"directories and read {reads} files.",
+        [row(name, measured) for name, measured in runs.items()],
+    )
 
 
 if __name__ == "__main__":

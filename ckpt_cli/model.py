@@ -31,6 +31,7 @@ from ckpt_cli.layout import (
 )
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.storage import Listing, Storage, StorageStats
+from ckpt_cli.storage.listing import collector_paused, freeze_if_large
 
 __all__ = [
     "DEFAULT_STORE",
@@ -228,7 +229,10 @@ class Checkpoint(CheckpointCalls):
             if isinstance(location, Storage)
             else Storage.from_url(location, storage_options, stats)
         )
-        return cls(storage, storage.list_all(progress))
+        with collector_paused():  # linear in the number of files: see collector_paused
+            checkpoint = cls(storage, storage.list_all(progress))
+            freeze_if_large(len(checkpoint.files))
+        return checkpoint
 
     def tolerant_view(self) -> Checkpoint:
         """This checkpoint read as far as it can be, for validation: an unreadable latest log

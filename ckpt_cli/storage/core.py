@@ -14,6 +14,7 @@ from typing import Any, BinaryIO, cast
 
 from ckpt_cli.errors import CheckpointNotFound, CkptError, StorageAccessError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.storage.deletes import delete_s3_objects, is_s3
 from ckpt_cli.storage.errors import classify_store_error, read_error, store_error
 from ckpt_cli.storage.listing import Listing, list_local, list_objects, not_a_directory
 from ckpt_cli.storage.location import Location
@@ -314,9 +315,11 @@ class Storage(Location):
     def delete_many(self, rels: list[str]) -> int:
         """Delete checkpoint files; returns the requests made.
 
-        Object stores get one ``rm`` of the whole list (s3fs sends multi-object deletes of up
-        to 1000 keys per request, adlfs batches); local files are unlinked one by one. A file
-        already gone is not an error (an earlier, interrupted cleanup may have removed it).
+        S3 gets sequential multi-object deletes of up to 1000 keys (exactly ceil(n/1000)
+        requests, :mod:`~ckpt_cli.storage.deletes`); other object stores one ``rm`` of the
+        whole list (adlfs sends one DELETE per blob); local files are unlinked one by one, in
+        order. A file already gone is not an error (an earlier, interrupted cleanup may have
+        removed it).
         """
         if not rels:
             return 0
@@ -331,6 +334,9 @@ class Storage(Location):
                         os.unlink(path)
                 self.stats.delete += len(paths)
                 return len(paths)
+            if is_s3(self.fs):
+                self._count("delete", delete_s3_objects(self.fs, paths))
+                return self.stats.delete - before
             self.fs.rm(paths)
         except FileNotFoundError:
             # Some filesystems (memory://) refuse the whole list for one path already gone.

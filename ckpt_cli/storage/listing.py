@@ -5,8 +5,10 @@ the root, size, modification time), walked with ``os.scandir`` on local disk and
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import os
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from ckpt_cli.errors import CheckpointNotFound, NotACheckpoint, StorageAccessError
@@ -58,6 +60,41 @@ class Listing:
         if self._by_path is None:
             self._by_path = {e.path: e for e in self.entries}
         return self._by_path.get(path)
+
+
+# Listings from this size on are frozen out of the collector's reach (see freeze_if_large).
+FREEZE_FROM_FILES = 10_000
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a listing and its model are built, and
+    restore its state after, errors included.
+
+    A listing makes two small tuples per file (FileEntry, then CheckpointFile) that all stay
+    alive. Each collection the allocations trigger walks every one of them again, which made
+    listing and classifying grow 5.8x for 4x the files at 800 partitions x 100 versions.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def freeze_if_large(files: int) -> None:
+    """Move what is alive now (a listing of ``files`` files and its model among it) to the
+    collector's permanent generation, so later collections (while the commands work) no
+    longer walk it.
+
+    Reference counting still frees these objects (the listing's tuples hold no cycles);
+    only cyclic garbage alive right now would be kept, so small listings, where the collector
+    costs little, are left alone.
+    """
+    if files >= FREEZE_FROM_FILES:
+        gc.freeze()
 
 
 def not_a_directory(url: str) -> NotACheckpoint:
