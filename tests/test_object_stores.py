@@ -71,6 +71,9 @@ def normalise(obj: Any, url: str, local: Path) -> Any:
                     "manifest",
                     "mtime",
                     "modified",
+                    # modification times: milliseconds locally, seconds on S3
+                    "last_activity",
+                    "last_activity_ms",
                 )
                 and not k.endswith("age_seconds")
             }

@@ -95,14 +95,24 @@ def partition_count_since(ckpt: Checkpoint) -> tuple[int, int] | None:
 def left_over_partitions(ckpt: Checkpoint) -> dict[str, int]:
     """Store partition directories beyond the partition count that no batch since the count
     changed wrote (a repartition to fewer partitions leaves them): path -> partition id."""
-    since = partition_count_since(ckpt)
-    if since is None or ckpt.batches.latest_offsets != ckpt.batches.latest_committed:
+    b = ckpt.batches
+    last = b.latest_committed
+    if last is None or b.latest_offsets != last or last not in b.offsets:
         return {}
-    count, first = since
-    return {
-        part.path: part.id
+    try:
+        count = ckpt.offsets(last).shuffle_partitions
+    except FormatError:
+        return {}
+    beyond = [
+        part
         for op in ckpt.operators.values()
         for store in op.stores.values()
         for part in store.partitions.values()
-        if part.id >= count and all(v <= first for v in part.versions)
-    }
+        if count is not None and part.id >= count
+    ]
+    # Walking back over the offsets entries costs a read each: only when there is a candidate.
+    since = partition_count_since(ckpt) if beyond else None
+    if since is None:
+        return {}
+    count, first = since
+    return {part.path: part.id for part in beyond if all(v <= first for v in part.versions)}
