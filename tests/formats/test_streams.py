@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import ChecksumMismatchError, FormatError, TruncatedFileError
-from ckpt_cli.formats import compression, records
+from ckpt_cli.formats import compression, records, rocksdb
 from ckpt_cli.formats.compression import CODECS, compress, decompress, decompressed_chunks
 from ckpt_cli.formats.records import RecordStats, iter_kv_records, open_changelog
 from tests.conftest import CASES_DIR
@@ -84,10 +84,19 @@ def test_every_real_state_file_reads_to_its_end_marker(path: Path) -> None:
     # The decompressed stream is exactly the records plus header and end marker.
     plain = decompress(path.name, path.read_bytes())
     assert stats.data_bytes == len(plain)
-    if "_" in path.stem:  # format v2 names: <version>_<uniqueId>.changelog
-        assert version == 3
-    elif path.suffix == ".changelog":
-        assert version == 1
+    if path.suffix == ".changelog":
+        # Spark's changelog writer versions: v1 plain, v2 with column families, v3 format-v2
+        # lineage (names <version>_<uniqueId>), v4 both.
+        lineage = "_" in path.stem
+        families = uses_column_families(path.parent)
+        assert version == 1 + 2 * lineage + families, (lineage, families)
+
+
+def uses_column_families(partition: Path) -> bool:
+    """Whether the store's zips name column families (transformWithState, join v3/v4...)."""
+    zips = sorted(partition.glob("*.zip"))
+    assert zips, f"{partition}: a changelog store with no zip"
+    return rocksdb.read_zip(zips[-1].name, zips[-1].read_bytes()).metadata.uses_column_families
 
 
 @pytest.mark.parametrize("codec", CODECS)
