@@ -39,19 +39,21 @@ class Tasks(LocalEngine):
 
     name = "tasks"
 
-    def __init__(self, watch: Path) -> None:
+    def __init__(self, watch: Path | Callable[[], set[str]]) -> None:
         super().__init__(workers=1)
-        self.watch = watch
+        self.look = watch if callable(watch) else lambda: files_under(watch)
         self.seen: list[set[str]] = []
 
     def map(self, fn: Callable[[T], R], units: Sequence[T], **kw: Any) -> list[R]:
         fn, units = pickle.loads(pickle.dumps((fn, list(units))))
         kw["initargs"] = pickle.loads(pickle.dumps(kw.get("initargs", ())))
         out: list[R] = pickle.loads(pickle.dumps(super().map(fn, units, **kw)))
-        self.seen.append(
-            {str(p.relative_to(self.watch)) for p in self.watch.rglob("*") if p.is_file()}
-        )
+        self.seen.append(self.look())
         return out
+
+
+def files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
 
 def copy(name: str, dest: Path) -> Path:
@@ -148,3 +150,33 @@ def test_a_dry_run_on_tasks_writes_nothing(tmp_path: Path) -> None:
     run = run_repartition(Storage.from_url(str(path)), partitions=3, engine=engine)
     assert run.plan.body_json() == local.plan.body_json()
     assert tree(tmp_path) == before and len(engine.seen) == 1
+
+
+def test_tasks_on_an_object_store(tmp_path: Path) -> None:
+    """memory:// (an object store): the tasks stage under the quarantine prefix, the built
+    objects are moved in, the staging prefix is removed, --undo restores every object."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    src = REPO / "fixtures" / "checkpoints" / "spark4-rocksdb-v2" / "checkpoint"
+    for p in src.rglob("*"):
+        if p.is_file() and not p.name.startswith("."):  # S3A/ABFS write no .crc sidecars
+            fs.pipe_file(f"/tasks-test/{p.relative_to(src)}", p.read_bytes())
+    before = {k: fs.cat_file(k) for k in fs.find("/tasks-test")}
+    try:
+        storage = Storage.from_url("memory://tasks-test")
+        local = run_repartition(storage, partitions=3)
+        engine = Tasks(lambda: set(fs.find("/tasks-test.ckpt-quarantine")))
+        run = run_repartition(storage, partitions=3, apply=True, force=True, engine=engine)
+        assert run.result is not None and run.result.validation.ok
+        assert run.plan.body_json() == local.plan.body_json()
+        staged = [k for k in engine.seen[-1] if "/staging/files/" in k]
+        assert len(staged) == len(run.result.written) - 3  # all but offsets, metadata, commit
+        assert fs.exists(run.result.manifest)
+        assert not [k for k in fs.find("/tasks-test.ckpt-quarantine") if "/staging/" in k]
+        undo_repartition("memory://tasks-test")
+        assert {k: fs.cat_file(k) for k in fs.find("/tasks-test")} == before
+    finally:
+        for root in ("/tasks-test", "/tasks-test.ckpt-quarantine"):
+            if fs.exists(root):
+                fs.rm(root, recursive=True)
