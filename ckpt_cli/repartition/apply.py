@@ -161,24 +161,22 @@ class _Writer:
             parent, _, name = rel.rpartition("/")
             files.append((f"{parent}/.{name}.crc", hadoop_crc_bytes(data)))
         for path, body in files:
-            if self.ckpt.listing.get(path) is not None:
-                pending = self.manifest.save_original(path)
-                self.rewritten.append(path)
-            else:
-                pending = self.manifest.intend({"change": "created", "path": path})
+            pending = self._intend(path)
             self.storage.write_bytes(path, body, atomic=True)
             self.written[path] = len(body)
             self.manifest.done(pending)
+
+    def _intend(self, rel: str) -> list[dict[str, Any]]:
+        if self.ckpt.listing.get(rel) is not None:
+            self.rewritten.append(rel)
+            return self.manifest.save_original(rel)
+        return self.manifest.intend({"change": "created", "path": rel})
 
     def move_in(self, rel: str, location: str, size: int, *, within: str) -> None:
         """A file built elsewhere on this filesystem (engine=spark's staging) moved in as
         ``rel``: a rename locally, one server-side copy on object stores, so it appears
         whole."""
-        if self.ckpt.listing.get(rel) is not None:
-            pending = self.manifest.save_original(rel)
-            self.rewritten.append(rel)
-        else:
-            pending = self.manifest.intend({"change": "created", "path": rel})
+        pending = self._intend(rel)
         self.storage.move_in(location, rel, within=within)
         self.written[rel] = size
         self.manifest.done(pending)

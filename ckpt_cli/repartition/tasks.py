@@ -18,9 +18,10 @@ removed at the end (``plan.discard()``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.rocksdb import RocksDBCheckpointMetadata
@@ -43,6 +44,8 @@ from ckpt_cli.storage.listing import FileEntry, Listing
 if TYPE_CHECKING:
     from ckpt_cli.engine import Engine
 
+U = TypeVar("U")
+R = TypeVar("R")
 # (name in the store's directory, size) of one new partition's files, and its uniqueId.
 Built = tuple[list[tuple[str, int]], str | None]
 
@@ -72,6 +75,23 @@ _SHARED: tuple[_Shared, Checkpoint] | None = None
 def _init(shared: _Shared) -> None:
     global _SHARED
     _SHARED = shared, Checkpoint(shared.storage, Listing(list(shared.entries)))
+
+
+def _run(
+    engine: Engine,
+    fn: Callable[[U], R],
+    units: list[U],
+    shared: _Shared,
+    label: str,
+    progress: ProgressSink,
+) -> list[R]:
+    progress.start(label, total=len(units))
+    try:
+        return engine.map(
+            fn, units, cpu_bound=True, initializer=_init, initargs=(shared,), progress=progress
+        )
+    finally:
+        progress.close()
 
 
 @dataclass(frozen=True)
@@ -129,18 +149,7 @@ def place_stores(
             for old, vp in enumerate(version_plans)
         ]
     shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan.staging)
-    progress.start("Reading partitions", total=len(units))
-    try:
-        placed = engine.map(
-            _read_unit,
-            units,
-            cpu_bound=True,
-            initializer=_init,
-            initargs=(shared,),
-            progress=progress,
-        )
-    finally:
-        progress.close()
+    placed = _run(engine, _read_unit, units, shared, "Reading partitions", progress)
     for unit, counts in zip(units, placed, strict=True):
         add_placed(plan.stores[unit.index], unit.old, counts)
     for (op, store), out in zip(stores, plan.stores, strict=True):
@@ -177,18 +186,7 @@ def build_files(
     assert plan.staging is not None
     units = [_WriteUnit(i, p) for i in range(len(plan.stores)) for p in range(plan.partitions)]
     shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan.staging, plan)
-    progress.start("Building partitions", total=len(units))
-    try:
-        built = engine.map(
-            _write_unit,
-            units,
-            cpu_bound=True,
-            initializer=_init,
-            initargs=(shared,),
-            progress=progress,
-        )
-    finally:
-        progress.close()
+    built = _run(engine, _write_unit, units, shared, "Building partitions", progress)
     return {(u.index, u.new): b for u, b in zip(units, built, strict=True)}
 
 
