@@ -12,6 +12,7 @@ modules import the model.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from ckpt_cli.batches import BatchesReport
     from ckpt_cli.cleanup import CleanupPlan
     from ckpt_cli.du import DiskUsageReport
+    from ckpt_cli.engine import Engine
     from ckpt_cli.model import Checkpoint
     from ckpt_cli.repair import RepairPlan
     from ckpt_cli.repartition.apply import RepartitionResult
@@ -136,25 +138,31 @@ class CheckpointCalls:
 
         return plan_repair(self._checkpoint, rollback_to=rollback_to, snapshot=snapshot)
 
-    def plan_repartition(self, *, partitions: int) -> RepartitionPlan:
+    def plan_repartition(self, *, partitions: int, engine: Engine | None = None) -> RepartitionPlan:
         """What ``repartition`` to ``partitions`` would write (batch, version, keys and bytes
         per new partition, skew); raises ``RepartitionRefused`` when it would refuse. Reads
-        the whole state; changes nothing."""
+        the whole state (on ``engine``: Spark reads partitions as tasks); changes nothing."""
         from ckpt_cli.repartition.plan import plan_repartition
 
-        return plan_repartition(self._checkpoint, partitions=partitions)
+        return plan_repartition(self._checkpoint, partitions=partitions, engine=engine)
 
     def repartition(
-        self, *, partitions: int, force: bool = False, quarantine: str | None = None
+        self,
+        *,
+        partitions: int,
+        force: bool = False,
+        quarantine: str | None = None,
+        engine: Engine | None = None,
     ) -> RepartitionResult:
         """Change the number of state partitions to ``partitions``, as Spark's own repartition
         does (``ckpt repartition --apply``); refused while the query looks active unless
-        ``force``. ``.manifest`` is what ``ckpt repartition --undo`` restores from."""
-        from ckpt_cli.repartition.apply import repartition
-        from ckpt_cli.repartition.plan import plan_repartition
+        ``force``. ``.manifest`` is what ``ckpt repartition --undo`` restores from.
+        ``engine``: where partitions are read and written (``SparkEngine``: as tasks)."""
+        from ckpt_cli.repartition.apply import default_quarantine, repartition, staged_plan
 
-        plan = plan_repartition(self._checkpoint, partitions=partitions, stage=True)
+        where = quarantine or default_quarantine(self._checkpoint, time.time())
+        plan = staged_plan(self._checkpoint, partitions, where, engine)
         try:
-            return repartition(self._checkpoint, plan, force=force, quarantine=quarantine)
+            return repartition(self._checkpoint, plan, force=force, quarantine=where, engine=engine)
         finally:
             plan.discard()

@@ -9,8 +9,10 @@ import typer
 from ckpt_cli.cli.common import (
     STATE,
     BreakLockOpt,
+    EngineOpt,
     ForceOpt,
     JsonOpt,
+    MasterOpt,
     PathArg,
     QuietOpt,
     StorageOpt,
@@ -18,6 +20,7 @@ from ckpt_cli.cli.common import (
     parse_duration,
     start,
 )
+from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import UsageError
 from ckpt_cli.repair import UndoResult
 from ckpt_cli.repartition.run import RepartitionRun, run_repartition, undo_repartition
@@ -62,6 +65,8 @@ def repartition(
     ] = "1h",
     force: ForceOpt = False,
     break_lock: BreakLockOpt = False,
+    engine: EngineOpt = "local",
+    master: MasterOpt = None,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
@@ -87,6 +92,10 @@ def repartition(
       ckpt repartition s3://bucket/q1 --partitions 8 --apply --yes
 
       ckpt repartition /data/ckpt/q1 --undo
+
+    --engine spark reads and writes the partitions as Spark tasks (a state larger than one
+    machine), staging the records in the quarantine directory beside the checkpoint; the
+    result is the same.
 
     Exit code 0 when the plan is made or the repartition is written and validates, 1 when
     the checkpoint has errors after it, 2 when it refuses or cannot run.
@@ -114,6 +123,7 @@ def repartition(
         min_age=age,
         break_lock=break_lock,
         confirm=run.confirm(yes=yes, action="repartition", unattended="repartition"),
+        engine=make_engine(engine, master=master),
         progress=run.progress,
     )
     return run.render(result)

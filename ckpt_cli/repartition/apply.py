@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_not_active
 from ckpt_cli.errors import CkptError
@@ -41,8 +41,12 @@ from ckpt_cli.repartition.plan import (
     plan_repartition,
     store_dir,
 )
+from ckpt_cli.repartition.tasks import Built, build_files, staged_file
 from ckpt_cli.repartition.writers import store_files
 from ckpt_cli.validate import ValidationReport, validate
+
+if TYPE_CHECKING:
+    from ckpt_cli.engine import Engine
 
 REPARTITION_PREFIX = "repartition-"
 
@@ -74,6 +78,25 @@ def default_quarantine(ckpt: Checkpoint, now: float) -> str:
     return f"{root}.ckpt-quarantine/{REPARTITION_PREFIX}{quarantine_stamp(now)}"
 
 
+def staged_plan(
+    ckpt: Checkpoint,
+    partitions: int,
+    where: str,
+    engine: Engine | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> RepartitionPlan:
+    """The plan with its records staged to apply it in quarantine ``where`` (on a distributed
+    engine, in ``<where>/staging``)."""
+    return plan_repartition(
+        ckpt,
+        partitions=partitions,
+        stage=True,
+        engine=engine,
+        staging=f"{where.rstrip('/')}/staging",
+        progress=progress,
+    )
+
+
 def repartition(
     ckpt: Checkpoint,
     plan: RepartitionPlan,
@@ -83,22 +106,34 @@ def repartition(
     min_age: float = DEFAULT_MIN_AGE_SECONDS,
     now: float | None = None,
     break_lock: bool = False,
+    engine: Engine | None = None,
     progress: ProgressSink = NULL_PROGRESS,
 ) -> RepartitionResult:
     """Write ``plan`` into ``ckpt`` under the checkpoint lock. Refused while the query looks
-    active (newest offsets entry younger than ``min_age``) unless ``force``."""
+    active (newest offsets entry younger than ``min_age``) unless ``force``. ``engine``: where
+    the new partitions' files are built (a plan staged by a distributed engine needs it)."""
     now = time.time() if now is None else now
     check_not_active(ckpt, min_age=min_age, now=now, force=force)
+    where = quarantine or default_quarantine(ckpt, now)
     with checkpoint_lock(ckpt.storage, "ckpt repartition", break_lock=break_lock):
-        staged = plan if plan.staged else _restaged(ckpt, plan, progress)
+        ready = plan.staged or plan.staging is not None
+        staged = plan if ready else _restaged(ckpt, plan, where, engine, progress)
         try:
-            return _apply(ckpt, staged, quarantine or default_quarantine(ckpt, now), now, progress)
+            if staged.staging is not None and engine is None:
+                raise CkptError("a plan staged by a distributed engine is applied on it: engine=")
+            return _apply(ckpt, staged, where, now, engine, progress)
         finally:
             staged.discard()
 
 
-def _restaged(ckpt: Checkpoint, plan: RepartitionPlan, progress: ProgressSink) -> RepartitionPlan:
-    fresh = plan_repartition(ckpt, partitions=plan.partitions, stage=True, progress=progress)
+def _restaged(
+    ckpt: Checkpoint,
+    plan: RepartitionPlan,
+    where: str,
+    engine: Engine | None,
+    progress: ProgressSink,
+) -> RepartitionPlan:
+    fresh = staged_plan(ckpt, plan.partitions, where, engine, progress)
     if fresh.last_committed != plan.last_committed:
         fresh.discard()
         raise CkptError(
@@ -126,30 +161,54 @@ class _Writer:
             parent, _, name = rel.rpartition("/")
             files.append((f"{parent}/.{name}.crc", hadoop_crc_bytes(data)))
         for path, body in files:
-            if self.ckpt.listing.get(path) is not None:
-                pending = self.manifest.save_original(path)
-                self.rewritten.append(path)
-            else:
-                pending = self.manifest.intend({"change": "created", "path": path})
+            pending = self._intend(path)
             self.storage.write_bytes(path, body, atomic=True)
             self.written[path] = len(body)
             self.manifest.done(pending)
 
+    def _intend(self, rel: str) -> list[dict[str, Any]]:
+        if self.ckpt.listing.get(rel) is not None:
+            self.rewritten.append(rel)
+            return self.manifest.save_original(rel)
+        return self.manifest.intend({"change": "created", "path": rel})
+
+    def move_in(self, rel: str, location: str, size: int, *, within: str) -> None:
+        """A file built elsewhere on this filesystem (engine=spark's staging) moved in as
+        ``rel``: a rename locally, one server-side copy on object stores, so it appears
+        whole."""
+        pending = self._intend(rel)
+        self.storage.move_in(location, rel, within=within)
+        self.written[rel] = size
+        self.manifest.done(pending)
+
 
 def _apply(
-    ckpt: Checkpoint, plan: RepartitionPlan, where: str, now: float, progress: ProgressSink
+    ckpt: Checkpoint,
+    plan: RepartitionPlan,
+    where: str,
+    now: float,
+    engine: Engine | None,
+    progress: ProgressSink,
 ) -> RepartitionResult:
     manifest = Manifest(ckpt.storage, where, now, lambda: {"repartition": plan.body_json()})
     manifest.save()
     out = _Writer(ckpt, manifest)
+    built: dict[tuple[int, int], Built] = {}
+    if plan.staging is not None:
+        assert engine is not None
+        # Built (outside the checkpoint) before anything in it changes.
+        built = build_files(ckpt, plan, engine, progress)
     last, batch = plan.last_committed, plan.batch
     if plan.finishing is None:
         out.write(f"offsets/{batch}", offsets_bytes(ckpt, last, plan.partitions))
     unique_ids: dict[int, list[list[str]]] = {}
     progress.start("Writing partitions", total=len(plan.stores) * plan.partitions)
     try:
-        for store_plan in plan.stores:
-            ids = _write_store(ckpt, plan, store_plan, out, progress)
+        for index, store_plan in enumerate(plan.stores):
+            if built:
+                ids = _move_store(ckpt, plan, index, built, out, progress)
+            else:
+                ids = _write_store(ckpt, plan, store_plan, out, progress)
             if ids is not None:
                 rows = unique_ids.setdefault(store_plan.operator, [[] for _ in ids])
                 for row, uid in zip(rows, ids, strict=True):
@@ -184,11 +243,37 @@ def _write_store(
     op = ckpt.operators[store_plan.operator]
     ids: list[str] = []
     for p in range(plan.partitions):
-        files = store_files(ckpt, plan, store_plan, plan.staged[(op.id, store_plan.store, p)])
+        staged = plan.staged[(op.id, store_plan.store, p)].read_bytes()
+        files = store_files(ckpt, plan, store_plan, staged)
         base = store_dir(op, p, store_plan.store)
         for name, data in files.files:
             out.write(f"{base}/{name}", data, sidecar=False)
         if files.unique_id is not None:
             ids.append(files.unique_id)
+        progress.advance()
+    return ids if ids else None
+
+
+def _move_store(
+    ckpt: Checkpoint,
+    plan: RepartitionPlan,
+    index: int,
+    built: dict[tuple[int, int], Built],
+    out: _Writer,
+    progress: ProgressSink,
+) -> list[str] | None:
+    """:func:`_write_store` for files built by tasks: moved in, in the same order."""
+    assert plan.staging is not None
+    store_plan = plan.stores[index]
+    op = ckpt.operators[store_plan.operator]
+    ids: list[str] = []
+    for p in range(plan.partitions):
+        files, unique_id = built[(index, p)]
+        base = store_dir(op, p, store_plan.store)
+        for name, size in files:
+            location = staged_file(plan, index, p, name)
+            out.move_in(f"{base}/{name}", location, size, within=plan.staging.root)
+        if unique_id is not None:
+            ids.append(unique_id)
         progress.advance()
     return ids if ids else None

@@ -1,18 +1,27 @@
 """Where each raw state record goes, for a whole store: :func:`ckpt_cli.repartition.keys.key_placer`
 with the column family ids of the zip the records came from, its refusals as one
-:class:`UnsupportedOperator` line."""
+:class:`UnsupportedOperator` line; and one old partition's records placed and staged
+(:func:`place_partition`, the same on the driver and in a Spark task)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats.rocksdb import RocksDBCheckpointMetadata
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.formats.snapshot_write import with_hdfs_value_checksum
+from ckpt_cli.formats.state_encoders import row_checksums
+from ckpt_cli.model import Checkpoint, Store
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.keys import key_placer
+from ckpt_cli.replay.plan import ReplayPlan
+from ckpt_cli.replay.read import iter_state
 
 # raw keys -> their new partitions
 Placer = Callable[[Sequence[bytes]], npt.NDArray[np.int64]]
@@ -44,3 +53,88 @@ def placer(
             raise UnsupportedOperator(f"cannot repartition: {exc.message}") from exc
 
     return place
+
+
+# -- staged records: [int32 keySize][key][int32 valueSize][value], uncompressed (the HDFS
+# snapshot's record layout, so a snapshot is the staged bytes compressed) -------------------
+
+_INT = struct.Struct(">i")
+# Records placed at a time.
+_CHUNK = 8192
+
+
+def staged_records(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The records staged for one new partition (read whole: one partition's share)."""
+    unpack, at, end = _INT.unpack_from, 0, len(data)
+    while at < end:
+        (size,) = unpack(data, at)
+        key = data[at + 4 : at + 4 + size]
+        at += 4 + size
+        (size,) = unpack(data, at)
+        yield key, data[at + 4 : at + 4 + size]
+        at += 4 + size
+
+
+@dataclass
+class Placed:
+    """What one old partition holds (records, bytes) and how it splits over the new ones."""
+
+    keys: int
+    bytes: int
+    keys_after: list[int]
+    bytes_after: list[int]
+
+
+def place_partition(
+    ckpt: Checkpoint,
+    store: Store,
+    version_plan: ReplayPlan,
+    partitions: int,
+    template: RocksDBCheckpointMetadata | None,
+    sinks: list[BinaryIO] | None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> Placed:
+    """Read one old partition's state and place every record (on the driver or in a Spark
+    task); with ``sinks``, append each new partition's records to its sink."""
+    m = partitions
+    out = Placed(0, 0, [0] * m, [0] * m)
+    placers: list[Placer] = []  # made for the first record: an empty store needs no schema
+    # HDFS records come without their row checksums (verified as read): put them back.
+    # RocksDB records keep theirs (``checksummed``).
+    checksums = row_checksums(ckpt.conf)
+    rechecksum = checksums and store.provider == "hdfs"
+
+    def flush(chunk: list[tuple[bytes, bytes]]) -> None:
+        # Placed a chunk at a time: the hash is vectorised over many keys.
+        if not chunk:
+            return
+        if not placers:
+            placers.append(placer(ckpt, version_plan.operator, store.name, m, template))
+        news = placers[0]([key for key, _ in chunk]).tolist()
+        pack = _INT.pack
+        pieces: list[list[bytes]] = [[] for _ in range(m)]
+        sizes = [0] * m
+        counts = [0] * m
+        for (key, value), new in zip(chunk, news, strict=True):
+            if rechecksum:
+                value = with_hdfs_value_checksum(key, value)
+            pieces[new] += (pack(len(key)), key, pack(len(value)), value)
+            sizes[new] += len(key) + len(value)
+            counts[new] += 1
+        out.keys += len(chunk)
+        out.bytes += sum(sizes)
+        for new in range(m):
+            out.keys_after[new] += counts[new]
+            out.bytes_after[new] += sizes[new]
+            if sinks and pieces[new]:
+                sinks[new].write(b"".join(pieces[new]))
+        chunk.clear()
+
+    chunk: list[tuple[bytes, bytes]] = []
+    records = iter_state(ckpt, version_plan, progress, checksummed=checksums and not rechecksum)
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= _CHUNK:
+            flush(chunk)
+    flush(chunk)
+    return out

@@ -13,25 +13,25 @@ Refusals raise :class:`RepartitionRefused` (one line; the CLI exits 2).
 from __future__ import annotations
 
 import statistics
-import struct
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.rocksdb import RocksDBCheckpointMetadata
-from ckpt_cli.formats.snapshot_write import with_hdfs_value_checksum
-from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.logs import operator_metadata_files
-from ckpt_cli.repartition.placement import Placer, UnsupportedOperator, placer
+from ckpt_cli.repartition.placement import Placed, UnsupportedOperator, place_partition
 from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
 from ckpt_cli.replay.plan import ReplayPlan, plan_version
-from ckpt_cli.replay.read import iter_state, read_zip_metadata
+from ckpt_cli.replay.read import read_zip_metadata
 from ckpt_cli.results import Result
+from ckpt_cli.storage import Storage
+
+if TYPE_CHECKING:
+    from ckpt_cli.engine import Engine
 
 
 class RepartitionRefused(CkptError):
@@ -101,6 +101,8 @@ class RepartitionPlan(Result):
     finishing: UnfinishedRepartition | None = None
     notes: list[str] = field(default_factory=list)
     staged: dict[tuple[int, str, int], Path] = field(default_factory=dict, repr=False)
+    # engine=spark: the records and built files staged on the checkpoint's own filesystem.
+    staging: Storage | None = field(default=None, repr=False)
     _stage_dir: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
 
     @property
@@ -139,30 +141,12 @@ class RepartitionPlan(Result):
     def discard(self) -> None:
         """Remove the staged records."""
         self.staged.clear()
+        if self.staging is not None:
+            self.staging.delete_tree(within=self.staging.root.rpartition("/")[0])
+            self.staging = None
         if self._stage_dir is not None:
             self._stage_dir.cleanup()
             self._stage_dir = None
-
-
-# -- staged records: [int32 keySize][key][int32 valueSize][value], uncompressed (the HDFS
-# snapshot's record layout, so a snapshot is the staged bytes compressed) -------------------
-
-_INT = struct.Struct(">i")
-# Records placed at a time.
-_CHUNK = 8192
-
-
-def staged_records(path: Path) -> Iterator[tuple[bytes, bytes]]:
-    """The records staged for one new partition (read whole: one partition's share)."""
-    data = path.read_bytes()
-    unpack, at, end = _INT.unpack_from, 0, len(data)
-    while at < end:
-        (size,) = unpack(data, at)
-        key = data[at + 4 : at + 4 + size]
-        at += 4 + size
-        (size,) = unpack(data, at)
-        yield key, data[at + 4 : at + 4 + size]
-        at += 4 + size
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -225,11 +209,15 @@ def plan_repartition(
     *,
     partitions: int,
     stage: bool = False,
+    engine: Engine | None = None,
+    staging: str | None = None,
     progress: ProgressSink = NULL_PROGRESS,
 ) -> RepartitionPlan:
     """Plan the repartition of ``ckpt``'s state to ``partitions``; nothing is written to the
     checkpoint. ``stage``: keep the records for :func:`~ckpt_cli.repartition.apply.repartition`
-    (in temporary files, until ``plan.discard()``)."""
+    (until ``plan.discard()``): in local temporary files, or with a distributed ``engine``
+    (Spark) in ``staging``, a directory outside the checkpoint on its filesystem (see
+    :mod:`ckpt_cli.repartition.tasks`)."""
     last, current, unfinished = _refuse_on_logs(ckpt, partitions)
     providers = sorted({st.provider for op in ckpt.operators.values() for st in op.stores.values()})
     plan = RepartitionPlan(
@@ -247,11 +235,22 @@ def plan_repartition(
                 f"{ckpt.storage.url}: a store's provider is {provider!r}: ckpt repartitions "
                 "HDFS-backed and RocksDB stores only"
             )
-    if stage:
+    distributed = engine is not None and engine.name != "local"
+    if stage and distributed:
+        if staging is None:
+            raise ValueError("a distributed engine stages the records in staging=")
+        plan.staging = ckpt.storage.elsewhere(staging)
+    elif stage:
         plan._stage_dir = tempfile.TemporaryDirectory(prefix="ckpt-repartition-")
+    stores = [(op, store) for op in ckpt.operators.values() for store in op.stores.values()]
     try:
-        for op in ckpt.operators.values():
-            for store in op.stores.values():
+        if distributed:
+            assert engine is not None
+            from ckpt_cli.repartition.tasks import place_stores  # it builds on this module
+
+            place_stores(ckpt, plan, stores, engine, progress)
+        else:
+            for op, store in stores:
                 plan.stores.append(_plan_store(ckpt, plan, op, store, progress))
     except BaseException:
         plan.discard()
@@ -275,12 +274,12 @@ def plan_repartition(
     return plan
 
 
-def _unreadable(
-    plan: RepartitionPlan, op: Operator, store: Store, old: int, exc: CkptError
+def unreadable(
+    last_committed: int, op: Operator, store: Store, old: int, exc: CkptError
 ) -> RepartitionRefused:
     return RepartitionRefused(
-        f"{store_dir(op, old, store.name)}: the state of batch {plan.last_committed} "
-        f"(version {plan.last_committed + 1}) cannot be read completely: {exc.message}",
+        f"{store_dir(op, old, store.name)}: the state of batch {last_committed} "
+        f"(version {last_committed + 1}) cannot be read completely: {exc.message}",
         hint=exc.hint or "ckpt validate shows every finding",
     )
 
@@ -299,7 +298,7 @@ def _version_plan(
     except RepartitionRefused:
         raise
     except CkptError as exc:
-        raise _unreadable(plan, op, store, old, exc) from exc
+        raise unreadable(plan.last_committed, op, store, old, exc) from exc
     return version_plan
 
 
@@ -319,69 +318,55 @@ def _check_template(ckpt: Checkpoint, out: StorePlan, base: CheckpointFile | Non
         )
 
 
+def add_placed(out: StorePlan, old: int, placed: Placed) -> None:
+    out.keys_before[old] += placed.keys
+    out.bytes_before[old] += placed.bytes
+    for new, (keys, size) in enumerate(zip(placed.keys_after, placed.bytes_after, strict=True)):
+        out.keys_after[new] += keys
+        out.bytes_after[new] += size
+
+
+def store_reads(
+    ckpt: Checkpoint, plan: RepartitionPlan, op: Operator, store: Store
+) -> tuple[StorePlan, list[ReplayPlan]]:
+    """The empty plan of one store and what to read of each old partition (driver side)."""
+    m, n = plan.partitions, plan.from_partitions
+    out = StorePlan(op.id, store.name, store.provider, [0] * n, [0] * n, [0] * m, [0] * m)
+    return out, [_version_plan(ckpt, plan, op, store, old, out) for old in range(n)]
+
+
 def _plan_store(
     ckpt: Checkpoint, plan: RepartitionPlan, op: Operator, store: Store, progress: ProgressSink
 ) -> StorePlan:
-    m, n = plan.partitions, plan.from_partitions
-    out = StorePlan(op.id, store.name, store.provider, [0] * n, [0] * n, [0] * m, [0] * m)
-    version_plans = [_version_plan(ckpt, plan, op, store, old, out) for old in range(n)]
-    placers: list[Placer] = []  # made for the first record: an empty store needs no schema
-    # HDFS records come without their row checksums (verified as read): put them back.
-    # RocksDB records keep theirs (``checksummed``).
-    checksums = row_checksums(ckpt.conf)
-    rechecksum = checksums and store.provider == "hdfs"
+    m = plan.partitions
+    out, version_plans = store_reads(ckpt, plan, op, store)
     writers: list[BinaryIO] = []
     if plan._stage_dir is not None:
         for p in range(m):
             path = Path(plan._stage_dir.name) / f"{op.id}-{len(plan.stores)}-{p}"
             plan.staged[(op.id, store.name, p)] = path
             writers.append(open(path, "wb"))  # noqa: SIM115 (closed below)
-
-    def flush(old: int, chunk: list[tuple[bytes, bytes]]) -> None:
-        # Placed a chunk at a time: the hash is vectorised over many keys.
-        if not chunk:
-            return
-        if not placers:
-            placers.append(placer(ckpt, op.id, store.name, m, out.template))
-        news = placers[0]([key for key, _ in chunk]).tolist()
-        pack = _INT.pack
-        pieces: list[list[bytes]] = [[] for _ in range(m)]
-        sizes = [0] * m
-        counts = [0] * m
-        for (key, value), new in zip(chunk, news, strict=True):
-            if rechecksum:
-                value = with_hdfs_value_checksum(key, value)
-            pieces[new] += (pack(len(key)), key, pack(len(value)), value)
-            sizes[new] += len(key) + len(value)
-            counts[new] += 1
-        out.keys_before[old] += len(chunk)
-        out.bytes_before[old] += sum(sizes)
-        for new in range(m):
-            out.keys_after[new] += counts[new]
-            out.bytes_after[new] += sizes[new]
-            if writers and pieces[new]:
-                writers[new].write(b"".join(pieces[new]))
-        chunk.clear()
-
     try:
         for old, version_plan in enumerate(version_plans):
             try:
-                chunk: list[tuple[bytes, bytes]] = []
-                records = iter_state(
-                    ckpt, version_plan, progress, checksummed=checksums and not rechecksum
+                placed = place_partition(
+                    ckpt, store, version_plan, m, out.template, writers, progress
                 )
-                for record in records:
-                    chunk.append(record)
-                    if len(chunk) >= _CHUNK:
-                        flush(old, chunk)
-                flush(old, chunk)
             except (RepartitionRefused, UnsupportedOperator):
                 raise
             except CkptError as exc:
-                raise _unreadable(plan, op, store, old, exc) from exc
+                raise unreadable(plan.last_committed, op, store, old, exc) from exc
+            add_placed(out, old, placed)
     finally:
         for w in writers:
             w.close()
+    finish_store(plan, op, store, out)
+    return out
+
+
+def finish_store(plan: RepartitionPlan, op: Operator, store: Store, out: StorePlan) -> None:
+    """The files every new partition gets, and the old directories left over."""
+    m = plan.partitions
     version = plan.version
     for p in range(m):
         where = store_dir(op, p, store.name)
@@ -392,4 +377,3 @@ def _plan_store(
         else:
             out.files.append(f"{where}/{version}.zip")
     out.left_over = sorted({store_dir(op, p, DEFAULT_STORE) for p in store.partitions if p >= m})
-    return out

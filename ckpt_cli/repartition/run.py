@@ -6,7 +6,7 @@ import json
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_not_active
 from ckpt_cli.errors import CheckpointNotFound, CkptError, SafetyCheckError
@@ -14,10 +14,19 @@ from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repair.undo import UndoResult, undo_repair
-from ckpt_cli.repartition.apply import REPARTITION_PREFIX, RepartitionResult, repartition
+from ckpt_cli.repartition.apply import (
+    REPARTITION_PREFIX,
+    RepartitionResult,
+    default_quarantine,
+    repartition,
+    staged_plan,
+)
 from ckpt_cli.repartition.plan import RepartitionPlan, plan_repartition
 from ckpt_cli.results import Confirm, PlanRun
 from ckpt_cli.storage import Storage, StorageStats
+
+if TYPE_CHECKING:
+    from ckpt_cli.engine import Engine
 
 
 @dataclass(frozen=True)
@@ -40,16 +49,23 @@ def run_repartition(
     min_age: float = DEFAULT_MIN_AGE_SECONDS,
     break_lock: bool = False,
     confirm: Confirm | None = None,
+    engine: Engine | None = None,
     progress: ProgressSink = NULL_PROGRESS,
 ) -> RepartitionRun:
     """Plan, and with ``apply`` write, the repartition to ``partitions``. Applying plans under
-    the checkpoint lock and reads the state once (the plan stages the records it places)."""
+    the checkpoint lock and reads the state once (the plan stages the records it places).
+    ``engine``: where partitions are read and written (Spark: as tasks, see
+    :mod:`ckpt_cli.repartition.tasks`); the results are the same."""
     lock = checkpoint_lock(storage, "ckpt repartition", break_lock=break_lock)
     with lock if apply else nullcontext():
         ckpt = Checkpoint.open(storage, progress=progress)
+        now = time.time()
+        where = quarantine or default_quarantine(ckpt, now)
         if apply:
-            check_not_active(ckpt, min_age=min_age, now=time.time(), force=force)  # before reading
-        plan = plan_repartition(ckpt, partitions=partitions, stage=apply, progress=progress)
+            check_not_active(ckpt, min_age=min_age, now=now, force=force)  # before reading
+            plan = staged_plan(ckpt, partitions, where, engine, progress)
+        else:
+            plan = plan_repartition(ckpt, partitions=partitions, engine=engine, progress=progress)
         try:
             if not apply:
                 return RepartitionRun(plan)
@@ -62,10 +78,11 @@ def run_repartition(
             result = repartition(
                 ckpt,
                 plan,
-                quarantine=quarantine,
+                quarantine=where,
                 force=force,
                 min_age=min_age,
                 break_lock=break_lock,
+                engine=engine,
                 progress=progress,
             )
             return RepartitionRun(plan, result)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
@@ -14,7 +13,8 @@ from ckpt_cli.formats.rocksdb_write import build_rocksdb_checkpoint, merge_delim
 from ckpt_cli.formats.snapshot_write import snapshot_body
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.repartition.plan import RepartitionPlan, StorePlan, staged_records
+from ckpt_cli.repartition.placement import staged_records
+from ckpt_cli.repartition.plan import RepartitionPlan, StorePlan
 from ckpt_cli.replay.plan import codec_of
 from ckpt_cli.replay.tws import list_families
 
@@ -32,15 +32,16 @@ def store_files(
     ckpt: Checkpoint,
     plan: RepartitionPlan,
     store: StorePlan,
-    staged: Path,
+    staged: bytes,
 ) -> StoreFiles:
-    """The files of one new partition from the records staged for it (``staged``)."""
+    """The files of one new partition from the records staged for it (``staged``: placed
+    records, as :func:`~ckpt_cli.repartition.placement.place_partition` writes them)."""
     # Hadoop's local file system writes a .crc beside every file Spark writes.
     local = ckpt.storage.is_local
     if store.provider == "hdfs":
         # Records are staged in the snapshot's own record layout: the body is the staged
         # bytes and the end mark, compressed as it streams.
-        body = [staged.read_bytes(), *snapshot_body(())]
+        body = [staged, *snapshot_body(())]
         data = b"".join(compression.compressed_chunks(body, codec_of(ckpt)))
         name = f"{plan.version}.snapshot"
         files = [(name, data)] + ([(f".{name}.crc", hadoop_crc_bytes(data))] if local else [])

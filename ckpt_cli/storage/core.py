@@ -8,6 +8,7 @@ import contextlib
 import functools
 import io
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
@@ -311,6 +312,21 @@ class Storage(Location):
             raise StorageAccessError(f"{name}: no longer exists, cannot move it") from exc
         except Exception as exc:
             raise store_error(name, f"move it to {dest}", exc, self.endpoint) from exc
+
+    def delete_tree(self, *, within: str) -> None:
+        """Remove this storage's whole directory (ckpt's own staging), refused unless it
+        resolves inside ``within``; already gone is not an error."""
+        path = self.check_within(self.root, within, self.url)
+        self._count("delete")
+        try:
+            if self._is_local:
+                shutil.rmtree(path)
+            else:
+                self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            raise store_error(self.url, "delete", exc, self.endpoint) from exc
 
     def delete_many(self, rels: list[str]) -> int:
         """Delete checkpoint files; returns the requests made.

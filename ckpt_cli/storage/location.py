@@ -126,6 +126,14 @@ class Location:
         child._sizes, child._prefetched, child._heads, child._real_dirs = {}, {}, {}, {}
         return child
 
+    def elsewhere(self: L, location: str) -> L:
+        """Another directory of this filesystem (``location``: a path or URL on it, e.g. a
+        quarantine) as a storage of its own: the same client and request counts."""
+        other = self.child("")
+        other.root = self._strip(location).rstrip("/") or "/"
+        other.url = redact_url(location)
+        return other
+
     def _apply_fs_settings(self) -> None:
         for name, value in self._fs_settings.items():
             setattr(self.fs, name, value)
