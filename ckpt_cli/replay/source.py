@@ -383,15 +383,6 @@ def iter_rows(
             yield {"partition_id": pid, "key": key, "value": value}
 
 
-def iter_lines(ckpt: Checkpoint, plan: ReplayPlan, decoder: RowDecoder) -> Iterator[str]:
-    """The rows of ``iter_rows`` (unfiltered) as JSON lines, through the compiled encoder
-    when the schema allows (same JSON, several times faster)."""
-    line = decoder.line
-    pid = plan.partition
-    for k, v in iter_state(ckpt, plan):
-        yield line(pid, k, v)
-
-
 def iter_change_rows(
     ckpt: Checkpoint, files: ChangeFiles, decoder: RowDecoder, where: Filter | None = None
 ) -> Iterator[dict[str, Any]]:
