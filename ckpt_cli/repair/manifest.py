@@ -13,7 +13,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ckpt_cli.errors import OutsideCheckpointError, SafetyCheckError
 from ckpt_cli.storage import Storage
+
+
+def check_quarantine(storage: Storage, where: str) -> None:
+    """Refuse a quarantine inside the checkpoint (its own root included): Spark, validate and
+    ``cleanup`` would take what it holds for checkpoint files, and cleanup could delete the
+    originals an undo needs. Anywhere outside, the default beside it included, is allowed."""
+    try:
+        storage.check_within(f"{where.rstrip('/')}/manifest.json", storage.root, where)
+    except OutsideCheckpointError:
+        return
+    raise SafetyCheckError(
+        f"{where}: the quarantine is inside the checkpoint {storage.url}; not using it",
+        hint="give --quarantine a folder outside the checkpoint (by default it is beside it: "
+        "<checkpoint>.ckpt-quarantine/)",
+    )
 
 
 def quarantine_stamp(now: float) -> str:
@@ -27,6 +43,7 @@ class Manifest:
     def __init__(
         self, storage: Storage, where: str, now: float, body: Callable[[], dict[str, Any]]
     ) -> None:
+        check_quarantine(storage, where)
         self.storage = storage
         self.where = where.rstrip("/")
         self.path = f"{self.where}/manifest.json"

@@ -165,13 +165,7 @@ def plan_repair(
 ) -> RepairPlan:
     report = validate(ckpt, progress=progress)
     plan = RepairPlan(ckpt.storage.url, report.findings)
-    for rel, link_target in ckpt.listing.symlinks.items():
-        # ckpt does not list through links, so its findings there may be wrong, and it never
-        # moves or rewrites through one.
-        plan.refused.append(
-            f"{rel} is a symbolic link (to {link_target}); ckpt does not follow or change links: "
-            "replace it with what it points to"
-        )
+    plan.refused.extend(ckpt.listing.links_refused())
     for finding in report.findings:
         if finding.code in _REFUSE_CODES:
             plan.refused.append(f"{_REFUSE_CODES[finding.code]}: {finding.message}")

@@ -33,7 +33,7 @@ from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.manifest import Manifest, quarantine_stamp
+from ckpt_cli.repair.manifest import Manifest, check_quarantine, quarantine_stamp
 from ckpt_cli.repartition.logs import commit_bytes, offsets_bytes, operator_metadata_files
 from ckpt_cli.repartition.plan import (
     RepartitionPlan,
@@ -74,8 +74,15 @@ class RepartitionResult:
 
 
 def default_quarantine(ckpt: Checkpoint, now: float) -> str:
+    """A new folder beside the checkpoint. A run in the same second as the last one (finishing
+    a killed one) gets its own: sharing would replace the manifest the killed one's undo needs."""
     root = ckpt.storage.root.rstrip("/")
-    return f"{root}.ckpt-quarantine/{REPARTITION_PREFIX}{quarantine_stamp(now)}"
+    where = base = f"{root}.ckpt-quarantine/{REPARTITION_PREFIX}{quarantine_stamp(now)}"
+    taken = 1
+    while ckpt.storage.exists_absolute(where):
+        taken += 1
+        where = f"{base}-{taken}"
+    return where
 
 
 def staged_plan(
@@ -87,6 +94,7 @@ def staged_plan(
 ) -> RepartitionPlan:
     """The plan with its records staged to apply it in quarantine ``where`` (on a distributed
     engine, in ``<where>/staging``)."""
+    check_quarantine(ckpt.storage, where)  # before anything is staged there
     return plan_repartition(
         ckpt,
         partitions=partitions,

@@ -218,6 +218,9 @@ def plan_repartition(
     (until ``plan.discard()``): in local temporary files, or with a distributed ``engine``
     (Spark) in ``staging``, a directory outside the checkpoint on its filesystem (see
     :mod:`ckpt_cli.repartition.tasks`)."""
+    links = ckpt.listing.links_refused()
+    if links:  # checked first: the logs and state are read, and written, only without links
+        raise RepartitionRefused(f"{ckpt.storage.url}: not repartitioning: {links[0]}")
     last, current, unfinished = _refuse_on_logs(ckpt, partitions)
     providers = sorted({st.provider for op in ckpt.operators.values() for st in op.stores.values()})
     plan = RepartitionPlan(

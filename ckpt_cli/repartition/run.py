@@ -146,6 +146,9 @@ def undo_repartition(
             raise CkptError(f"{manifest}: not a ckpt repartition manifest")
     batch = int(body["repartition"]["batch"])
     ckpt = Checkpoint.open(storage)
+    links = ckpt.listing.links_refused()
+    if links:  # refused before the first change, not part way through
+        raise SafetyCheckError(f"{storage.url}: not undoing the repartition: {links[0]}")
     later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
     if later and not force:
         raise SafetyCheckError(

@@ -61,6 +61,16 @@ class Listing:
             self._by_path = {e.path: e for e in self.entries}
         return self._by_path.get(path)
 
+    def links_refused(self) -> list[str]:
+        """One line per symbolic link, for the commands that rewrite a checkpoint and refuse
+        links (``repair``, ``repartition``): nothing is listed through them, so what those
+        commands would plan there may be wrong, and nothing is ever written through one."""
+        return [
+            f"{rel} is a symbolic link (to {target}); ckpt does not follow or change links: "
+            "replace it with what it points to"
+            for rel, target in self.symlinks.items()
+        ]
+
 
 # Listings from this size on are frozen out of the collector's reach (see freeze_if_large).
 FREEZE_FROM_FILES = 10_000
