@@ -21,9 +21,13 @@ from pathlib import Path
 import pytest
 
 from ckpt_cli.lock import LOCK_NAME
+from ckpt_cli.repartition.plan import RepartitionRefused
+from ckpt_cli.repartition.run import run_repartition
+from ckpt_cli.storage import Storage
 from tests.conftest import CASES_DIR, run_cli
 from tests.fixture_copies import age_everything
 from tests.kill_support import die_in_nth_write, tree
+from tests.test_repartition_tasks import Tasks
 
 HDFS, ROCKS_V2, ROCKS = "spark4-hdfs-agg", "spark4-rocksdb-v2", "spark4-rocksdb-agg"
 APPLY = ("-p", "3", "--apply", "-y", "--force")
@@ -207,3 +211,55 @@ def test_a_quarantine_inside_the_checkpoint_is_refused_as_by_repair(
     )
     assert allowed.exit_code == 0, allowed.stdout + allowed.stderr
     assert (parent / "rq" / "manifest.json").is_file()
+
+
+# -- no empty quarantine left behind -------------------------------------------------------------
+
+
+def listing(parent: Path) -> set[str]:
+    return {str(p.relative_to(parent)) for p in parent.rglob("*")}
+
+
+@pytest.mark.parametrize("engine", ["local", "tasks"])
+def test_a_declined_or_refused_run_leaves_no_quarantine_behind(engine: str, tmp_path: Path) -> None:
+    parent = tmp_path / "data"
+    root = parent / "ckpt"
+    shutil.copytree(CASES_DIR / ROCKS_V2 / "checkpoint", root)
+    age_everything(root)
+    # Tasks stage their records in the quarantine (as on Spark), then remove them.
+    tasks = Tasks(parent) if engine == "tasks" else None
+    before, original = listing(parent), tree(root)
+
+    def declined(partitions: int = 3, where: str | None = None) -> None:
+        run = run_repartition(
+            Storage.from_url(str(root)),
+            partitions=partitions,
+            apply=True,
+            force=True,
+            quarantine=where,
+            confirm=lambda plan, question: False,
+            engine=tasks,
+        )
+        assert run.declined
+
+    declined()
+    assert listing(parent) == before and tree(root) == original
+    if tasks is not None:  # it did stage there
+        assert any(QUARANTINE in p for seen in tasks.seen for p in seen)
+    declined(where=str(parent / "mine"))
+    assert listing(parent) == before
+
+    # Refused part way through reading the state (a damaged zip): nothing left either.
+    zipped = next((root / "state/0/1").glob("10_*.zip"))
+    zipped.write_bytes(b"damaged")
+    with pytest.raises(RepartitionRefused, match="cannot be read completely"):
+        declined()
+    assert listing(parent) == before
+    zipped.write_bytes(original[str(zipped.relative_to(root))])
+
+    # An earlier repartition's quarantine stays, with its manifest.
+    assert run_cli("repartition", str(root), *APPLY).exit_code == 0
+    after = listing(parent)
+    assert any(p.endswith("/manifest.json") for p in after if p.startswith(QUARANTINE))
+    declined(partitions=1)
+    assert listing(parent) == after

@@ -95,14 +95,29 @@ def staged_plan(
     """The plan with its records staged to apply it in quarantine ``where`` (on a distributed
     engine, in ``<where>/staging``)."""
     check_quarantine(ckpt.storage, where)  # before anything is staged there
-    return plan_repartition(
-        ckpt,
-        partitions=partitions,
-        stage=True,
-        engine=engine,
-        staging=f"{where.rstrip('/')}/staging",
-        progress=progress,
-    )
+    try:
+        return plan_repartition(
+            ckpt,
+            partitions=partitions,
+            stage=True,
+            engine=engine,
+            staging=f"{where.rstrip('/')}/staging",
+            progress=progress,
+        )
+    except BaseException:
+        drop_if_unused(ckpt, where)
+        raise
+
+
+def drop_if_unused(ckpt: Checkpoint, where: str) -> None:
+    """Remove quarantine ``where`` when nothing is in it (declined, refused, or failed before
+    its manifest, the staging removed): there is nothing to undo from it. Then the folder of
+    the default quarantines beside the checkpoint too, when that is empty."""
+    storage = ckpt.storage
+    if storage.remove_empty_dir(where):
+        parent = where.rstrip("/").rpartition("/")[0]
+        if parent == f"{storage.root.rstrip('/')}.ckpt-quarantine":
+            storage.remove_empty_dir(parent)
 
 
 def repartition(
@@ -132,6 +147,7 @@ def repartition(
             return _apply(ckpt, staged, where, now, engine, progress)
         finally:
             staged.discard()
+            drop_if_unused(ckpt, where)
 
 
 def _restaged(

@@ -18,6 +18,7 @@ from ckpt_cli.repartition.apply import (
     REPARTITION_PREFIX,
     RepartitionResult,
     default_quarantine,
+    drop_if_unused,
     repartition,
     staged_plan,
 )
@@ -88,6 +89,8 @@ def run_repartition(
             return RepartitionRun(plan, result)
         finally:
             plan.discard()
+            if apply:
+                drop_if_unused(ckpt, where)
 
 
 def _quarantine_root(storage: Storage) -> str:

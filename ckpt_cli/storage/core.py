@@ -328,6 +328,18 @@ class Storage(Location):
         except Exception as exc:
             raise store_error(self.url, "delete", exc, self.endpoint) from exc
 
+    def remove_empty_dir(self, location: str) -> bool:
+        """Remove directory ``location`` (one ckpt made outside the checkpoint: a quarantine)
+        when it is empty; whether it was. Object stores have no directories to remove."""
+        if not self._is_local:
+            return False
+        try:
+            os.rmdir(self._strip(location))
+        except OSError:  # not empty, gone, or not a directory (a link)
+            return False
+        self._count("delete")
+        return True
+
     def delete_many(self, rels: list[str]) -> int:
         """Delete checkpoint files; returns the requests made.
 
