@@ -256,3 +256,21 @@ def test_a_repair_interrupted_mid_change_is_undone_byte_for_byte(
     undo = run_cli("repair", "--undo", str(manifest))
     assert undo.exit_code == 0, undo.stderr
     assert tree(root) == before
+
+
+def test_runs_in_the_same_second_get_their_own_quarantine(tmp_path: Path) -> None:
+    """A repair or repartition finishing a killed run in the same second must not reuse (and
+    replace the manifest in) the killed run's quarantine: that run's undo needs it."""
+    from ckpt_cli.repair.apply import default_quarantine as repair_quarantine
+    from ckpt_cli.repartition.apply import default_quarantine as repartition_quarantine
+
+    root = copy(CASES_DIR / "spark4-hdfs-agg" / "checkpoint", tmp_path)
+    ckpt = Checkpoint.open(Storage.from_url(str(root)))
+    for default in (repair_quarantine, repartition_quarantine):
+        seen = set()
+        for _ in range(3):
+            where = default(ckpt, 1_700_000_000.0)
+            assert where not in seen and Path(where).parent == Path(f"{root}.ckpt-quarantine")
+            seen.add(where)
+            Path(where).mkdir(parents=True)
+            (Path(where) / "manifest.json").write_text("{}")

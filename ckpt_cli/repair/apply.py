@@ -22,7 +22,7 @@ from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.manifest import Manifest, quarantine_stamp
+from ckpt_cli.repair.manifest import Manifest, fresh_quarantine
 from ckpt_cli.repair.plan import (
     QUARANTINE,
     REWRITE_CRC,
@@ -60,7 +60,7 @@ class RepairResult:
 
 
 def default_quarantine(ckpt: Checkpoint, now: float) -> str:
-    return f"{ckpt.storage.root.rstrip('/')}.ckpt-quarantine/{quarantine_stamp(now)}"
+    return fresh_quarantine(ckpt.storage, "", now)
 
 
 def _spark_checksum_bytes(old: bytes, data: bytes) -> bytes:

@@ -36,6 +36,18 @@ def quarantine_stamp(now: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
 
 
+def fresh_quarantine(storage: Storage, name: str, now: float) -> str:
+    """A new folder ``<checkpoint>.ckpt-quarantine/<name><stamp>`` beside the checkpoint. A
+    run in the same second as the last one (finishing a killed one) gets its own: sharing
+    would replace the manifest the earlier run's undo needs."""
+    where = base = f"{storage.root.rstrip('/')}.ckpt-quarantine/{name}{quarantine_stamp(now)}"
+    taken = 1
+    while storage.exists_absolute(where):
+        taken += 1
+        where = f"{base}-{taken}"
+    return where
+
+
 class Manifest:
     """``<where>/manifest.json``, replaced whole (atomically) at every step; ``body`` gives
     the command's own fields (its plan)."""

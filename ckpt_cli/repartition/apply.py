@@ -33,7 +33,7 @@ from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.manifest import Manifest, check_quarantine, quarantine_stamp
+from ckpt_cli.repair.manifest import Manifest, check_quarantine, fresh_quarantine
 from ckpt_cli.repartition.logs import commit_bytes, offsets_bytes, operator_metadata_files
 from ckpt_cli.repartition.plan import (
     RepartitionPlan,
@@ -74,15 +74,7 @@ class RepartitionResult:
 
 
 def default_quarantine(ckpt: Checkpoint, now: float) -> str:
-    """A new folder beside the checkpoint. A run in the same second as the last one (finishing
-    a killed one) gets its own: sharing would replace the manifest the killed one's undo needs."""
-    root = ckpt.storage.root.rstrip("/")
-    where = base = f"{root}.ckpt-quarantine/{REPARTITION_PREFIX}{quarantine_stamp(now)}"
-    taken = 1
-    while ckpt.storage.exists_absolute(where):
-        taken += 1
-        where = f"{base}-{taken}"
-    return where
+    return fresh_quarantine(ckpt.storage, REPARTITION_PREFIX, now)
 
 
 def staged_plan(
