@@ -170,11 +170,17 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
         if records is None:
             return None
         framed.append(records)
-    at = np.concatenate([r[0] for r in framed]) if framed else np.zeros(0, np.int64)
-    key_sizes = np.concatenate([r[1] for r in framed]) if framed else at
-    value_sizes = np.concatenate([r[2] for r in framed]) if framed else at
-    key_offsets = at + 4
-    value_offsets = key_offsets + key_sizes + 4
+    if not framed:
+        framed.append((np.zeros(0, np.int64),) * 3)
+    # 8 bytes a record per array, several per record: no copy kept beside another.
+    key_offsets, key_sizes, value_sizes = (
+        np.concatenate(column) if len(column) > 1 else column[0]
+        for column in zip(*framed, strict=True)
+    )
+    del framed
+    key_offsets += 4  # the record's start, then its key's
+    value_offsets = key_offsets + key_sizes
+    value_offsets += 4
     n = len(key_offsets)
     if n == 0 or not plan.steps and plan.base is not None:
         # A snapshot alone holds each key once.
@@ -207,11 +213,17 @@ def _same_keys(buf: bytes | bytearray, offsets: Any, sizes: Any) -> tuple[Any, A
     words = sizes // 8
     view = np.ndarray((max(0, len(buf) - 7),), "<u8", buffer=buf, strides=(1,))
     hashes = np.full(n, _FNV_OFFSET, np.uint64) ^ words.astype(np.uint64)
-    prime = np.uint64(_FNV_PRIME)
-    for j in range(int(words.max(initial=0))):
+    prime, shift = np.uint64(_FNV_PRIME), np.uint64(29)
+    shortest = int(words.min())
+    for j in range(int(words.max())):
+        if j < shortest:  # every key this long: in place, no index arrays
+            hashes ^= view[offsets + 8 * j]
+            hashes *= prime
+            hashes ^= hashes >> shift
+            continue
         live = np.flatnonzero(words > j)
         mixed = (hashes[live] ^ view[offsets[live] + 8 * j]) * prime
-        hashes[live] = mixed ^ (mixed >> np.uint64(29))
+        hashes[live] = mixed ^ (mixed >> shift)
     order = np.argsort(hashes, kind="stable")  # records of one hash stay in file order
     ordered = hashes[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
