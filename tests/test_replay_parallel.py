@@ -33,6 +33,8 @@ def test_threads_write_the_text_of_one_process(name: str, tmp_path: Path) -> Non
         assert result.exit_code == 0, result.stderr
         texts.append(out.read_bytes())
     assert texts[0] and texts[0] == texts[1]  # same lines, same partition order
+    stdout = run_cli("replay", ckpt, "--format", "jsonl", "--workers", "2")
+    assert stdout.exit_code == 0 and stdout.stdout.encode() == texts[0]
 
 
 def _executor(name: str, where: tuple[tuple[str, str], ...] = ()) -> type:

@@ -17,6 +17,7 @@ import io
 import itertools
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -246,13 +247,25 @@ def _write_parallel(
         ]
         with _pool(rows, min(workers, len(jobs))) as (pool, run):
             for path, count in pool.map(run, jobs):
-                with open(path, encoding="utf-8", newline="") as fh:
-                    while chunk := fh.read(1 << 20):
-                        out.write(chunk)
+                _append_file(path, out)
                 os.unlink(path)
                 total += count
                 progress.advance()
     return total
+
+
+def _append_file(path: str, out: IO[str]) -> None:
+    """The UTF-8 text of the local file ``path`` onto ``out``: as bytes onto the binary
+    stream under ``out`` when there is one (no decoding and encoding again)."""
+    binary = getattr(out, "buffer", None)
+    if binary is not None:
+        out.flush()
+        with open(path, "rb") as fh:
+            shutil.copyfileobj(fh, binary, 1 << 20)
+        return
+    with open(path, encoding="utf-8", newline="") as fh:
+        while chunk := fh.read(1 << 20):
+            out.write(chunk)
 
 
 @contextlib.contextmanager
