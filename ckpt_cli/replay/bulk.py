@@ -179,19 +179,18 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     )
     del framed
     key_offsets += 4  # the record's start, then its key's
-    value_offsets = key_offsets + key_sizes
-    value_offsets += 4
     n = len(key_offsets)
     if n == 0 or not plan.steps and plan.base is not None:
         # A snapshot alone holds each key once.
-        return Packed(buf, key_offsets, key_sizes, value_offsets, value_sizes)
+        return Packed(buf, key_offsets, key_sizes, key_offsets + key_sizes + 4, value_sizes)
     groups = _same_keys(buf, key_offsets, key_sizes)
     if groups is None:
         return None
     first, last = groups
     alive = value_sizes[last] >= 0
     first, last = first[alive], last[alive]
-    return Packed(buf, key_offsets[first], key_sizes[first], value_offsets[last], value_sizes[last])
+    value_offsets = key_offsets[last] + key_sizes[last] + 4  # only the values kept
+    return Packed(buf, key_offsets[first], key_sizes[first], value_offsets, value_sizes[last])
 
 
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -226,7 +225,9 @@ def _same_keys(buf: bytes | bytearray, offsets: Any, sizes: Any) -> tuple[Any, A
         hashes[live] = mixed ^ (mixed >> shift)
     order = np.argsort(hashes, kind="stable")  # records of one hash stay in file order
     ordered = hashes[order]
+    del hashes
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    del ordered
     ends = np.concatenate((starts[1:], [n])) - 1
     # Every record must equal the first of its hash group, word for word.
     leader = order[np.repeat(starts, np.diff(np.concatenate((starts, [n]))))]
