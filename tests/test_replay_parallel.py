@@ -3,6 +3,7 @@ path) give the text one process gives, and the CLI leaves pandas out while it wr
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -75,3 +76,23 @@ def test_cli_replay_does_not_import_pandas(tmp_path: Path) -> None:
         )
         # Left out while writing; importable (and to_pandas works) afterwards.
         assert done.stdout.split() == ["False", "DataFrame"], done.stderr
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["plain", None, "ünï ✓ 😀", ""],
+        ["plain", 'a "quote"', None],
+        ["back \\ slash", "ok"],
+        ["ok", "tab\there", None, "\x1f"],
+        [None, None],
+    ],
+)
+def test_quoted_strings_are_what_json_writes(values: list[str | None]) -> None:
+    import pyarrow as pa
+
+    from ckpt_cli.replay.plain_arrow import _quoted
+
+    array = pa.array(["pad \\ \x01", *values], pa.string())[1:]  # a slice: offsets not at 0
+    want = [json.dumps(v if v is not None else "", ensure_ascii=False) for v in values]
+    assert _quoted(array).to_pylist() == want
