@@ -129,7 +129,7 @@ def _element_width(t: DataType) -> int:
 class _Buffer:
     """The rows' bytes with numpy views reading a little-endian value at any byte offset."""
 
-    data: bytes
+    data: bytes | bytearray
 
     def __post_init__(self) -> None:
         self.u1 = np.frombuffer(self.data, dtype=np.uint8)
@@ -378,7 +378,12 @@ def check_supported(schema: StructType) -> None:
 
 
 def decode_rows(
-    data: bytes, offsets: Int64s, sizes: Int64s, schema: StructType, *, path: str = "<rows>"
+    data: bytes | bytearray,
+    offsets: Int64s,
+    sizes: Int64s,
+    schema: StructType,
+    *,
+    path: str = "<rows>",
 ) -> Any:
     """The rows ``data[offsets[i]:offsets[i] + sizes[i]]`` as one ``pyarrow.StructArray``
     with a child per column (named by ``schema.unique_names()``).

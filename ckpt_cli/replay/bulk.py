@@ -16,6 +16,7 @@ its pairs packed a batch at a time.
 
 from __future__ import annotations
 
+import array
 import itertools
 import struct
 from collections.abc import Iterator, Sequence
@@ -42,7 +43,7 @@ class Packed:
     """A batch of ``(key, value)`` records: ``data[key_offsets[i]:][:key_sizes[i]]`` and the
     same for values (numpy int64 arrays)."""
 
-    data: bytes
+    data: bytes | bytearray
     key_offsets: Any
     key_sizes: Any
     value_offsets: Any
@@ -63,7 +64,7 @@ class Packed:
 
     def pairs(self) -> list[tuple[bytes, bytes]]:
         """The records as bytes (for the row path)."""
-        data = self.data
+        data = self.data if isinstance(self.data, bytes) else bytes(self.data)
         return [
             (data[k : k + ks], data[v : v + vs])
             for k, ks, v, vs in zip(
@@ -111,15 +112,15 @@ def _bulk(ckpt: Checkpoint, plan: ReplayPlan) -> bool:
     return sum(f.entry.size or 0 for f in plan.files) <= BULK_BYTES
 
 
-def _frame(data: bytes, snapshot: bool) -> Any:
-    """The start of each record of one decompressed file, or None when the file does not
-    end cleanly with its end marker (the streamed reader then names the problem)."""
+def _frame(data: bytearray, snapshot: bool, pos: int) -> Any:
+    """The start of each record of the decompressed file at ``data[pos:]``, or None when
+    the file does not end cleanly with its end marker (the streamed reader then names the
+    problem)."""
     import numpy as np
 
     unpack = _INT.unpack_from
-    starts: list[int] = []
+    starts = array.array("q")  # 8 bytes a record, not a Python int's 36
     append = starts.append
-    pos = 0
     try:
         while True:
             (key_size,) = unpack(data, pos)
@@ -133,7 +134,7 @@ def _frame(data: bytes, snapshot: bool) -> Any:
         return None  # truncated
     if key_size != -1:
         return None
-    at = np.array(starts, np.int64)
+    at = np.frombuffer(starts, np.int64) if len(starts) else np.zeros(0, np.int64)
     key_sizes = _read_ints(data, at)
     value_sizes = _read_ints(data, at + 4 + key_sizes)
     bad = (key_sizes > MAX_RECORD_BYTES) | (value_sizes > MAX_RECORD_BYTES)
@@ -144,7 +145,7 @@ def _frame(data: bytes, snapshot: bool) -> Any:
     return at, key_sizes, value_sizes
 
 
-def _read_ints(data: bytes, at: Any) -> Any:
+def _read_ints(data: bytes | bytearray, at: Any) -> Any:
     """Big-endian int32s at the byte offsets ``at``."""
     import numpy as np
 
@@ -156,44 +157,47 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     """The plan's files merged, or None when one does not frame cleanly."""
     import numpy as np
 
-    parts: list[bytes] = []
+    # Every file decompressed straight into one buffer: no list of chunks beside its join.
+    buf = bytearray()
     framed = []
-    size = 0
     for f in plan.files:
+        start = len(buf)
         with ckpt.storage.open_stream(f.path) as fh:
-            data = b"".join(compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)))
-        records = _frame(data, f.kind is FileKind.SNAPSHOT)
+            for chunk in compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)):
+                buf += chunk
+        # Framed before the next file is added: a truncated file ends the buffer.
+        records = _frame(buf, f.kind is FileKind.SNAPSHOT, start)
         if records is None:
             return None
-        at, key_sizes, value_sizes = records
-        framed.append((at + size, key_sizes, value_sizes))
-        parts.append(data)
-        size += len(data)
-    buf = parts[0] if len(parts) == 1 else b"".join(parts)
-    del parts
-    at = np.concatenate([r[0] for r in framed]) if framed else np.zeros(0, np.int64)
-    key_sizes = np.concatenate([r[1] for r in framed]) if framed else at
-    value_sizes = np.concatenate([r[2] for r in framed]) if framed else at
-    key_offsets = at + 4
-    value_offsets = key_offsets + key_sizes + 4
+        framed.append(records)
+    if not framed:
+        framed.append((np.zeros(0, np.int64),) * 3)
+    # 8 bytes a record per array, several per record: no copy kept beside another.
+    key_offsets, key_sizes, value_sizes = (
+        np.concatenate(column) if len(column) > 1 else column[0]
+        for column in zip(*framed, strict=True)
+    )
+    del framed
+    key_offsets += 4  # the record's start, then its key's
     n = len(key_offsets)
     if n == 0 or not plan.steps and plan.base is not None:
         # A snapshot alone holds each key once.
-        return Packed(buf, key_offsets, key_sizes, value_offsets, value_sizes)
+        return Packed(buf, key_offsets, key_sizes, key_offsets + key_sizes + 4, value_sizes)
     groups = _same_keys(buf, key_offsets, key_sizes)
     if groups is None:
         return None
     first, last = groups
     alive = value_sizes[last] >= 0
     first, last = first[alive], last[alive]
-    return Packed(buf, key_offsets[first], key_sizes[first], value_offsets[last], value_sizes[last])
+    value_offsets = key_offsets[last] + key_sizes[last] + 4  # only the values kept
+    return Packed(buf, key_offsets[first], key_sizes[first], value_offsets, value_sizes[last])
 
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 
 
-def _same_keys(buf: bytes, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
+def _same_keys(buf: bytes | bytearray, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
     """Per distinct key, the index of its first and of its last record, ordered by first;
     None when the keys are not whole 8-byte words (not UnsafeRows) or two keys' hashes
     collide (the streamed merge then does it).
@@ -208,14 +212,22 @@ def _same_keys(buf: bytes, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
     words = sizes // 8
     view = np.ndarray((max(0, len(buf) - 7),), "<u8", buffer=buf, strides=(1,))
     hashes = np.full(n, _FNV_OFFSET, np.uint64) ^ words.astype(np.uint64)
-    prime = np.uint64(_FNV_PRIME)
-    for j in range(int(words.max(initial=0))):
+    prime, shift = np.uint64(_FNV_PRIME), np.uint64(29)
+    shortest = int(words.min())
+    for j in range(int(words.max())):
+        if j < shortest:  # every key this long: in place, no index arrays
+            hashes ^= view[offsets + 8 * j]
+            hashes *= prime
+            hashes ^= hashes >> shift
+            continue
         live = np.flatnonzero(words > j)
         mixed = (hashes[live] ^ view[offsets[live] + 8 * j]) * prime
-        hashes[live] = mixed ^ (mixed >> np.uint64(29))
+        hashes[live] = mixed ^ (mixed >> shift)
     order = np.argsort(hashes, kind="stable")  # records of one hash stay in file order
     ordered = hashes[order]
+    del hashes
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    del ordered
     ends = np.concatenate((starts[1:], [n])) - 1
     # Every record must equal the first of its hash group, word for word.
     leader = order[np.repeat(starts, np.diff(np.concatenate((starts, [n]))))]

@@ -108,7 +108,9 @@ class Columnar:
 
     # -- decoding ----------------------------------------------------------------------------
 
-    def _decode(self, data: bytes, offsets: Any, sizes: Any, schema: S.StructType) -> Any:
+    def _decode(
+        self, data: bytes | bytearray, offsets: Any, sizes: Any, schema: S.StructType
+    ) -> Any:
         import numpy as np
 
         from ckpt_cli.formats.unsaferow_arrow import ColumnarUnsupported, decode_rows

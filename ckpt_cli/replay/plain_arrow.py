@@ -277,13 +277,24 @@ def _floats(array: Any, repr_floats: bool) -> Any:
     return pa.array(orjson.dumps(values)[1:-1].decode().split(","), pa.string())
 
 
+def _escapes(text: Any) -> bool:
+    """Whether a string array without nulls holds a control character, a quote or a
+    backslash: a scan of its UTF-8 bytes (every byte of a multi-byte character is >= 0x80)."""
+    import numpy as np
+
+    if not len(text):
+        return False
+    offsets = np.frombuffer(text.buffers()[1], np.int32, len(text) + 1, 4 * text.offset)
+    data = np.frombuffer(text.buffers()[2] or b"", np.uint8)[int(offsets[0]) : int(offsets[-1])]
+    return bool(((data < 0x20) | (data == 0x22) | (data == 0x5C)).any())
+
+
 def _quoted(array: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     filled = array.fill_null("")
-    special = pc.match_substring_regex(filled, '[\\x00-\\x1f"\\\\]')
-    if not len(filled) or not pc.any(special).as_py():
+    if not _escapes(filled):
         return pc.binary_join_element_wise('"', filled, '"', "")  # nothing to escape
     if pc.any(pc.match_substring_regex(filled, "[\\x00-\\x1f]")).as_py():
         return pa.array([encode_basestring(s) for s in filled.to_pylist()], pa.string())

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import itertools
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO
 
@@ -168,9 +170,13 @@ def _init_worker(storage: Storage, listing: Listing) -> None:
 
 
 def _write_partition(job: _PartitionJob) -> tuple[str, int]:
-    """In a worker: replay one partition into the local file ``job.out_path``."""
-    ckpt = _WORKER_CHECKPOINT
-    assert ckpt is not None
+    """In a worker process: replay one partition into the local file ``job.out_path``."""
+    assert _WORKER_CHECKPOINT is not None
+    return _replay_partition(_WORKER_CHECKPOINT, job)
+
+
+def _replay_partition(ckpt: Checkpoint, job: _PartitionJob) -> tuple[str, int]:
+    """Replay one partition into the local file ``job.out_path``."""
     decoder = decoder_for(ckpt, job.plan.operator, job.plan.store, raw=job.raw)
     matches = key_filter(job.where, decoder.schema)
     with open(job.out_path, "w", encoding="utf-8", newline="") as fh:
@@ -239,19 +245,47 @@ def _write_parallel(
             _PartitionJob(plan, rows.raw, rows.where, fmt, f"{tmp}/{plan.partition}")
             for plan in rows.plans
         ]
-        with ProcessPoolExecutor(
-            max_workers=min(workers, len(jobs)),
-            initializer=_init_worker,
-            initargs=(rows.ckpt.storage, rows.ckpt.listing),
-        ) as pool:
-            for path, count in pool.map(_write_partition, jobs):
-                with open(path, encoding="utf-8", newline="") as fh:
-                    while chunk := fh.read(1 << 20):
-                        out.write(chunk)
+        with _pool(rows, min(workers, len(jobs))) as (pool, run):
+            for path, count in pool.map(run, jobs):
+                _append_file(path, out)
                 os.unlink(path)
                 total += count
                 progress.advance()
     return total
+
+
+def _append_file(path: str, out: IO[str]) -> None:
+    """The UTF-8 text of the local file ``path`` onto ``out``: as bytes onto the binary
+    stream under ``out`` when there is one (no decoding and encoding again)."""
+    binary = getattr(out, "buffer", None)
+    if binary is not None:
+        out.flush()
+        with open(path, "rb") as fh:
+            shutil.copyfileobj(fh, binary, 1 << 20)
+        return
+    with open(path, encoding="utf-8", newline="") as fh:
+        while chunk := fh.read(1 << 20):
+            out.write(chunk)
+
+
+@contextlib.contextmanager
+def _pool(
+    rows: StateRows, workers: int
+) -> Iterator[tuple[Executor, Callable[[_PartitionJob], tuple[str, int]]]]:
+    """Where partitions replay side by side. Columnar batches spend their time in numpy and
+    pyarrow, which release the GIL: threads then share one interpreter, where each worker
+    process would import and hold its own (~90 MB of RSS each, more than a 1M-key state).
+    The row path is Python: it needs processes."""
+    if rows.matches is None and columnar_for(rows.decoder) is not None:
+        with ThreadPoolExecutor(max_workers=workers) as threads:
+            yield threads, functools.partial(_replay_partition, rows.ckpt)
+        return
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        initializer=_init_worker,
+        initargs=(rows.ckpt.storage, rows.ckpt.listing),
+    ) as processes:
+        yield processes, _write_partition
 
 
 # -- datasets (replay at scale) ----------------------------------------------------------------
