@@ -56,7 +56,7 @@ _BATCH = 10_000
 # at most, twice (one being filled while the full one is flushed). A larger version is
 # flushed to several SSTs, compacted as RocksDB sees fit; neither changes what the files hold
 # or how (the table options above are Spark's).
-_WRITE_BUFFER = 8 << 20
+_WRITE_BUFFER = 4 << 20
 # Files rocksdict adds that RocksDB's checkpoint of Spark's DB does not have.
 _NOT_SPARKS = frozenset({"rocksdict-config.json"})
 MERGE_OPERATOR_VERSION_CONF = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
