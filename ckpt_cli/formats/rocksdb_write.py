@@ -113,32 +113,13 @@ def merge_delimiter(conf: Mapping[str, str]) -> bytes:
 
 
 def build_rocksdb_checkpoint(
-    records: Iterable[tuple[bytes, bytes]],
-    version: int,
-    *,
-    unique_id: str | None = None,
-    template: RocksDBCheckpointMetadata | None = None,
-    checksum_file: bool | None = None,
-    now_ms: int | None = None,
-    list_families: Collection[str] = (),
-    delimiter: bytes = b"",
-    row_checksums: bool = False,
+    records: Iterable[tuple[bytes, bytes]], version: int, **options: Any
 ) -> RocksDBCheckpointFiles:
-    """:func:`write_rocksdb_checkpoint`'s files as bytes (for versions small enough to hold)."""
+    """:func:`write_rocksdb_checkpoint`'s files as bytes, for versions small enough to hold
+    (``options``: its keyword arguments)."""
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-files-") as tmp:
         dest = Path(tmp) / "version"
-        written = write_rocksdb_checkpoint(
-            records,
-            version,
-            dest,
-            unique_id=unique_id,
-            template=template,
-            checksum_file=checksum_file,
-            now_ms=now_ms,
-            list_families=list_families,
-            delimiter=delimiter,
-            row_checksums=row_checksums,
-        )
+        written = write_rocksdb_checkpoint(records, version, dest, **options)
 
         def under(folder: str) -> dict[str, bytes]:
             prefix = folder + "/"
@@ -151,7 +132,7 @@ def build_rocksdb_checkpoint(
         checksum = dest / (written.zip_name + ".crc")
         return RocksDBCheckpointFiles(
             version=version,
-            unique_id=unique_id,
+            unique_id=options.get("unique_id"),
             zip_name=written.zip_name,
             zip_bytes=(dest / written.zip_name).read_bytes(),
             ssts=under(SSTS_DIR),
