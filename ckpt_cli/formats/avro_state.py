@@ -20,8 +20,6 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-import fastavro
-
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats.schema import (
     ArrayType,
@@ -168,6 +166,8 @@ def make_avro_decoder(
     (Spark's schema evolution reads with ``GenericDatumReader(writer, reader)``). Bytes that do
     not fit raise ``FormatError``; trailing bytes are ignored, as Spark's binary decoder does.
     """
+    import fastavro  # only Avro-encoded state needs it (~9 MB resident)
+
     try:
         writer = fastavro.parse_schema(writer_schema)
         reader = fastavro.parse_schema(reader_schema) if reader_schema is not None else None

@@ -435,6 +435,9 @@ def iter_db(
     try:
         read_options = ReadOptions()
         read_options.set_verify_checksums(True)
+        # One pass over everything: caching its blocks would only grow memory. (The stubs
+        # leave out the flag that the method takes.)
+        read_options.fill_cache(False)  # type: ignore[call-arg]
         it = db.iter(read_options)
         total = 0
         try:

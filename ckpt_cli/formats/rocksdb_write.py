@@ -52,6 +52,11 @@ _FORMAT_VERSION = 5
 _BLOOM_BITS = 10
 # Records per WriteBatch (bounds the Python-side memory of one write).
 _BATCH = 10_000
+# The memtable's size (RocksDB's default, which Spark keeps, is 64 MiB): what the writer holds
+# at most, twice (one being filled while the full one is flushed). A larger version is
+# flushed to several SSTs, compacted as RocksDB sees fit; neither changes what the files hold
+# or how (the table options above are Spark's).
+_WRITE_BUFFER = 4 << 20
 # Files rocksdict adds that RocksDB's checkpoint of Spark's DB does not have.
 _NOT_SPARKS = frozenset({"rocksdict-config.json"})
 MERGE_OPERATOR_VERSION_CONF = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
@@ -108,8 +113,50 @@ def merge_delimiter(conf: Mapping[str, str]) -> bytes:
 
 
 def build_rocksdb_checkpoint(
+    records: Iterable[tuple[bytes, bytes]], version: int, **options: Any
+) -> RocksDBCheckpointFiles:
+    """:func:`write_rocksdb_checkpoint`'s files as bytes, for versions small enough to hold
+    (``options``: its keyword arguments)."""
+    with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-files-") as tmp:
+        dest = Path(tmp) / "version"
+        written = write_rocksdb_checkpoint(records, version, dest, **options)
+
+        def under(folder: str) -> dict[str, bytes]:
+            prefix = folder + "/"
+            return {
+                n.removeprefix(prefix): (dest / n).read_bytes()
+                for n in written.names
+                if n.startswith(prefix)
+            }
+
+        checksum = dest / (written.zip_name + ".crc")
+        return RocksDBCheckpointFiles(
+            version=version,
+            unique_id=options.get("unique_id"),
+            zip_name=written.zip_name,
+            zip_bytes=(dest / written.zip_name).read_bytes(),
+            ssts=under(SSTS_DIR),
+            metadata=written.metadata,
+            logs=under(LOGS_DIR),
+            zip_checksum=checksum.read_bytes() if checksum.exists() else None,
+        )
+
+
+@dataclass(frozen=True)
+class WrittenVersion:
+    """One version's new files, written into a local directory."""
+
+    zip_name: str
+    metadata: RocksDBCheckpointMetadata
+    # Paths relative to the directory (the store directory's layout), in the order to write
+    # them: SSTs and logs, then the zip (the commit point), then its checksum file.
+    names: list[str]
+
+
+def write_rocksdb_checkpoint(
     records: Iterable[tuple[bytes, bytes]],
     version: int,
+    dest: Path,
     *,
     unique_id: str | None = None,
     template: RocksDBCheckpointMetadata | None = None,
@@ -118,9 +165,12 @@ def build_rocksdb_checkpoint(
     list_families: Collection[str] = (),
     delimiter: bytes = b"",
     row_checksums: bool = False,
-) -> RocksDBCheckpointFiles:
+) -> WrittenVersion:
     """A full RocksDB version holding exactly ``records`` (RocksDB key, value as stored; each
-    key once, in any order: RocksDB sorts them, and the key counts assume no repeats).
+    key once, in any order: RocksDB sorts them, and the key counts assume no repeats), its
+    files written under ``dest`` (created; the DB is built beside it, on the same disk).
+    Memory stays bounded whatever the size: records stream into the DB, whose write buffer
+    is small, and no file is held whole.
 
     ``template`` is the metadata of the store's newest existing zip: its header version, the
     fields it has (3.x writes only ``sstFiles``/``numKeys``), the virtual column families
@@ -143,26 +193,27 @@ def build_rocksdb_checkpoint(
         ids = frozenset(mapping[name] for name in list_families if name in mapping)
         records = _joined_lists(records, ids, delimiter, row_checksums)
     suffix = str(uuid.uuid4())
-    with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-write-") as tmp:
+    dest.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix=".rocksdb-", dir=dest.parent) as tmp:
         checkpoint_dir = Path(tmp) / "checkpoint"
         counts = _write_db(Path(tmp) / "db", checkpoint_dir, records, template)
         ssts, logs, others = _collect(checkpoint_dir, suffix)
         metadata_text = _metadata_text(ssts, logs, counts, template)
         zip_bytes = _zip(others, metadata_text)
-    metadata = parse_zip_metadata(METADATA_ENTRY, metadata_text)
+        names = [f"{SSTS_DIR}/{f.dfs_file_name}" for f, _ in ssts]
+        names += [f"{LOGS_DIR}/{f.dfs_file_name}" for f, _ in logs]
+        for name, (_, local) in zip(names, ssts + logs, strict=True):
+            (dest / name).parent.mkdir(exist_ok=True)
+            local.rename(dest / name)  # the same disk: no copy
     name = zip_file_name(version, unique_id)
+    (dest / name).write_bytes(zip_bytes)
+    names.append(name)
     if checksum_file is None:
         checksum_file = unique_id is not None
-    return RocksDBCheckpointFiles(
-        version=version,
-        unique_id=unique_id,
-        zip_name=name,
-        zip_bytes=zip_bytes,
-        ssts={f.dfs_file_name: data for f, data in ssts},
-        logs={f.dfs_file_name: data for f, data in logs},
-        metadata=metadata,
-        zip_checksum=checksums.spark_checksum_bytes(zip_bytes, now_ms) if checksum_file else None,
-    )
+    if checksum_file:
+        (dest / f"{name}.crc").write_bytes(checksums.spark_checksum_bytes(zip_bytes, now_ms))
+        names.append(f"{name}.crc")
+    return WrittenVersion(name, parse_zip_metadata(METADATA_ENTRY, metadata_text), names)
 
 
 def _joined_lists(
@@ -204,6 +255,7 @@ def _write_db(
     table.set_format_version(_FORMAT_VERSION)
     table.set_bloom_filter(_BLOOM_BITS, False)
     options.set_block_based_table_factory(table)
+    options.set_write_buffer_size(_WRITE_BUFFER)
     db = Rdict(str(db_dir), options=options)
     try:
         write_options = WriteOptions()
@@ -241,11 +293,11 @@ def _internal_ids(template: RocksDBCheckpointMetadata | None) -> frozenset[int]:
 
 def _collect(
     checkpoint_dir: Path, suffix: str
-) -> tuple[list[tuple[RocksDBFile, bytes]], list[tuple[RocksDBFile, bytes]], list[Path]]:
+) -> tuple[list[tuple[RocksDBFile, Path]], list[tuple[RocksDBFile, Path]], list[Path]]:
     """``listRocksDBFiles``: top-level SSTs and ``archive/*.log`` are immutable (shared
     files with DFS names), everything else goes into the zip."""
-    ssts: list[tuple[RocksDBFile, bytes]] = []
-    logs: list[tuple[RocksDBFile, bytes]] = []
+    ssts: list[tuple[RocksDBFile, Path]] = []
+    logs: list[tuple[RocksDBFile, Path]] = []
     others: list[Path] = []
     for path in sorted(checkpoint_dir.iterdir()):
         if path.is_dir() or path.name in _NOT_SPARKS:
@@ -260,15 +312,14 @@ def _collect(
     return ssts, logs, others
 
 
-def _immutable(path: Path, suffix: str) -> tuple[RocksDBFile, bytes]:
-    data = path.read_bytes()
+def _immutable(path: Path, suffix: str) -> tuple[RocksDBFile, Path]:
     dfs_name = f"{path.stem}-{suffix}{path.suffix}"  # newDFSFileName(local, suffix)
-    return RocksDBFile(path.name, dfs_name, len(data)), data
+    return RocksDBFile(path.name, dfs_name, path.stat().st_size), path
 
 
 def _metadata_text(
-    ssts: list[tuple[RocksDBFile, bytes]],
-    logs: list[tuple[RocksDBFile, bytes]],
+    ssts: list[tuple[RocksDBFile, Path]],
+    logs: list[tuple[RocksDBFile, Path]],
     counts: tuple[int, int],
     template: RocksDBCheckpointMetadata | None,
 ) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_not_active
@@ -35,6 +36,7 @@ from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repair.manifest import Manifest, check_quarantine, fresh_quarantine
 from ckpt_cli.repartition.logs import commit_bytes, offsets_bytes, operator_metadata_files
+from ckpt_cli.repartition.placement import staged_pieces
 from ckpt_cli.repartition.plan import (
     RepartitionPlan,
     StorePlan,
@@ -182,6 +184,13 @@ class _Writer:
             self.written[path] = len(body)
             self.manifest.done(pending)
 
+    def upload(self, rel: str, local: Path) -> None:
+        """A file built locally, written as ``rel`` (streamed)."""
+        pending = self._intend(rel)
+        self.storage.write_file(rel, str(local), atomic=True)
+        self.written[rel] = local.stat().st_size
+        self.manifest.done(pending)
+
     def _intend(self, rel: str) -> list[dict[str, Any]]:
         if self.ckpt.listing.get(rel) is not None:
             self.rewritten.append(rel)
@@ -259,11 +268,14 @@ def _write_store(
     op = ckpt.operators[store_plan.operator]
     ids: list[str] = []
     for p in range(plan.partitions):
-        staged = plan.staged[(op.id, store_plan.store, p)].read_bytes()
-        files = store_files(ckpt, plan, store_plan, staged)
         base = store_dir(op, p, store_plan.store)
-        for name, data in files.files:
-            out.write(f"{base}/{name}", data, sidecar=False)
+        # One new partition at a time, streamed from its staged records.
+        with (
+            open(plan.staged[(op.id, store_plan.store, p)], "rb") as staged,
+            store_files(ckpt, plan, store_plan, staged_pieces(staged.read)) as files,
+        ):
+            for name, local in files.files:
+                out.upload(f"{base}/{name}", local)
         if files.unique_id is not None:
             ids.append(files.unique_id)
         progress.advance()

@@ -6,7 +6,7 @@ with the column family ids of the zip the records came from, its refusals as one
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -63,16 +63,37 @@ _INT = struct.Struct(">i")
 _CHUNK = 8192
 
 
-def staged_records(data: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """The records staged for one new partition (read whole: one partition's share)."""
-    unpack, at, end = _INT.unpack_from, 0, len(data)
-    while at < end:
-        (size,) = unpack(data, at)
-        key = data[at + 4 : at + 4 + size]
-        at += 4 + size
-        (size,) = unpack(data, at)
-        yield key, data[at + 4 : at + 4 + size]
-        at += 4 + size
+# Staged bytes read at a time.
+_PIECE = 1 << 20
+
+
+def staged_pieces(read: Callable[[int], bytes]) -> Iterator[bytes]:
+    """A staged file's bytes, a piece at a time (``read``: its stream's ``read``)."""
+    while piece := read(_PIECE):
+        yield piece
+
+
+def staged_records(pieces: Iterable[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """The records staged for one new partition, from its staged bytes in pieces of any
+    size (a record may span pieces)."""
+    unpack, rest = _INT.unpack_from, b""
+    for piece in pieces:
+        data = rest + piece if rest else piece
+        at, end = 0, len(data)
+        while at + 4 <= end:
+            (size,) = unpack(data, at)
+            value_at = at + 4 + size
+            if value_at + 4 > end:
+                break
+            (size,) = unpack(data, value_at)
+            stop = value_at + 4 + size
+            if stop > end:
+                break
+            yield data[at + 4 : value_at], data[value_at + 4 : stop]
+            at = stop
+        rest = data[at:]
+    if rest:
+        raise CkptError(f"staged records end in the middle of a record ({len(rest)} bytes)")
 
 
 @dataclass

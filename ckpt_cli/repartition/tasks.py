@@ -18,7 +18,7 @@ removed at the end (``plan.discard()``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -27,7 +27,12 @@ from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.rocksdb import RocksDBCheckpointMetadata
 from ckpt_cli.model import Checkpoint, Operator, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repartition.placement import Placed, UnsupportedOperator, place_partition
+from ckpt_cli.repartition.placement import (
+    Placed,
+    UnsupportedOperator,
+    place_partition,
+    staged_pieces,
+)
 from ckpt_cli.repartition.plan import (
     RepartitionPlan,
     RepartitionRefused,
@@ -168,14 +173,18 @@ def _write_unit(unit: _WriteUnit) -> Built:
     shared, ckpt = _SHARED
     plan, staging = shared.plan, shared.staging
     assert plan is not None and staging is not None
-    records = b"".join(
-        staging.read_bytes(_records(unit.index, unit.new, old))
-        for old in range(plan.from_partitions)
-    )
-    built = store_files(ckpt, plan, plan.stores[unit.index], records)
-    for name, data in built.files:
-        staging.write_bytes(f"{_files(unit.index, unit.new)}/{name}", data)
-    return [(name, len(data)) for name, data in built.files], built.unique_id
+    rels = [_records(unit.index, unit.new, old) for old in range(plan.from_partitions)]
+    with store_files(ckpt, plan, plan.stores[unit.index], _pieces(staging, rels)) as built:
+        for name, local in built.files:
+            staging.write_file(f"{_files(unit.index, unit.new)}/{name}", str(local))
+        return [(name, local.stat().st_size) for name, local in built.files], built.unique_id
+
+
+def _pieces(staging: Storage, rels: list[str]) -> Iterator[bytes]:
+    """The staged files' bytes in order, streamed."""
+    for rel in rels:
+        with staging.open_stream(rel) as stream:
+            yield from staged_pieces(stream.read)
 
 
 def build_files(
