@@ -206,6 +206,8 @@ def test_refusals(tmp_path: Path) -> None:
     shutil.copytree(fixture("spark4-hdfs-agg"), active)
     (active / "offsets" / "9").touch()  # written a moment ago
     assert "looks active" in refusal(str(active), "-p", "3", "--apply", "-y")
+    # --min-age 0 would switch that check off: as in cleanup and repair, it needs --force.
+    assert "below the default" in refusal(str(active), "-p", "3", "--apply", "-y", "--min-age", "0")
     assert run_cli("repartition", str(active), "-p", "3", "--apply", "-y", "--force").exit_code == 0
 
 

@@ -13,9 +13,8 @@ from ckpt_cli.cleanup.plan import CleanupPlan, Deletion
 from ckpt_cli.cleanup.retention import plan_cleanup
 from ckpt_cli.cleanup.safety import (
     DEFAULT_MIN_AGE_SECONDS,
-    check_min_age,
-    check_not_active,
     check_old_enough,
+    check_stopped,
 )
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
@@ -50,8 +49,7 @@ def default_manifest_location(ckpt: Checkpoint, now: float) -> str:
 def check_apply(ckpt: Checkpoint, plan: CleanupPlan, *, force: bool, now: float | None) -> None:
     """The safety checks of :func:`apply_cleanup`, to run before asking for a confirmation."""
     now = time.time() if now is None else now
-    check_min_age(plan.min_age, force=force)
-    check_not_active(ckpt, min_age=plan.min_age, now=now, force=force)
+    check_stopped(ckpt, min_age=plan.min_age, now=now, force=force)
     check_old_enough(
         ckpt, (d.path for d in plan.deletions), min_age=plan.min_age, now=now, force=force
     )

@@ -50,6 +50,14 @@ def check_not_active(ckpt: Checkpoint, *, min_age: float, now: float, force: boo
         )
 
 
+def check_stopped(ckpt: Checkpoint, *, min_age: float, now: float, force: bool) -> None:
+    """What every command that changes a checkpoint checks first: a ``min_age`` below the
+    default needs ``force`` (else ``min_age=0`` would switch the activity check off), and an
+    active query is refused unless ``force``."""
+    check_min_age(min_age, force=force)
+    check_not_active(ckpt, min_age=min_age, now=now, force=force)
+
+
 def check_old_enough(
     ckpt: Checkpoint, paths: Iterable[str], *, min_age: float, now: float, force: bool
 ) -> None:

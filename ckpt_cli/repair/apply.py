@@ -14,6 +14,7 @@ from ckpt_cli.cleanup.safety import (
     check_min_age,
     check_not_active,
     check_old_enough,
+    check_stopped,
 )
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
@@ -100,8 +101,7 @@ def apply_repair(
         raise CkptError(f"{ckpt.storage.url}: not repairing: {plan.refused[0]}")
     storage = ckpt.storage
     now = time.time() if now is None else now
-    check_min_age(min_age, force=force)
-    check_not_active(ckpt, min_age=min_age, now=now, force=force)
+    check_stopped(ckpt, min_age=min_age, now=now, force=force)
     touched = [a.path for a in plan.actions if a.kind in (QUARANTINE, REWRITE_CRC)]
     check_old_enough(ckpt, touched, min_age=min_age, now=now, force=force)
     for action in plan.actions:

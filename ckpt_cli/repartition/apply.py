@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_not_active
+from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_stopped
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.lock import checkpoint_lock
@@ -130,7 +130,7 @@ def repartition(
     active (newest offsets entry younger than ``min_age``) unless ``force``. ``engine``: where
     the new partitions' files are built (a plan staged by a distributed engine needs it)."""
     now = time.time() if now is None else now
-    check_not_active(ckpt, min_age=min_age, now=now, force=force)
+    check_stopped(ckpt, min_age=min_age, now=now, force=force)
     where = quarantine or default_quarantine(ckpt, now)
     with checkpoint_lock(ckpt.storage, "ckpt repartition", break_lock=break_lock):
         ready = plan.staged or plan.staging is not None
