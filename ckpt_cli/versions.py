@@ -13,7 +13,15 @@ from typing import Any
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs, tws
 from ckpt_cli.headline import Headline, headline
-from ckpt_cli.model import Checkpoint, FileKind, Operator, Partition
+from ckpt_cli.model import (
+    SHARED_KINDS,
+    SNAPSHOT_KINDS,
+    VERSIONED_KINDS,
+    Checkpoint,
+    FileKind,
+    Operator,
+    Partition,
+)
 from ckpt_cli.results import Report
 
 
@@ -137,15 +145,15 @@ class VersionsReport(Report):
 
 def _partition_versions(part: Partition) -> PartitionVersions:
     versions = part.version_ids
-    snapshots = []
-    ids: dict[str, list[str]] = {}
-    for v, sv in part.versions.items():
-        if sv.is_snapshot:
-            snapshots.append(v)
-        if sv.files[0].unique_id is not None or len(sv.files) > 1:
-            unique = sv.unique_ids
-            if unique:
-                ids[str(v)] = unique
+    files = part.files
+    # Comprehensions over the partition's files, not a call per version: 100,000s of files.
+    snapshots = sorted(
+        {f.version for f in files if f.kind in SNAPSHOT_KINDS and f.version is not None}
+    )
+    ids: dict[int, set[str]] = {}
+    for f in [f for f in files if f.unique_id is not None and f.kind in VERSIONED_KINDS]:
+        if f.version is not None and f.unique_id is not None:
+            ids.setdefault(f.version, set()).add(f.unique_id)
     return PartitionVersions(
         id=part.id,
         path=part.path,
@@ -153,10 +161,10 @@ def _partition_versions(part: Partition) -> PartitionVersions:
         min_version=versions[0] if versions else None,
         max_version=versions[-1] if versions else None,
         snapshot_versions=snapshots,
-        files=len(part.files),
+        files=len(files),
         bytes=part.bytes,
-        shared_files=len(part.shared_files),
-        unique_ids=ids,
+        shared_files=sum([f.kind in SHARED_KINDS for f in files]),
+        unique_ids={str(v): sorted(ids[v]) for v in sorted(ids)},
     )
 
 
@@ -244,8 +252,10 @@ def describe_versions(
 
     Whatever can be read is shown: an unreadable latest log entry is the headline's reason
     why the query cannot restart, and the confs come from the newest readable one."""
-    first = headline(checkpoint)
+    # One tolerant view for the headline and the report: the model (operators, stores,
+    # partitions) is then built once.
     checkpoint = checkpoint.tolerant_view()
+    first = headline(checkpoint)
     ops = checkpoint.operators
     if operator is not None and operator not in ops:
         known = ", ".join(str(o) for o in ops) or "none"
@@ -287,7 +297,7 @@ def describe_versions(
         operators=_operators(checkpoint, operator, partitions),
         files=FileCounts(
             count=len(checkpoint.files),
-            bytes=sum(f.entry.size for f in checkpoint.files),
+            bytes=sum([f.entry.size for f in checkpoint.files]),
             by_kind=checkpoint.count_by_kind(),
             temp=[f.path for f in checkpoint.of_kind(FileKind.TEMP)],
             unknown=[f.path for f in checkpoint.of_kind(FileKind.UNKNOWN)],
