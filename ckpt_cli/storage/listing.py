@@ -7,8 +7,10 @@ from __future__ import annotations
 import datetime as _dt
 import gc
 import os
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from ckpt_cli.errors import CheckpointNotFound, NotACheckpoint, StorageAccessError
@@ -49,6 +51,7 @@ class Listing:
         self.entries: tuple[FileEntry, ...] = tuple(entries)
         self.symlinks: dict[str, str] = dict(sorted((symlinks or {}).items()))
         self._by_path: dict[str, FileEntry] | None = None
+        self._searches = 0
 
     def __iter__(self) -> Iterator[FileEntry]:
         return iter(self.entries)
@@ -57,9 +60,20 @@ class Listing:
         return len(self.entries)
 
     def get(self, path: str) -> FileEntry | None:
+        """The entry at ``path``: a binary search for the first few lookups (a command that
+        reads a few log entries builds no index over 100,000s of files), a dict after."""
         if self._by_path is None:
+            self._searches += 1
+            if self._searches <= _SEARCHES_BEFORE_INDEX:
+                i = bisect_left(self.entries, path, key=_path)
+                found = self.entries[i] if i < len(self.entries) else None
+                return found if found is not None and found.path == path else None
             self._by_path = {e.path: e for e in self.entries}
         return self._by_path.get(path)
+
+
+_SEARCHES_BEFORE_INDEX = 64
+_path = itemgetter(0)  # FileEntry.path
 
 
 # Listings from this size on are frozen out of the collector's reach (see freeze_if_large).
