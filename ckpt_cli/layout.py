@@ -155,22 +155,24 @@ def classify_listing(entries: Iterable[FileEntry]) -> list[CheckpointFile]:
     partition (``1.delta`` ... ``100.delta``), so each name is parsed once per role.
     """
     dirs: dict[str, _Dir] = {}
-    names: dict[tuple[str, str], _Named] = {}
+    by_role: dict[str, dict[str, _Named]] = {}  # role -> name -> what it says
     out: list[CheckpointFile] = []
     append = out.append
     new = CheckpointFile.__new__
     parent: str | None = None
     d = _dir_of("")
+    names: dict[str, _Named] = {}
     for entry in entries:
         path = entry.path
         cut = path.rfind("/")
         if cut < 0 or path[:cut] != parent:
             parent = path[:cut] if cut >= 0 else ""
             d = dirs.get(parent) or dirs.setdefault(parent, _dir_of(parent))
+            names = by_role.setdefault(d.role, {})
         name = path[cut + 1 :]
-        named = names.get((d.role, name))
+        named = names.get(name)
         if named is None:
-            named = names[(d.role, name)] = _classify_name(d.role, name)
+            named = names[name] = _classify_name(d.role, name)
         kind, batch, version, unique_id, target = named
         if target is not None:
             target = d.prefix + target

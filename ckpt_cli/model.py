@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from ckpt_cli.api import CheckpointCalls
@@ -123,7 +124,9 @@ class Store:
 
         Cached: read once per planned version, and the model is complete when it is read.
         """
-        kinds = {f.kind for p in self.partitions.values() for f in p.files}
+        kinds: set[FileKind] = set()
+        for p in self.partitions.values():
+            kinds.update(map(_kind, p.files))  # C-level: every file of the store is looked at
         hdfs = bool(kinds & {FileKind.DELTA, FileKind.SNAPSHOT})
         rocksdb = bool(kinds & {FileKind.ZIP, FileKind.CHANGELOG, FileKind.SST})
         if hdfs and rocksdb:
@@ -442,8 +445,10 @@ class Checkpoint(CheckpointCalls):
         return dict(sorted((kind.value, len(found)) for kind, found in self._by_kind.items()))
 
 
-def _path(f: CheckpointFile) -> str:
-    return f.entry.path
+_kind = attrgetter("kind")
+
+
+_path = attrgetter("entry.path")
 
 
 def _partition_of(op: Operator, loc: StoreLocation) -> tuple[Store, Partition]:
