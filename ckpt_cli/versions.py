@@ -7,7 +7,7 @@ README); the CLI renders it as Rich tables or writes its JSON.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError
@@ -40,9 +40,21 @@ class PartitionVersions:
     unique_ids: dict[str, list[str]]
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        if not self.unique_ids:
-            del out["unique_ids"]
+        # Written out, not asdict (which deep-copies value by value): there is one of these
+        # per partition, with a list of every version.
+        out: dict[str, Any] = {
+            "id": self.id,
+            "path": self.path,
+            "versions": list(self.versions),
+            "min_version": self.min_version,
+            "max_version": self.max_version,
+            "snapshot_versions": list(self.snapshot_versions),
+            "files": self.files,
+            "bytes": self.bytes,
+            "shared_files": self.shared_files,
+        }
+        if self.unique_ids:
+            out["unique_ids"] = {v: list(ids) for v, ids in self.unique_ids.items()}
         return out
 
 
@@ -57,7 +69,11 @@ class StoreVersions:
     partitions: list[PartitionVersions]
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "partitions": [p.to_json() for p in self.partitions]}
+        # asdict of the rest only: the partitions are converted once, by their to_json.
+        return {
+            **asdict(replace(self, partitions=[])),
+            "partitions": [p.to_json() for p in self.partitions],
+        }
 
 
 @dataclass(frozen=True)
@@ -86,7 +102,7 @@ class OperatorVersions:
     join_state_format: int | None
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "stores": [s.to_json() for s in self.stores]}
+        return {**asdict(replace(self, stores=[])), "stores": [s.to_json() for s in self.stores]}
 
 
 @dataclass(frozen=True)
@@ -137,7 +153,7 @@ class VersionsReport(Report):
 
     def body_json(self) -> dict[str, Any]:
         return {
-            **asdict(self),
+            **asdict(replace(self, operators=[])),
             "headline": self.headline.to_json(),
             "operators": [op.to_json() for op in self.operators],
         }
