@@ -192,30 +192,9 @@ def classify_listing(entries: Iterable[FileEntry]) -> list[CheckpointFile]:
     return out
 
 
-def classify(entry: FileEntry, dirs: dict[str, _Dir] | None = None) -> CheckpointFile:
-    """Say what one listed file is, from its checkpoint-relative path alone.
-
-    ``dirs`` caches directory contexts across calls (a listing has few directories).
-    """
-    path = entry.path
-    cut = path.rfind("/")
-    parent, name = (path[:cut], path[cut + 1 :]) if cut >= 0 else ("", path)
-    d = dirs.get(parent) if dirs is not None else None
-    if d is None:
-        d = _dir_of(parent)
-        if dirs is not None:
-            dirs[parent] = d
-    kind, batch, version, unique_id, target = _classify_name(d.role, name)
-    return CheckpointFile(
-        entry,
-        kind,
-        d.location,
-        d.operator,
-        batch,
-        version,
-        unique_id,
-        None if target is None else d.prefix + target,
-    )
+def classify(entry: FileEntry) -> CheckpointFile:
+    """Say what one listed file is, from its checkpoint-relative path alone."""
+    return classify_listing((entry,))[0]
 
 
 def _classify_name(role: str, name: str) -> _Named:
