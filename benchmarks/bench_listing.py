@@ -7,6 +7,7 @@ alternating, ``--repeat`` rounds per size. The growth column divides each size's
 by the smallest size's: linear is the ratio of the file counts.
 
     .venv/bin/python benchmarks/bench_listing.py [--sizes 200,400,800] [--versions 100]
+        [--only versions]
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="200,400,800", help="partition counts")
     parser.add_argument("--versions", type=int, default=100)
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=["versions", "validate", "cleanup"],
+        help="only these operations (repeatable; default all)",
+    )
     add_options(parser)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -58,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         cases = [
             Case(name, lambda op=op: measure_call(op)[0])  # type: ignore[misc]
             for name, op in operations(str(root)).items()
+            if not args.only or name.split()[0] in args.only
         ]
         for name, runs in alternate(cases, args.repeat).items():
             cpu = statistics.median(m.cpu for m in runs)

@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "versions.json"
         cli = [sys.executable, "-m", "ckpt_cli", "versions", str(root), "--json"]
-        startup = [sys.executable, "-c", "import ckpt_cli.cli"]
+        # What `ckpt versions` imports: the CLI loads only the command it runs.
+        startup = [sys.executable, "-c", "import ckpt_cli.cli as c; c.make_app(['versions'])"]
         nothing = Path(tmp) / "startup.out"
         runs = alternate(
             [

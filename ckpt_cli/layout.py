@@ -143,89 +143,109 @@ def _dir_of(parent: str) -> _Dir:
     return _Dir(prefix, "other", location, operator)
 
 
+# What a file name says within a directory of a given role: kind, batch, version, uniqueId,
+# and the name of the file it stands for (temp files, checksum sidecars) in that directory.
+_Named = tuple[FileKind, "int | None", "int | None", "str | None", "str | None"]
+
+
 def classify_listing(entries: Iterable[FileEntry]) -> list[CheckpointFile]:
-    """Classify every entry of a listing (sharing the work per directory)."""
-    dirs: dict[str, _Dir] = {}
-    return [classify(e, dirs) for e in entries]
+    """Classify every entry of a listing, sharing the work per directory and per name.
 
-
-def classify(entry: FileEntry, dirs: dict[str, _Dir] | None = None) -> CheckpointFile:
-    """Say what one listed file is, from its checkpoint-relative path alone.
-
-    ``dirs`` caches directory contexts across calls (a listing has few directories).
+    A sorted listing has a directory's files together, and the same names recur in every
+    partition (``1.delta`` ... ``100.delta``), so each name is parsed once per role.
     """
-    path = entry.path
-    cut = path.rfind("/")
-    parent, name = (path[:cut], path[cut + 1 :]) if cut >= 0 else ("", path)
-    d = dirs.get(parent) if dirs is not None else None
-    if d is None:
-        d = _dir_of(parent)
-        if dirs is not None:
-            dirs[parent] = d
-    loc, op = d.location, d.operator
+    dirs: dict[str, _Dir] = {}
+    by_role: dict[str, dict[str, _Named]] = {}  # role -> name -> what it says
+    out: list[CheckpointFile] = []
+    append = out.append
+    new = CheckpointFile.__new__
+    parent: str | None = None
+    d = _dir_of("")
+    names: dict[str, _Named] = {}
+    for entry in entries:
+        path = entry.path
+        cut = path.rfind("/")
+        if cut < 0 or path[:cut] != parent:
+            parent = path[:cut] if cut >= 0 else ""
+            d = dirs.get(parent) or dirs.setdefault(parent, _dir_of(parent))
+            names = by_role.setdefault(d.role, {})
+        name = path[cut + 1 :]
+        named = names.get(name)
+        if named is None:
+            named = names[name] = _classify_name(d.role, name)
+        kind, batch, version, unique_id, target = named
+        if target is not None:
+            target = d.prefix + target
+        append(
+            new(
+                CheckpointFile,
+                entry,
+                kind,
+                d.location,
+                d.operator,
+                batch,
+                version,
+                unique_id,
+                target,
+            )
+        )
+    return out
 
+
+def classify(entry: FileEntry) -> CheckpointFile:
+    """Say what one listed file is, from its checkpoint-relative path alone."""
+    return classify_listing((entry,))[0]
+
+
+def _classify_name(role: str, name: str) -> _Named:
+    """What ``name`` is in a directory of ``role`` (see :class:`_Dir`). Every file keeps its
+    directory's store location and operator: the log and root roles have none."""
     if name.startswith("."):
         final = parse_temp_name(name) if name.endswith(".tmp") else None
         if final is not None:
-            return CheckpointFile(entry, _TEMP, loc, op, target=d.prefix + final)
+            return _TEMP, None, None, None, final
         covered = parse_hadoop_crc_name(name)
         if covered is not None:
-            return CheckpointFile(entry, _HADOOP_CRC, loc, op, target=d.prefix + covered)
-        if name == CKPT_LOCK_NAME and not parent:
-            return CheckpointFile(entry, FileKind.CKPT_LOCK)
-        return CheckpointFile(entry, _UNKNOWN, loc, op)
+            return _HADOOP_CRC, None, None, None, covered
+        if name == CKPT_LOCK_NAME and role == "root":
+            return FileKind.CKPT_LOCK, None, None, None, None
+        return _UNKNOWN, None, None, None, None
 
-    role = d.role
     if role == "store":
         state = parse_state_file_name(name)
         if state is not None:
-            return CheckpointFile(
-                entry,
-                STATE_FILE_KINDS[state.type],
-                loc,
-                op,
-                version=state.version,
-                unique_id=state.unique_id,
-            )
+            return STATE_FILE_KINDS[state.type], None, state.version, state.unique_id, None
         covered_state = parse_spark_checksum_name(name)
         if covered_state is not None:
-            return CheckpointFile(
-                entry,
-                _SPARK_CHECKSUM,
-                loc,
-                op,
-                version=covered_state.version,
-                unique_id=covered_state.unique_id,
-                target=d.prefix + name[:-4],
-            )
+            version, unique_id = covered_state.version, covered_state.unique_id
+            return _SPARK_CHECKSUM, None, version, unique_id, name[:-4]
     elif role == "SSTs":
         if name.endswith(".sst"):
-            return CheckpointFile(entry, _SST, loc, op)
+            return _SST, None, None, None, None
     elif role == "logs":
         if name.endswith(".log"):
-            return CheckpointFile(entry, _ROCKSDB_LOG, loc, op)
+            return _ROCKSDB_LOG, None, None, None, None
     elif role == "_metadata":
         if name == "schema":
-            return CheckpointFile(entry, _STATE_SCHEMA, loc, op)
+            return _STATE_SCHEMA, None, None, None, None
     elif role in ("offsets", "commits"):
         batch = parse_batch_name(name)
         if batch is not None:
-            kind = _OFFSETS if role == "offsets" else _COMMIT
-            return CheckpointFile(entry, kind, batch=batch)
+            return (_OFFSETS if role == "offsets" else _COMMIT), batch, None, None, None
     elif role == "root":
         if name == "metadata":
-            return CheckpointFile(entry, _METADATA)
+            return _METADATA, None, None, None, None
     elif role == "sources":
         # Source logs are the source's own business (file source log, Kafka initial offsets).
         batch = parse_batch_name(name)
         if batch is None:
             batch = parse_compact_name(name)
-        return CheckpointFile(entry, _SOURCE_LOG, batch=batch)
+        return _SOURCE_LOG, batch, None, None, None
     elif role == "operator_metadata":
-        return CheckpointFile(entry, _OPERATOR_METADATA, None, op)
+        return _OPERATOR_METADATA, None, None, None, None
     elif role == "operator_schema":
-        return CheckpointFile(entry, _STATE_SCHEMA, None, op)
-    return CheckpointFile(entry, _UNKNOWN, loc, op)
+        return _STATE_SCHEMA, None, None, None, None
+    return _UNKNOWN, None, None, None, None
 
 
 # Plain module constants: Enum member lookups are slow in the per-file hot loop.

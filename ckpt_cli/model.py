@@ -13,10 +13,11 @@ Versions are *state store versions*: after batch N commits, each store is at ver
 from __future__ import annotations
 
 import copy
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from ckpt_cli.api import CheckpointCalls
@@ -27,6 +28,7 @@ from ckpt_cli.layout import (
     STATE_FILE_KINDS,
     CheckpointFile,
     FileKind,
+    StoreLocation,
     classify_listing,
 )
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -56,11 +58,13 @@ JOIN_STORES = (
     "right-keyWithIndexToValue",
 )
 # Files that make a state store version, and those that hold all of its state.
-_VERSIONED_KINDS = frozenset(STATE_FILE_KINDS.values())
-_SNAPSHOT_KINDS = frozenset({FileKind.SNAPSHOT, FileKind.ZIP})
+VERSIONED_KINDS = frozenset(STATE_FILE_KINDS.values())
+SNAPSHOT_KINDS = frozenset({FileKind.SNAPSHOT, FileKind.ZIP})
+# RocksDB files shared between versions.
+SHARED_KINDS = frozenset({FileKind.SST, FileKind.ROCKSDB_LOG})
 
 
-@dataclass
+@dataclass(slots=True)
 class StoreVersion:
     """The files of one state store version (several with format v2 retries)."""
 
@@ -73,7 +77,7 @@ class StoreVersion:
     @property
     def is_snapshot(self) -> bool:
         """A full copy of the state exists at this version (HDFS .snapshot or RocksDB .zip)."""
-        return any(f.kind in _SNAPSHOT_KINDS for f in self.files)
+        return any(f.kind in SNAPSHOT_KINDS for f in self.files)
 
     @property
     def unique_ids(self) -> list[str]:
@@ -100,11 +104,11 @@ class Partition:
     @property
     def shared_files(self) -> list[CheckpointFile]:
         """RocksDB files shared between versions (``SSTs/``, ``logs/``)."""
-        return [f for f in self.files if f.kind in (FileKind.SST, FileKind.ROCKSDB_LOG)]
+        return [f for f in self.files if f.kind in SHARED_KINDS]
 
     @property
     def bytes(self) -> int:
-        return sum(f.entry.size for f in self.files)
+        return sum([f.entry.size for f in self.files])
 
 
 @dataclass
@@ -120,7 +124,9 @@ class Store:
 
         Cached: read once per planned version, and the model is complete when it is read.
         """
-        kinds = {f.kind for p in self.partitions.values() for f in p.files}
+        kinds: set[FileKind] = set()
+        for p in self.partitions.values():
+            kinds.update(map(_kind, p.files))  # C-level: every file of the store is looked at
         hdfs = bool(kinds & {FileKind.DELTA, FileKind.SNAPSHOT})
         rocksdb = bool(kinds & {FileKind.ZIP, FileKind.CHANGELOG, FileKind.SST})
         if hdfs and rocksdb:
@@ -263,8 +269,22 @@ class Checkpoint(CheckpointCalls):
     # -- files by kind -------------------------------------------------------------------
 
     def of_kind(self, *kinds: FileKind) -> list[CheckpointFile]:
-        wanted = set(kinds)
-        return [f for f in self.files if f.kind in wanted]
+        """The files of these kinds, in listing (path) order."""
+        found = [self._by_kind[k] for k in dict.fromkeys(kinds) if k in self._by_kind]
+        if len(found) == 1:
+            return list(found[0])
+        return sorted(chain.from_iterable(found), key=_path)
+
+    @cached_property
+    def _by_kind(self) -> dict[FileKind, list[CheckpointFile]]:
+        # Commands ask for a few kinds many times: one pass over the files, not one per call.
+        by_kind: dict[FileKind, list[CheckpointFile]] = {}
+        for f in self.files:
+            found = by_kind.get(f.kind)
+            if found is None:
+                found = by_kind[f.kind] = []
+            found.append(f)
+        return by_kind
 
     @cached_property
     def metadata_file(self) -> CheckpointFile | None:
@@ -363,31 +383,31 @@ class Checkpoint(CheckpointCalls):
     @cached_property
     def operators(self) -> dict[int, Operator]:
         operators: dict[int, Operator] = {}
+        # Files of one directory share one StoreLocation object and come together in the
+        # sorted listing: the partition is looked up once per run of them.
+        last: StoreLocation | None = None
+        partition = Partition(-1, "")
+        store = Store("")
         for f in self.files:
             if f.operator is None:
                 continue
-            op = operators.get(f.operator)
-            if op is None:
-                op = operators[f.operator] = Operator(f.operator, f"state/{f.operator}")
-            if f.store is None:
-                if f.kind is FileKind.OPERATOR_METADATA:
-                    op.metadata_files.append(f)
-                elif f.kind is FileKind.STATE_SCHEMA:
-                    op.schema_files.append(f)
-                else:
-                    op.other_files.append(f)
-                continue
-            store = op.stores.get(f.store.store)
-            if store is None:
-                store = op.stores[f.store.store] = Store(f.store.store)
-            partition = store.partitions.get(f.store.partition)
-            if partition is None:
-                path = f"state/{f.operator}/{f.store.partition}"
-                if f.store.store != DEFAULT_STORE:
-                    path += f"/{f.store.store}"
-                partition = store.partitions[f.store.partition] = Partition(f.store.partition, path)
+            loc = f.store
+            if loc is None or loc is not last:
+                op = operators.get(f.operator)
+                if op is None:
+                    op = operators[f.operator] = Operator(f.operator, f"state/{f.operator}")
+                if loc is None:
+                    if f.kind is FileKind.OPERATOR_METADATA:
+                        op.metadata_files.append(f)
+                    elif f.kind is FileKind.STATE_SCHEMA:
+                        op.schema_files.append(f)
+                    else:
+                        op.other_files.append(f)
+                    continue
+                store, partition = _partition_of(op, loc)
+                last = loc
             partition.files.append(f)
-            if f.version is not None and f.kind in _VERSIONED_KINDS:
+            if f.version is not None and f.kind in VERSIONED_KINDS:
                 sv = partition.versions.get(f.version)
                 if sv is None:
                     sv = partition.versions[f.version] = StoreVersion(f.version)
@@ -422,8 +442,27 @@ class Checkpoint(CheckpointCalls):
         return self.of_kind(FileKind.UNKNOWN)
 
     def count_by_kind(self) -> dict[str, int]:
-        counts = Counter(f.kind for f in self.files)
-        return dict(sorted((kind.value, n) for kind, n in counts.items()))
+        return dict(sorted((kind.value, len(found)) for kind, found in self._by_kind.items()))
+
+
+_kind = attrgetter("kind")
+
+
+_path = attrgetter("entry.path")
+
+
+def _partition_of(op: Operator, loc: StoreLocation) -> tuple[Store, Partition]:
+    """The store and partition of ``op`` at ``loc``, made on first sight."""
+    store = op.stores.get(loc.store)
+    if store is None:
+        store = op.stores[loc.store] = Store(loc.store)
+    partition = store.partitions.get(loc.partition)
+    if partition is None:
+        path = f"{op.path}/{loc.partition}"
+        if loc.store != DEFAULT_STORE:
+            path += f"/{loc.store}"
+        partition = store.partitions[loc.partition] = Partition(loc.partition, path)
+    return store, partition
 
 
 def _sorted_stores(stores: dict[str, Store]) -> dict[str, Store]:

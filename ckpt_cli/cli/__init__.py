@@ -2,42 +2,59 @@
 
 from __future__ import annotations
 
+import importlib
 import os
-from typing import Annotated
+import sys
+from collections.abc import Iterable
+from typing import Annotated, Any
 
 import typer
 
 from ckpt_cli import __version__
-from ckpt_cli.cli import (
-    batches,
-    cleanup,
-    du,
-    inspect,
-    repair,
-    repartition,
-    replay,
-    report,
-    validate,
-    versions,
-)
 from ckpt_cli.cli.common import STATE
 from ckpt_cli.cli.usage import CkptGroup
 
-app = typer.Typer(
-    name="ckpt",
-    cls=CkptGroup,  # usage errors as one line (and a JSON object with --json), exit 2
-    help=(
-        "Inspect, validate, replay and clean Spark Structured Streaming checkpoints.\n\n"
-        "CHECKPOINT is the query's checkpointLocation: a local path or a URL "
-        "(file://, s3://, abfs://, memory://).\n\n"
-        "Exit codes: 0 ok, 1 problems found, 2 could not run."
-    ),
-    no_args_is_help=True,
-    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish)
-    pretty_exceptions_show_locals=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    rich_markup_mode="rich",
-)
+# Each command: its module under ckpt_cli/cli/ and function. A run imports only its own
+# command's module (`ckpt versions` does not import replay's or repartition's CLI); help and
+# completion import them all.
+COMMANDS = {
+    "versions": ("versions", "versions"),
+    "batches": ("batches", "batches"),
+    "du": ("du", "du"),
+    "inspect": ("inspect", "inspect"),
+    "validate": ("validate", "validate_command"),
+    "replay": ("replay", "replay"),
+    "orphans": ("cleanup", "orphans"),
+    "cleanup": ("cleanup", "cleanup"),
+    "repair": ("repair", "repair"),
+    "repartition": ("repartition", "repartition"),
+    "report": ("report", "report"),
+}
+
+
+def make_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
+    """The ``ckpt`` app with these of :data:`COMMANDS` (all by default)."""
+    app = typer.Typer(
+        name="ckpt",
+        cls=CkptGroup,  # usage errors as one line (and a JSON object with --json), exit 2
+        help=(
+            "Inspect, validate, replay and clean Spark Structured Streaming checkpoints.\n\n"
+            "CHECKPOINT is the query's checkpointLocation: a local path or a URL "
+            "(file://, s3://, abfs://, memory://).\n\n"
+            "Exit codes: 0 ok, 1 problems found, 2 could not run."
+        ),
+        no_args_is_help=True,
+        add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish)
+        pretty_exceptions_show_locals=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        rich_markup_mode="rich",
+    )
+    app.callback()(root)
+    for name in commands:
+        module, function = COMMANDS[name]
+        command = getattr(importlib.import_module(f"ckpt_cli.cli.{module}"), function)
+        app.command(name=name)(command)
+    return app
 
 
 def _version(value: bool) -> None:
@@ -46,7 +63,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks of errors (secrets stay hidden).")
@@ -62,21 +78,23 @@ def root(
     STATE.quiet = False
 
 
-app.command(name="versions")(versions.versions)
-app.command(name="batches")(batches.batches)
-app.command(name="du")(du.du)
-app.command(name="inspect")(inspect.inspect)
-app.command(name="validate")(validate.validate_command)
-app.command(name="replay")(replay.replay)
-app.command(name="orphans")(cleanup.orphans)
-app.command(name="cleanup")(cleanup.cleanup)
-app.command(name="repair")(repair.repair)
-app.command(name="repartition")(repartition.repartition)
-app.command(name="report")(report.report)
+def __getattr__(name: str) -> Any:
+    # ``from ckpt_cli.cli import app``: the app with every command, made on first use.
+    if name == "app":
+        app = globals()["app"] = make_app()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _commands_in(argv: list[str]) -> Iterable[str]:
+    """Only the command named on the command line, when it names one (the first word that
+    is not an option: the root's options take no value); else every command."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return (first,) if first in COMMANDS else COMMANDS
 
 
 def main() -> None:
     # Arrow's default allocator (mimalloc) keeps freed pages: replay's columnar batches peak
     # ~17% lower on malloc. Set before pyarrow is imported (lazily, by replay).
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    app()
+    make_app(_commands_in(sys.argv[1:]))()

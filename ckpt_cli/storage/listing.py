@@ -7,8 +7,10 @@ from __future__ import annotations
 import datetime as _dt
 import gc
 import os
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from ckpt_cli.errors import CheckpointNotFound, NotACheckpoint, StorageAccessError
@@ -49,6 +51,7 @@ class Listing:
         self.entries: tuple[FileEntry, ...] = tuple(entries)
         self.symlinks: dict[str, str] = dict(sorted((symlinks or {}).items()))
         self._by_path: dict[str, FileEntry] | None = None
+        self._searches = 0
 
     def __iter__(self) -> Iterator[FileEntry]:
         return iter(self.entries)
@@ -57,7 +60,14 @@ class Listing:
         return len(self.entries)
 
     def get(self, path: str) -> FileEntry | None:
+        """The entry at ``path``: a binary search for the first few lookups (a command that
+        reads a few log entries builds no index over 100,000s of files), a dict after."""
         if self._by_path is None:
+            self._searches += 1
+            if self._searches <= _SEARCHES_BEFORE_INDEX:
+                i = bisect_left(self.entries, path, key=_path)
+                found = self.entries[i] if i < len(self.entries) else None
+                return found if found is not None and found.path == path else None
             self._by_path = {e.path: e for e in self.entries}
         return self._by_path.get(path)
 
@@ -70,6 +80,10 @@ class Listing:
             "replace it with what it points to"
             for rel, target in self.symlinks.items()
         ]
+
+
+_SEARCHES_BEFORE_INDEX = 64
+_path = itemgetter(0)  # FileEntry.path
 
 
 # Listings from this size on are frozen out of the collector's reach (see freeze_if_large).
@@ -114,6 +128,12 @@ def not_a_directory(url: str) -> NotACheckpoint:
     )
 
 
+# Directories are opened once and their files stat'ed relative to them (fstatat): the kernel
+# then resolves one name per file instead of the whole path, a third less system time.
+_BY_FD = os.scandir in os.supports_fd and os.stat in os.supports_dir_fd
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+
+
 def list_local(
     root: str, url: str, stats: StorageStats, symlinks: dict[str, str]
 ) -> list[FileEntry]:
@@ -124,41 +144,54 @@ def list_local(
     directories are not followed, so nothing under them is ever planned for deletion.
     """
     entries: list[FileEntry] = []
-    prefix_len = len(root) + 1
-    stack = [root]
+    append = entries.append
+    new = FileEntry.__new__  # without type.__call__: a third of the cost per file
+    base = root.rstrip("/")
+    stack = [""]  # directories to scan, relative to root
     while stack:
-        directory = stack.pop()
+        rel = stack.pop()
         stats.list += 1
+        directory = f"{base}/{rel}" if rel else root
+        prefix = f"{rel}/" if rel else ""
         try:
-            with os.scandir(directory) as it:
-                for item in it:
-                    if item.is_symlink():
-                        symlinks[item.path[prefix_len:]] = os.path.realpath(item.path)
-                        # os.path.isdir, not DirEntry.is_dir: a link loop (ELOOP) is a
-                        # dangling link here, as for Hadoop's listStatus, not a crash.
-                        if os.path.isdir(item.path) or not os.path.exists(item.path):
-                            continue  # not followed / a dangling link: nothing to list
-                    elif item.is_dir(follow_symlinks=False):
-                        stack.append(item.path)
-                        continue
-                    st = item.stat(follow_symlinks=True)
-                    entries.append(FileEntry(item.path[prefix_len:], st.st_size, st.st_mtime))
+            fd = os.open(directory, _DIR_FLAGS) if _BY_FD else None
+            try:
+                with os.scandir(directory if fd is None else fd) as it:
+                    for item in it:
+                        # The common case first: a regular file, told by the directory
+                        # entry's type without a system call.
+                        if not item.is_file(follow_symlinks=False):
+                            if item.is_dir(follow_symlinks=False):
+                                stack.append(prefix + item.name)
+                                continue
+                            if item.is_symlink():
+                                full = f"{directory}/{item.name}"
+                                symlinks[prefix + item.name] = os.path.realpath(full)
+                                # os.path.isdir, not DirEntry.is_dir: a link loop (ELOOP) is
+                                # a dangling link here, as for Hadoop's listStatus.
+                                if os.path.isdir(full) or not os.path.exists(full):
+                                    continue  # not followed / dangling: nothing to list
+                        st = item.stat()
+                        append(new(FileEntry, prefix + item.name, st.st_size, st.st_mtime))
+            finally:
+                if fd is not None:
+                    os.close(fd)
         except FileNotFoundError as exc:
-            if directory == root:
+            if not rel:
                 raise CheckpointNotFound(f"{url}: no such file or directory") from exc
             raise StorageAccessError(
-                f"{directory[prefix_len:]}: disappeared while listing the checkpoint",
+                f"{rel}: disappeared while listing the checkpoint",
                 hint="is a query or another tool changing it right now?",
             ) from exc
         except NotADirectoryError as exc:
-            if directory == root:
+            if not rel:
                 raise not_a_directory(url) from exc
             raise StorageAccessError(f"{directory}: {exc.strerror}") from exc
         except PermissionError as exc:
-            where = url if directory == root else directory[prefix_len:]
+            where = rel or url
             raise StorageAccessError(f"{where}: permission denied while listing") from exc
         except OSError as exc:
-            where = url if directory == root else directory[prefix_len:]
+            where = rel or url
             raise StorageAccessError(f"{where}: cannot list: {exc.strerror or exc}") from exc
     return entries
 

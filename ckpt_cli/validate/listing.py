@@ -30,9 +30,8 @@ def check_files(run: ValidationRun) -> None:
             )
     for f in ckpt.unknown_files:
         run.add(UNKNOWN_FILE, f"{f.path}: not a file Spark writes", [f.path])
-    paths = {f.path for f in ckpt.files}
     for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
-        if f.target and f.target not in paths:
+        if f.target and f.target not in run.by_path:
             run.add(
                 ORPHAN_FILE,
                 f"{f.path}: checksum of {f.target}, which is not in the checkpoint",
