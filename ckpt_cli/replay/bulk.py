@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.records import MAX_RECORD_BYTES
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.replay.plan import ReplayPlan, codec_of
 from ckpt_cli.replay.read import iter_state
 
@@ -82,6 +82,13 @@ def packed_batches(
     """The state of ``plan`` (at most ``limit`` rows) in batches of ``size`` (default
     ``BATCH_ROWS``)."""
     size = size or BATCH_ROWS
+    if plan.provider == "rocksdb":
+        from ckpt_cli.replay.bulk_rocksdb import rocksdb_batches
+
+        rocks = rocksdb_batches(ckpt, plan, size)
+        if rocks is not None:
+            yield from _limited(rocks, limit)
+            return
     merged = _merged(ckpt, plan) if _bulk(ckpt, plan) else None
     if merged is None:
         with closing(iter_state(ckpt, plan)) as pairs:
@@ -89,9 +96,13 @@ def packed_batches(
             while chunk := list(itertools.islice(rows, size)):
                 yield Packed.of(chunk)
         return
-    total = len(merged) if limit is None else min(limit, len(merged))
-    for start in range(0, total, size):
-        end = min(start + size, total)
+    yield from _limited(sliced(merged, size), limit)
+
+
+def sliced(merged: Packed, size: int) -> Iterator[Packed]:
+    """``merged`` in batches of ``size`` records (views of its buffer)."""
+    for start in range(0, len(merged), size):
+        end = start + size
         yield Packed(
             merged.data,
             merged.key_offsets[start:end],
@@ -99,6 +110,19 @@ def packed_batches(
             merged.value_offsets[start:end],
             merged.value_sizes[start:end],
         )
+
+
+def _limited(batches: Iterable[Packed], limit: int | None) -> Iterator[Packed]:
+    """The batches up to ``limit`` records in all (the last one cut short)."""
+    left = limit
+    for batch in batches:
+        if left is not None and len(batch) >= left:
+            if left:
+                yield next(sliced(batch, left))
+            return
+        if left is not None:
+            left -= len(batch)
+        yield batch
 
 
 def _bulk(ckpt: Checkpoint, plan: ReplayPlan) -> bool:
@@ -111,15 +135,16 @@ def _bulk(ckpt: Checkpoint, plan: ReplayPlan) -> bool:
     return sum(f.entry.size or 0 for f in plan.files) <= BULK_BYTES
 
 
-def _frame(data: bytes, snapshot: bool) -> Any:
-    """The start of each record of one decompressed file, or None when the file does not
-    end cleanly with its end marker (the streamed reader then names the problem)."""
+def _frame(data: bytes, snapshot: bool, start: int = 0) -> Any:
+    """The start of each record of one decompressed file (records from offset ``start``:
+    a delta, a snapshot or a V1/V3 changelog), or None when the file does not end cleanly
+    with its end marker (the streamed reader then names the problem)."""
     import numpy as np
 
     unpack = _INT.unpack_from
     starts: list[int] = []
     append = starts.append
-    pos = 0
+    pos = start
     try:
         while True:
             (key_size,) = unpack(data, pos)
@@ -152,41 +177,79 @@ def _read_ints(data: bytes, at: Any) -> Any:
     return view[at].astype(np.int64)
 
 
-def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
-    """The plan's files merged, or None when one does not frame cleanly."""
+def decompressed(ckpt: Checkpoint, f: CheckpointFile) -> bytes:
+    """A state file's bytes, decompressed whole."""
+    with ckpt.storage.open_stream(f.path) as fh:
+        return b"".join(compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)))
+
+
+def framed_records(data: bytes, snapshot: bool, start: int = 0) -> Packed | None:
+    """The records of one decompressed file as a ``Packed`` over it (value size -1 for a
+    remove), or None when it does not frame cleanly (see ``_frame``)."""
+    records = _frame(data, snapshot, start)
+    if records is None:
+        return None
+    at, key_sizes, value_sizes = records
+    key_offsets = at + 4
+    return Packed(data, key_offsets, key_sizes, key_offsets + key_sizes + 4, value_sizes)
+
+
+def joined(parts: Sequence[Packed]) -> Packed:
+    """The records of ``parts`` in order, over one buffer."""
     import numpy as np
 
-    parts: list[bytes] = []
-    framed = []
-    size = 0
-    for f in plan.files:
-        with ckpt.storage.open_stream(f.path) as fh:
-            data = b"".join(compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)))
-        records = _frame(data, f.kind is FileKind.SNAPSHOT)
-        if records is None:
-            return None
-        at, key_sizes, value_sizes = records
-        framed.append((at + size, key_sizes, value_sizes))
-        parts.append(data)
-        size += len(data)
-    buf = parts[0] if len(parts) == 1 else b"".join(parts)
-    del parts
-    at = np.concatenate([r[0] for r in framed]) if framed else np.zeros(0, np.int64)
-    key_sizes = np.concatenate([r[1] for r in framed]) if framed else at
-    value_sizes = np.concatenate([r[2] for r in framed]) if framed else at
-    key_offsets = at + 4
-    value_offsets = key_offsets + key_sizes + 4
-    n = len(key_offsets)
-    if n == 0 or not plan.steps and plan.base is not None:
-        # A snapshot alone holds each key once.
-        return Packed(buf, key_offsets, key_sizes, value_offsets, value_sizes)
-    groups = _same_keys(buf, key_offsets, key_sizes)
+    if len(parts) <= 1:
+        return parts[0] if parts else Packed.of([])
+    shifts = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
+
+    def column(name: str, shifted: bool) -> Any:
+        pairs = zip(parts, shifts, strict=True)
+        arrays = [getattr(p, name) + (int(s) if shifted else 0) for p, s in pairs]
+        return np.concatenate(arrays)
+
+    return Packed(
+        b"".join(p.data for p in parts),
+        column("key_offsets", True),
+        column("key_sizes", False),
+        column("value_offsets", True),
+        column("value_sizes", False),
+    )
+
+
+def last_per_key(records: Packed) -> Packed | None:
+    """Per key, its first record's key and its last record's value (a key whose last record
+    is a remove is left out), ordered by first record: applying the records in order. None
+    when the keys cannot be hashed in bulk or collide (``_same_keys``)."""
+    if not len(records):
+        return records
+    groups = _same_keys(records.data, records.key_offsets, records.key_sizes)
     if groups is None:
         return None
     first, last = groups
-    alive = value_sizes[last] >= 0
+    alive = records.value_sizes[last] >= 0
     first, last = first[alive], last[alive]
-    return Packed(buf, key_offsets[first], key_sizes[first], value_offsets[last], value_sizes[last])
+    return Packed(
+        records.data,
+        records.key_offsets[first],
+        records.key_sizes[first],
+        records.value_offsets[last],
+        records.value_sizes[last],
+    )
+
+
+def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
+    """The plan's files merged, or None when one does not frame cleanly."""
+    parts = []
+    for f in plan.files:
+        records = framed_records(decompressed(ckpt, f), f.kind is FileKind.SNAPSHOT)
+        if records is None:
+            return None
+        parts.append(records)
+    merged = joined(parts)
+    del parts
+    if not plan.steps and plan.base is not None:
+        return merged  # a snapshot alone holds each key once
+    return last_per_key(merged)
 
 
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -195,40 +258,49 @@ _FNV_PRIME = 0x100000001B3
 
 def _same_keys(buf: bytes, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
     """Per distinct key, the index of its first and of its last record, ordered by first;
-    None when the keys are not whole 8-byte words (not UnsafeRows) or two keys' hashes
+    None when the keys are not ``r`` bytes (the same for all) then whole 8-byte words (an
+    UnsafeRow, or RocksDB's version byte and column family before one) or two keys' hashes
     collide (the streamed merge then does it).
 
-    Keys are hashed in bulk, a word at a time over every key still that long (FNV-1a on
-    64-bit words); records of one hash are compared word by word with its first."""
+    Keys are hashed in bulk, the ``r`` leading bytes one at a time and then a word at a time
+    over every key still that long (FNV-1a on 64-bit words); records of one hash are compared
+    byte and word by word with its first."""
     import numpy as np
 
-    if bool((sizes % 8).any()):
-        return None
     n = len(offsets)
+    lead = int(sizes[0] % 8) if n else 0
+    if bool((sizes % 8 != lead).any()):
+        return None
     words = sizes // 8
     view = np.ndarray((max(0, len(buf) - 7),), "<u8", buffer=buf, strides=(1,))
+    bytes_view = np.frombuffer(buf, np.uint8)
     hashes = np.full(n, _FNV_OFFSET, np.uint64) ^ words.astype(np.uint64)
     prime = np.uint64(_FNV_PRIME)
+    for j in range(lead):
+        mixed = (hashes ^ bytes_view[offsets + j]) * prime
+        hashes = mixed ^ (mixed >> np.uint64(29))
+    at = offsets + lead
     for j in range(int(words.max(initial=0))):
         live = np.flatnonzero(words > j)
-        mixed = (hashes[live] ^ view[offsets[live] + 8 * j]) * prime
+        mixed = (hashes[live] ^ view[at[live] + 8 * j]) * prime
         hashes[live] = mixed ^ (mixed >> np.uint64(29))
     order = np.argsort(hashes, kind="stable")  # records of one hash stay in file order
     ordered = hashes[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     ends = np.concatenate((starts[1:], [n])) - 1
-    # Every record must equal the first of its hash group, word for word.
+    # Every record must equal the first of its hash group, byte for byte.
     leader = order[np.repeat(starts, np.diff(np.concatenate((starts, [n]))))]
     repeated = np.flatnonzero(leader != order)
     if len(repeated):
         mine, theirs = order[repeated], leader[repeated]
         if bool((words[mine] != words[theirs]).any()):
             return None
+        for j in range(lead):
+            if bool((bytes_view[offsets[mine] + j] != bytes_view[offsets[theirs] + j]).any()):
+                return None
         for j in range(int(words[mine].max(initial=0))):
             live = np.flatnonzero(words[mine] > j)
-            if bool(
-                (view[offsets[mine[live]] + 8 * j] != view[offsets[theirs[live]] + 8 * j]).any()
-            ):
+            if bool((view[at[mine[live]] + 8 * j] != view[at[theirs[live]] + 8 * j]).any()):
                 return None
     first, last = order[starts], order[ends]
     by_first = np.argsort(first, kind="stable")
