@@ -51,53 +51,76 @@ def _rewrite(path: Path, data: bytes, codec: str) -> None:
 _change = st.tuples(st.integers(0, 10_000), st.booleans(), st.booleans(), st.integers(0, 255))
 
 
+def _write_changelog(
+    root: Path, ckpt: Checkpoint, plan: ReplayPlan, changes: list[tuple[bytes, bytes | None]]
+) -> None:
+    """Replace the plan's one changelog by these puts (and deletes: None), header kept."""
+    (step,) = plan.steps
+    path = root / step.path
+    codec = codec_of(ckpt)
+    with open(path, "rb") as fh:
+        data = b"".join(compression.decompressed_chunks(str(path), fh, codec=codec))
+    out = bytearray(data[: records.open_changelog(str(path), [data]).records_offset])
+    for key, value in changes:
+        out += _INT.pack(len(key)) + key
+        out += _INT.pack(-1) if value is None else _INT.pack(len(value)) + value
+    out += _INT.pack(-1)
+    _rewrite(path, bytes(out), codec)
+
+
 @pytest.mark.parametrize("case", CASES)
 @settings(
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(logs=st.lists(st.lists(_change, max_size=40), min_size=1, max_size=1), odd=st.booleans())
+@given(changes=st.lists(_change, max_size=40), odd=st.booleans())
 def test_bulk_merge_equals_the_streamed_merge(
     tmp_path_factory: pytest.TempPathFactory,
     case: str,
-    logs: list[list[tuple[int, bool, bool, int]]],
+    changes: list[tuple[int, bool, bool, int]],
     odd: bool,
 ) -> None:
     root = _copy(case, tmp_path_factory.mktemp("ckpt") / "ckpt")
     ckpt, plan = _plan(root, 9)
     assert plan.base is not None and plan.base.kind is FileKind.ZIP
-    (step,) = plan.steps
     base = list(iter_state(ckpt, plan_version(ckpt, 0, 0, 8)))
-    keys = [k for k, _ in base]
-    values = [v for _, v in base]
-    path = root / step.path
-    codec = codec_of(ckpt)
-    with open(path, "rb") as fh:
-        data = b"".join(compression.decompressed_chunks(str(path), fh, codec=codec))
-    header = data[: records.open_changelog(str(path), [data]).records_offset]
-    out = bytearray(header)
-    odd_keys = False
-    for pick, new, delete, seed in logs[0]:
-        key = keys[pick % len(keys)]
+    written: list[tuple[bytes, bytes | None]] = []
+    for pick, new, delete, seed in changes:
+        key, value = base[pick % len(base)]
         if new:  # the same shape, another key: its last word changed
             key = key[:-1] + bytes([(key[-1] + 1 + seed) % 256])
         if odd and seed % 7 == 0:
-            key += b"\x01"  # not whole words after the version byte: the streamed merge's
-            odd_keys = True
-        if delete:
-            out += _INT.pack(len(key)) + key + _INT.pack(-1)
-        else:
-            value = bytearray(values[seed % len(values)])
-            value[-1] = seed
-            out += _INT.pack(len(key)) + key + _INT.pack(len(value)) + bytes(value)
-    out += _INT.pack(-1)
-    _rewrite(path, bytes(out), codec)
+            key += b"\x01"  # not whole words after the version byte
+        changed = bytearray(base[seed % len(base)][1])
+        changed[-1] = seed
+        written.append((key, None if delete else bytes(changed)))
+    _write_changelog(root, ckpt, plan, written)
     ckpt, plan = _plan(root, 9)
+    assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is not None  # the bulk path's case
+    assert _bulk(ckpt, plan) == list(iter_state(ckpt, plan))  # same pairs, same order
+
+
+def test_colliding_hashes_are_told_apart_or_left_to_the_streamed_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckpt_cli.replay import bulk
+
+    root = _copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
+    ckpt, plan = _plan(root, 9)
+    base = list(iter_state(ckpt, plan_version(ckpt, 0, 0, 8)))
+    monkeypatch.setattr(bulk, "_FNV_PRIME", 0)  # every key hashes alike
+    # One change: every zip key is a candidate, the bytes pick the one it changes.
+    _write_changelog(root, ckpt, plan, [(base[1][0], base[0][1]), (base[1][0], base[2][1])])
+    ckpt, plan = _plan(root, 9)
+    assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is not None
     streamed = list(iter_state(ckpt, plan))
-    assert _bulk(ckpt, plan) == streamed  # the same pairs in the same order
-    # Keys of mixed shapes are left to the streamed merge; the rest merge in bulk.
-    assert (bulk_rocksdb._merged(ckpt, plan) is None) == odd_keys
+    assert _bulk(ckpt, plan) == streamed and streamed[1] == (base[1][0], base[2][1])
+    # Two changed keys of one hash: the streamed merge does it.
+    _write_changelog(root, ckpt, plan, [(base[1][0], base[0][1]), (base[2][0], None)])
+    ckpt, plan = _plan(root, 9)
+    assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is None
+    assert _bulk(ckpt, plan) == list(iter_state(ckpt, plan))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -150,5 +173,5 @@ def test_column_family_changelogs_are_left_to_the_streamed_merge(tmp_path: Path)
     typed = b"\x00\x02v2" + b"\x11" + _INT.pack(len(key)) + key + _INT.pack(len(value)) + value
     _rewrite(path, typed + b"\x00", codec_of(ckpt))
     ckpt, plan = _plan(root, 9)
-    assert bulk_rocksdb._merged(ckpt, plan) is None
+    assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is None
     assert _bulk(ckpt, plan) == list(iter_state(ckpt, plan))

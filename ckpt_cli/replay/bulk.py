@@ -40,7 +40,8 @@ _INT = struct.Struct(">i")
 @dataclass
 class Packed:
     """A batch of ``(key, value)`` records: ``data[key_offsets[i]:][:key_sizes[i]]`` and the
-    same for values (numpy int64 arrays)."""
+    same for values (numpy int64 arrays). ``data`` is bytes or, for merged state, a
+    bytearray (any buffer numpy and Arrow read)."""
 
     data: bytes
     key_offsets: Any
@@ -63,9 +64,9 @@ class Packed:
 
     def pairs(self) -> list[tuple[bytes, bytes]]:
         """The records as bytes (for the row path)."""
-        data = self.data
+        data = memoryview(self.data)
         return [
-            (data[k : k + ks], data[v : v + vs])
+            (data[k : k + ks].tobytes(), data[v : v + vs].tobytes())
             for k, ks, v, vs in zip(
                 self.key_offsets.tolist(),
                 self.key_sizes.tolist(),
@@ -194,40 +195,40 @@ def framed_records(data: bytes, snapshot: bool, start: int = 0) -> Packed | None
     return Packed(data, key_offsets, key_sizes, key_offsets + key_sizes + 4, value_sizes)
 
 
-def joined(parts: Sequence[Packed]) -> Packed:
-    """The records of ``parts`` in order, over one buffer."""
+def joined(parts: Iterable[Packed]) -> Packed:
+    """The records of ``parts`` in order, over one buffer. Parts are copied in as they come
+    (a large buffer grows in place), so a caller that makes them lazily holds one part beside
+    the buffer, not two copies of the whole."""
     import numpy as np
 
-    if len(parts) <= 1:
-        return parts[0] if parts else Packed.of([])
-    shifts = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
-
-    def column(name: str, shifted: bool) -> Any:
-        pairs = zip(parts, shifts, strict=True)
-        arrays = [getattr(p, name) + (int(s) if shifted else 0) for p, s in pairs]
-        return np.concatenate(arrays)
-
-    return Packed(
-        b"".join(p.data for p in parts),
-        column("key_offsets", True),
-        column("key_sizes", False),
-        column("value_offsets", True),
-        column("value_sizes", False),
-    )
+    buf = bytearray()
+    columns: list[list[Any]] = [[], [], [], []]
+    for part in parts:
+        shift = len(buf)
+        buf += part.data
+        columns[0].append(part.key_offsets + shift)
+        columns[1].append(part.key_sizes)
+        columns[2].append(part.value_offsets + shift)
+        columns[3].append(part.value_sizes)
+    empty = np.zeros(0, np.int64)
+    # The buffer stays a bytearray: bytes(buf) would copy it whole.
+    data: Any = buf
+    return Packed(data, *(np.concatenate(c) if c else empty for c in columns))
 
 
-def last_per_key(records: Packed) -> Packed | None:
-    """Per key, its first record's key and its last record's value (a key whose last record
-    is a remove is left out), ordered by first record: applying the records in order. None
-    when the keys cannot be hashed in bulk or collide (``_same_keys``)."""
+def last_per_key(records: Packed, removes: bool = False) -> Packed | None:
+    """Per key, its first record's key and its last record's value, ordered by first
+    record: applying the records in order. A key whose last record is a remove is left out
+    (kept, value size -1, with ``removes``). None when two keys' hashes collide."""
     if not len(records):
         return records
     groups = _same_keys(records.data, records.key_offsets, records.key_sizes)
     if groups is None:
         return None
     first, last = groups
-    alive = records.value_sizes[last] >= 0
-    first, last = first[alive], last[alive]
+    if not removes:
+        alive = records.value_sizes[last] >= 0
+        first, last = first[alive], last[alive]
     return Packed(
         records.data,
         records.key_offsets[first],
@@ -245,10 +246,10 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
         if records is None:
             return None
         parts.append(records)
+    if len(parts) == 1 and not plan.steps:
+        return parts[0]  # a snapshot alone holds each key once
     merged = joined(parts)
     del parts
-    if not plan.steps and plan.base is not None:
-        return merged  # a snapshot alone holds each key once
     return last_per_key(merged)
 
 
@@ -256,34 +257,39 @@ _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 
 
-def _same_keys(buf: bytes, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
-    """Per distinct key, the index of its first and of its last record, ordered by first;
-    None when the keys are not ``r`` bytes (the same for all) then whole 8-byte words (an
-    UnsafeRow, or RocksDB's version byte and column family before one) or two keys' hashes
-    collide (the streamed merge then does it).
-
-    Keys are hashed in bulk, the ``r`` leading bytes one at a time and then a word at a time
-    over every key still that long (FNV-1a on 64-bit words); records of one hash are compared
-    byte and word by word with its first."""
+def key_hashes(buf: Any, offsets: Any, sizes: Any) -> Any:
+    """A 64-bit hash of each key ``buf[offsets[i]:][:sizes[i]]``, in bulk: its ``size % 8``
+    leading bytes one at a time (RocksDB's version byte and column family before an
+    UnsafeRow), then a word at a time over every key still that long (FNV-1a on 64-bit
+    words, the length mixed in first)."""
     import numpy as np
 
-    n = len(offsets)
-    lead = int(sizes[0] % 8) if n else 0
-    if bool((sizes % 8 != lead).any()):
-        return None
-    words = sizes // 8
     view = np.ndarray((max(0, len(buf) - 7),), "<u8", buffer=buf, strides=(1,))
     bytes_view = np.frombuffer(buf, np.uint8)
-    hashes = np.full(n, _FNV_OFFSET, np.uint64) ^ words.astype(np.uint64)
+    lead = sizes % 8
+    words = sizes // 8
+    hashes = np.full(len(offsets), _FNV_OFFSET, np.uint64) ^ sizes.astype(np.uint64)
     prime = np.uint64(_FNV_PRIME)
-    for j in range(lead):
-        mixed = (hashes ^ bytes_view[offsets + j]) * prime
-        hashes = mixed ^ (mixed >> np.uint64(29))
+    for j in range(int(lead.max(initial=0))):
+        live = np.flatnonzero(lead > j)
+        mixed = (hashes[live] ^ bytes_view[offsets[live] + j]) * prime
+        hashes[live] = mixed ^ (mixed >> np.uint64(29))
     at = offsets + lead
     for j in range(int(words.max(initial=0))):
         live = np.flatnonzero(words > j)
         mixed = (hashes[live] ^ view[at[live] + 8 * j]) * prime
         hashes[live] = mixed ^ (mixed >> np.uint64(29))
+    return hashes
+
+
+def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
+    """Per distinct key, the index of its first and of its last record, ordered by first;
+    None when two keys' hashes collide (the streamed merge then does it): records of one
+    hash (``key_hashes``) are compared byte by byte with its first."""
+    import numpy as np
+
+    n = len(offsets)
+    hashes = key_hashes(buf, offsets, sizes)
     order = np.argsort(hashes, kind="stable")  # records of one hash stay in file order
     ordered = hashes[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
@@ -293,14 +299,13 @@ def _same_keys(buf: bytes, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
     repeated = np.flatnonzero(leader != order)
     if len(repeated):
         mine, theirs = order[repeated], leader[repeated]
-        if bool((words[mine] != words[theirs]).any()):
+        if bool((sizes[mine] != sizes[theirs]).any()):
             return None
-        for j in range(lead):
-            if bool((bytes_view[offsets[mine] + j] != bytes_view[offsets[theirs] + j]).any()):
-                return None
-        for j in range(int(words[mine].max(initial=0))):
-            live = np.flatnonzero(words[mine] > j)
-            if bool((view[at[mine[live]] + 8 * j] != view[at[theirs[live]] + 8 * j]).any()):
+        bytes_view = np.frombuffer(buf, np.uint8)
+        for j in range(int(sizes[mine].max(initial=0))):
+            live = np.flatnonzero(sizes[mine] > j)
+            ours = bytes_view[offsets[mine[live]] + j]
+            if bool((ours != bytes_view[offsets[theirs[live]] + j]).any()):
                 return None
     first, last = order[starts], order[ends]
     by_first = np.argsort(first, kind="stable")
