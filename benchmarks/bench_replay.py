@@ -7,6 +7,11 @@ Builds (once, under benchmarks/.data/) the checkpoint of a streaming aggregation
 * ``--source spark`` (default): with real PySpark, a file source of two input files, so a
   snapshot-free delta chain (versions 1 and 2), and a second checkpoint where maintenance
   wrote a snapshot of version 2;
+* ``--source spark --provider rocksdb [--changelog] [--checkpoint-format 2]``: the same
+  query on the RocksDB provider, three input files (the third updates a tenth of the keys):
+  with changelog checkpointing (format 2 implies it) version 3 is the zip of version 2
+  (``2.zip``, or ``2_<uniqueId>.zip`` in format v2) plus ``3.changelog``; without, ``3.zip``.
+  The state's size is then its records as a snapshot would frame them;
 * ``--source synthetic``: benchmarks/synthetic.py (Spark's exact formats, read back by real
   Spark in tests/test_synthetic_spark.py), any size without a JVM.
 
@@ -23,6 +28,8 @@ summed over the tree against the state's decompressed size, rows written by each
 (checked equal), and how many times faster ckpt is (Spark's median wall / ckpt's).
 
     .venv/bin/python benchmarks/bench_replay.py [--keys 1000000] [--partitions 4] [--quick]
+    .venv/bin/python benchmarks/bench_replay.py --provider rocksdb --changelog
+    .venv/bin/python benchmarks/bench_replay.py --provider rocksdb --checkpoint-format 2
 
 Needs PySpark and Java for the Spark side (``--no-spark`` leaves it out).
 """
