@@ -278,9 +278,19 @@ def compare(
         cases = [Case(f"ckpt replay -> {fmt}", run_ckpt, prepare=lambda: warm(ckpt))]
         if not args.no_spark:
             cases.append(Case(f"Spark statestore -> {fmt}", run_spark, prepare=lambda: warm(ckpt)))
-        runs = alternate(cases, args.repeat)
+        try:
+            runs = alternate(cases, args.repeat)
+        except SystemExit as failed:
+            if len(cases) == 1:
+                raise
+            # Spark 4.3's reader fails on some states (NOTES: format v2, zip + changelog).
+            print(f"Spark's side failed ({str(failed)[:200]}); ckpt measured alone", flush=True)
+            cases = cases[:1]
+            runs = alternate(cases, args.repeat)
+            failure = {"case": f"{label}: Spark statestore -> {fmt}", "runs": "failed"}
+            rows.append(failure)
         counts = {"ckpt": rows_written(ours, fmt)}
-        if not args.no_spark:
+        if len(cases) > 1:
             counts["spark"] = rows_written(theirs, fmt)
             assert counts["ckpt"] == counts["spark"], counts
         walls = {name: statistics.median(m.wall for m in r) for name, r in runs.items()}
