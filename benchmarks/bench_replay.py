@@ -7,6 +7,11 @@ Builds (once, under benchmarks/.data/) the checkpoint of a streaming aggregation
 * ``--source spark`` (default): with real PySpark, a file source of two input files, so a
   snapshot-free delta chain (versions 1 and 2), and a second checkpoint where maintenance
   wrote a snapshot of version 2;
+* ``--source spark --provider rocksdb [--changelog] [--checkpoint-format 2]``: the same
+  query on the RocksDB provider, three input files (the third updates a tenth of the keys):
+  with changelog checkpointing (format 2 implies it) version 3 is the zip of version 2
+  (``2.zip``, or ``2_<uniqueId>.zip`` in format v2) plus ``3.changelog``; without, ``3.zip``.
+  The state's size is then its records as a snapshot would frame them;
 * ``--source synthetic``: benchmarks/synthetic.py (Spark's exact formats, read back by real
   Spark in tests/test_synthetic_spark.py), any size without a JVM.
 
@@ -23,6 +28,8 @@ summed over the tree against the state's decompressed size, rows written by each
 (checked equal), and how many times faster ckpt is (Spark's median wall / ckpt's).
 
     .venv/bin/python benchmarks/bench_replay.py [--keys 1000000] [--partitions 4] [--quick]
+    .venv/bin/python benchmarks/bench_replay.py --provider rocksdb --changelog
+    .venv/bin/python benchmarks/bench_replay.py --provider rocksdb --checkpoint-format 2
 
 Needs PySpark and Java for the Spark side (``--no-spark`` leaves it out).
 """
@@ -30,6 +37,7 @@ Needs PySpark and Java for the Spark side (``--no-spark`` leaves it out).
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -60,15 +68,22 @@ from common import (  # noqa: E402  # noqa: E402
 from ckpt_cli.formats.compression import decompressed_chunks  # noqa: E402
 from ckpt_cli.model import Checkpoint  # noqa: E402
 from ckpt_cli.replay.plan import plan_version  # noqa: E402
+from ckpt_cli.replay.read import iter_state  # noqa: E402
 
 BUILD = """
-import os, sys, shutil
+import glob, json, os, sys, shutil, time
 from pyspark.sql import SparkSession, functions as F
 root, keys, parts, snapshot = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+confs = json.loads(sys.argv[5])  # provider, changelog, checkpoint format
+rocksdb = bool(confs)
 builder = SparkSession.builder
-if snapshot:
-    # Maintenance writes a snapshot as soon as a version has more than one delta.
-    builder = (builder.config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1")
+for name, value in confs.items():
+    builder = builder.config(name, value)
+if snapshot or rocksdb:
+    # HDFS: maintenance snapshots a version as soon as it has more than one delta.
+    # RocksDB with changelogs: a zip every 2 versions (2.zip; 3 is a changelog on it).
+    builder = (builder.config("spark.sql.streaming.stateStore.minDeltasForSnapshot",
+                              "2" if rocksdb else "1")
                .config("spark.sql.streaming.stateStore.maintenanceInterval", "200ms"))
 spark = (builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", parts)
@@ -76,9 +91,11 @@ spark = (builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.sql.session.timeZone", "UTC").getOrCreate())
 src = os.path.join(root, "input")
 half = keys // 2
-for step, (lo, hi) in enumerate([(0, half), (half, keys)]):
-    (spark.range(lo, hi).selectExpr("concat('key-', cast(id as string)) as k", "id as v",
-        "timestamp_seconds(1704067200 + id) as ts")
+# RocksDB: a third batch updates a tenth of the keys (a changelog of puts over 2.zip).
+steps = [(0, half), (half, keys)] + ([(0, keys // 10)] if rocksdb else [])
+for step, (lo, hi) in enumerate(steps):
+    (spark.range(lo, hi).selectExpr("concat('key-', cast(id as string)) as k",
+        f"id + {step // 2} as v", f"timestamp_seconds(1704067200 + id + {step // 2}) as ts")
         .coalesce(1).write.mode("overwrite").parquet(os.path.join(root, f"staging{step}")))
 os.makedirs(src)
 schema = spark.read.parquet(os.path.join(root, "staging0")).schema
@@ -87,17 +104,25 @@ stream = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parque
                             F.max("ts").alias("max")))
 q = (stream.writeStream.format("noop").outputMode("update")
      .option("checkpointLocation", os.path.join(root, "checkpoint")).start())
-for step in range(2):
+state = os.path.join(root, "checkpoint/state/0")
+for step in range(len(steps)):
     staged = os.path.join(root, f"staging{step}")
     for name in os.listdir(staged):
         if name.endswith(".parquet"):
             shutil.copy(os.path.join(staged, name), os.path.join(src, f"{step}-{name}"))
     q.processAllAvailable()
+    if rocksdb and step == 1:
+        # Version 2's zips are uploaded by maintenance: wait for them before version 3.
+        deadline = time.time() + 300
+        while len(glob.glob(os.path.join(state, "*/2.zip")) +
+                  glob.glob(os.path.join(state, "*/2_*.zip"))) < int(parts):
+            if time.time() > deadline:
+                raise SystemExit("no zip of version 2 after 300 s")
+            time.sleep(0.5)
 if snapshot:
-    import glob, time
     deadline = time.time() + 60
     while time.time() < deadline:
-        snaps = glob.glob(os.path.join(root, "checkpoint/state/0/*/2.snapshot"))
+        snaps = glob.glob(os.path.join(state, "*/2.snapshot"))
         if len(snaps) == int(parts):
             break
         time.sleep(0.5)
@@ -118,7 +143,10 @@ spark.stop()
 """
 
 
-def build_spark(root: Path, keys: int, partitions: int, snapshot: bool) -> Path:
+def build_spark(
+    root: Path, keys: int, partitions: int, snapshot: bool, confs: dict[str, str] | None = None
+) -> Path:
+    """A real query's checkpoint (HDFS unless ``confs`` name the RocksDB provider)."""
     ckpt = root / "checkpoint"
     if (root / ".complete").exists():
         return ckpt
@@ -126,27 +154,42 @@ def build_spark(root: Path, keys: int, partitions: int, snapshot: bool) -> Path:
     root.mkdir(parents=True)
     print(f"building a {keys:,}-key checkpoint with PySpark (once)...", flush=True)
     subprocess.run(
-        [sys.executable, "-c", BUILD, str(root), str(keys), str(partitions), str(int(snapshot))],
+        [
+            sys.executable,
+            "-c",
+            BUILD,
+            str(root),
+            str(keys),
+            str(partitions),
+            str(int(snapshot)),
+            json.dumps(confs or {}),
+        ],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    for step in range(2):
+    for step in range(3):
         shutil.rmtree(root / f"staging{step}", ignore_errors=True)
     (root / ".complete").write_text("ok")
     return ckpt
 
 
 def state_bytes(ckpt_path: Path) -> tuple[int, int]:
-    """Decompressed bytes of the state files the latest batch replays, and their number."""
+    """The state the latest batch replays, in bytes, and the number of its files: HDFS
+    files decompressed; for RocksDB (whose SSTs are compressed blocks) the state's records
+    as an HDFS snapshot would frame them (two 4-byte sizes and the key and value rows)."""
     ckpt = Checkpoint.open(str(ckpt_path))
     latest = ckpt.batches.latest_committed
     assert latest is not None
     total = files = 0
-    for part in ckpt.operators[0].stores["default"].partitions:
+    store = ckpt.operators[0].stores["default"]
+    for part in store.partitions:
         plan = plan_version(ckpt, 0, part, latest + 1)
+        files += len(plan.files)
+        if store.provider == "rocksdb":
+            total += sum(8 + len(k) + len(v) - 2 for k, v in iter_state(ckpt, plan))
+            continue
         for f in plan.files:
-            files += 1
             with ckpt.storage.open_stream(f.path) as fh:
                 total += sum(len(c) for c in decompressed_chunks(f.path, fh))
     return total, files
@@ -174,6 +217,8 @@ def states(args: argparse.Namespace) -> list[tuple[str, Path]]:
         synthetic.build(root, partitions=partitions, versions=args.versions, keys=args.keys)
         every = f"snapshot every 10 versions, {args.versions} versions"
         return [(f"synthetic, {every}", root)]
+    if args.provider == "rocksdb":
+        return [rocksdb_state(args)]
     found = []
     for snapshot in (False, True):
         suffix = "-snap" if snapshot else ""
@@ -181,6 +226,31 @@ def states(args: argparse.Namespace) -> list[tuple[str, Path]]:
         label = "Spark-built, snapshot of version 2" if snapshot else "Spark-built, deltas only"
         found.append((label, build_spark(root, args.keys, args.partitions, snapshot)))
     return found
+
+
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+def rocksdb_state(args: argparse.Namespace) -> tuple[str, Path]:
+    """A RocksDB checkpoint of three batches: with changelogs, version 3 is 2.zip (or
+    ``2_<id>.zip`` in format v2) plus 3.changelog; without, 3.zip."""
+    changelog = args.changelog or args.checkpoint_format == 2
+    confs = {PROVIDER: ROCKSDB, CHANGELOG: str(changelog).lower()}
+    name = f"replay-rocksdb-{args.keys}-{args.partitions}"
+    if args.checkpoint_format == 2:
+        confs[FORMAT_VERSION] = "2"
+        name += "-v2"
+        label = "RocksDB format v2, zip of version 2 + changelog"
+    elif changelog:
+        name += "-changelog"
+        label = "RocksDB, zip of version 2 + changelog"
+    else:
+        label = "RocksDB, zip of version 3"
+    root = data_dir(name)
+    return label, build_spark(root, args.keys, args.partitions, False, confs)
 
 
 def compare(
@@ -208,9 +278,19 @@ def compare(
         cases = [Case(f"ckpt replay -> {fmt}", run_ckpt, prepare=lambda: warm(ckpt))]
         if not args.no_spark:
             cases.append(Case(f"Spark statestore -> {fmt}", run_spark, prepare=lambda: warm(ckpt)))
-        runs = alternate(cases, args.repeat)
+        try:
+            runs = alternate(cases, args.repeat)
+        except SystemExit as failed:
+            if len(cases) == 1:
+                raise
+            # Spark 4.3's reader fails on some states (NOTES: format v2, zip + changelog).
+            print(f"Spark's side failed ({str(failed)[:200]}); ckpt measured alone", flush=True)
+            cases = cases[:1]
+            runs = alternate(cases, args.repeat)
+            failure = {"case": f"{label}: Spark statestore -> {fmt}", "runs": "failed"}
+            rows.append(failure)
         counts = {"ckpt": rows_written(ours, fmt)}
-        if not args.no_spark:
+        if len(cases) > 1:
             counts["spark"] = rows_written(theirs, fmt)
             assert counts["ckpt"] == counts["spark"], counts
         walls = {name: statistics.median(m.wall for m in r) for name, r in runs.items()}
@@ -239,10 +319,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--source", choices=["spark", "synthetic"], default="spark")
     parser.add_argument("--versions", type=int, default=20, help="synthetic source only")
+    parser.add_argument("--provider", choices=["hdfs", "rocksdb"], default="hdfs")
+    parser.add_argument(
+        "--changelog", action="store_true", help="rocksdb: changelog checkpointing on"
+    )
+    parser.add_argument(
+        "--checkpoint-format", type=int, choices=[1, 2], default=1, help="rocksdb (2: changelog)"
+    )
     parser.add_argument("--formats", default="jsonl,parquet")
     parser.add_argument("--no-spark", action="store_true", help="ckpt's side only")
     add_options(parser)
     args = parser.parse_args(argv)
+    if args.provider == "rocksdb" and args.source != "spark":
+        parser.error("--provider rocksdb builds its state with Spark (--source spark)")
     if args.quick:
         args.source, args.keys, args.partitions, args.versions = "synthetic", 2000, 2, 12
         args.no_spark = True  # a smoke test of the harness: no JVM

@@ -237,6 +237,14 @@ class Changelog:
     stats: RecordStats = field(default_factory=RecordStats)
     _window: _Window | None = None
 
+    @property
+    def records_offset(self) -> int:
+        """Where the records start in the decompressed file (after the header and lineage);
+        readers that frame the records themselves (``replay/bulk``) start there."""
+        if self._window is None:
+            raise RuntimeError("the records were already read")
+        return self._window.offset
+
     def records(self) -> Iterator[tuple[str, bytes, bytes | None]]:
         """``(type, key, value)``: type is put/delete/merge, value None for a delete."""
         win, self._window = self._window, None

@@ -414,14 +414,36 @@ def _dir_bytes(root: Path) -> int:
 def iter_db(
     dest_dir: str | os.PathLike[str], *, path: str | None = None, limits: Limits | None = None
 ) -> Iterator[tuple[bytes, bytes]]:
-    """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order.
+    """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order
+    (``iter_db_chunks`` a pair at a time)."""
+    for chunk in iter_db_chunks(dest_dir, path=path, limits=limits):
+        yield from chunk
+
+
+# Pairs per chunk: per-chunk costs vanish, memory stays small.
+DB_CHUNK_PAIRS = 16384
+
+
+def iter_db_chunks(
+    dest_dir: str | os.PathLike[str],
+    *,
+    path: str | None = None,
+    limits: Limits | None = None,
+    size: int = DB_CHUNK_PAIRS,
+) -> Iterator[list[tuple[bytes, bytes]]]:
+    """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order,
+    in lists of up to ``size``.
 
     Opens read-only in rocksdict raw mode with block checksums verified; a DB RocksDB cannot
-    open, or an iteration that stops on corruption, raises FormatError (an iterator that just
-    becomes invalid would otherwise look like the end of the data). SSTs are compressed too:
-    the bytes of keys and values are held to ``limits`` against the directory's size, and a
+    open, or an iteration that stops on corruption, raises FormatError. rocksdict's
+    ``items()`` (a pair per step in Rust) ends quietly where a block fails its checksum, so
+    at its end an iterator is placed past the last pair it gave: if that one is valid, or
+    its status is an error, the data did not end there. SSTs are compressed too: the bytes of
+    keys and values are held to ``limits`` against the directory's size, and a
     ``LimitExceededError`` names ``path`` (the zip) when given.
     """
+    import itertools
+
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
     where = str(dest_dir)
@@ -435,28 +457,35 @@ def iter_db(
     try:
         read_options = ReadOptions()
         read_options.set_verify_checksums(True)
-        # One pass over everything: caching its blocks would only grow memory. (The stubs
-        # leave out the flag that the method takes.)
+        # Each block is read once, in order (the stubs miss fill_cache's argument).
         read_options.fill_cache(False)  # type: ignore[call-arg]
-        it = db.iter(read_options)
+        read_options.set_readahead_size(2 << 20)
         total = 0
+        last: bytes | None = None
         try:
-            it.seek_to_first()
-            while it.valid():
-                # raw mode yields bytes; the stubs type key()/value() loosely.
-                key, value = cast(bytes, it.key()), cast(bytes, it.value())
-                total += len(key) + len(value)
+            # raw mode yields bytes; the stubs type the pairs loosely.
+            pairs = cast(Iterator[tuple[bytes, bytes]], db.items(read_opt=read_options))
+            while chunk := list(itertools.islice(pairs, size)):
+                total += sum(map(len, itertools.chain.from_iterable(chunk)))
                 if total > allowed:
                     limits.check_inflation(path or where, on_disk, total, "the RocksDB data")
-                yield key, value
+                last = chunk[-1][0]
+                yield chunk
+            it = db.iter(read_options)
+            if last is None:
+                it.seek_to_first()
+            else:
+                it.seek(last)
                 it.next()
+            ended = not it.valid()
             it.status()
+            del it
         except LimitExceededError:
             raise
         except Exception as exc:
             raise FormatError(where, f"RocksDB stopped reading the SST data: {exc}") from None
-        finally:
-            del it
+        if not ended:
+            raise FormatError(where, "RocksDB stopped reading the SST data before its end")
     finally:
         db.close()
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import array
 import itertools
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.records import MAX_RECORD_BYTES
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.replay.plan import ReplayPlan, codec_of
 from ckpt_cli.replay.read import iter_state
 
@@ -41,7 +41,8 @@ _INT = struct.Struct(">i")
 @dataclass
 class Packed:
     """A batch of ``(key, value)`` records: ``data[key_offsets[i]:][:key_sizes[i]]`` and the
-    same for values (numpy int64 arrays)."""
+    same for values (numpy int64 arrays). ``data`` is bytes or, for merged state, a
+    bytearray (any buffer numpy and Arrow read)."""
 
     data: bytes | bytearray
     key_offsets: Any
@@ -64,9 +65,9 @@ class Packed:
 
     def pairs(self) -> list[tuple[bytes, bytes]]:
         """The records as bytes (for the row path)."""
-        data = self.data if isinstance(self.data, bytes) else bytes(self.data)
+        data = memoryview(self.data)
         return [
-            (data[k : k + ks], data[v : v + vs])
+            (data[k : k + ks].tobytes(), data[v : v + vs].tobytes())
             for k, ks, v, vs in zip(
                 self.key_offsets.tolist(),
                 self.key_sizes.tolist(),
@@ -83,6 +84,13 @@ def packed_batches(
     """The state of ``plan`` (at most ``limit`` rows) in batches of ``size`` (default
     ``BATCH_ROWS``)."""
     size = size or BATCH_ROWS
+    if plan.provider == "rocksdb":
+        from ckpt_cli.replay.bulk_rocksdb import rocksdb_batches
+
+        rocks = rocksdb_batches(ckpt, plan, size)
+        if rocks is not None:
+            yield from _limited(rocks, limit)
+            return
     merged = _merged(ckpt, plan) if _bulk(ckpt, plan) else None
     if merged is None:
         with closing(iter_state(ckpt, plan)) as pairs:
@@ -90,9 +98,13 @@ def packed_batches(
             while chunk := list(itertools.islice(rows, size)):
                 yield Packed.of(chunk)
         return
-    total = len(merged) if limit is None else min(limit, len(merged))
-    for start in range(0, total, size):
-        end = min(start + size, total)
+    yield from _limited(sliced(merged, size), limit)
+
+
+def sliced(merged: Packed, size: int) -> Iterator[Packed]:
+    """``merged`` in batches of ``size`` records (views of its buffer)."""
+    for start in range(0, len(merged), size):
+        end = start + size
         yield Packed(
             merged.data,
             merged.key_offsets[start:end],
@@ -100,6 +112,19 @@ def packed_batches(
             merged.value_offsets[start:end],
             merged.value_sizes[start:end],
         )
+
+
+def _limited(batches: Iterable[Packed], limit: int | None) -> Iterator[Packed]:
+    """The batches up to ``limit`` records in all (the last one cut short)."""
+    left = limit
+    for batch in batches:
+        if left is not None and len(batch) >= left:
+            if left:
+                yield next(sliced(batch, left))
+            return
+        if left is not None:
+            left -= len(batch)
+        yield batch
 
 
 def _bulk(ckpt: Checkpoint, plan: ReplayPlan) -> bool:
@@ -112,15 +137,16 @@ def _bulk(ckpt: Checkpoint, plan: ReplayPlan) -> bool:
     return sum(f.entry.size or 0 for f in plan.files) <= BULK_BYTES
 
 
-def _frame(data: bytearray, snapshot: bool, pos: int) -> Any:
-    """The start of each record of the decompressed file at ``data[pos:]``, or None when
-    the file does not end cleanly with its end marker (the streamed reader then names the
-    problem)."""
+def _frame(data: bytes | bytearray, snapshot: bool, start: int = 0) -> Any:
+    """The start of each record of one decompressed file (records from offset ``start``:
+    a delta, a snapshot or a V1/V3 changelog), or None when the file does not end cleanly
+    with its end marker (the streamed reader then names the problem)."""
     import numpy as np
 
     unpack = _INT.unpack_from
     starts = array.array("q")  # 8 bytes a record, not a Python int's 36
     append = starts.append
+    pos = start
     try:
         while True:
             (key_size,) = unpack(data, pos)
@@ -153,11 +179,70 @@ def _read_ints(data: bytes | bytearray, at: Any) -> Any:
     return view[at].astype(np.int64)
 
 
+def decompressed(ckpt: Checkpoint, f: CheckpointFile) -> bytes:
+    """A state file's bytes, decompressed whole."""
+    with ckpt.storage.open_stream(f.path) as fh:
+        return b"".join(compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)))
+
+
+def framed_records(data: bytes, snapshot: bool, start: int = 0) -> Packed | None:
+    """The records of one decompressed file as a ``Packed`` over it (value size -1 for a
+    remove), or None when it does not frame cleanly (see ``_frame``)."""
+    records = _frame(data, snapshot, start)
+    if records is None:
+        return None
+    at, key_sizes, value_sizes = records
+    key_offsets = at + 4
+    return Packed(data, key_offsets, key_sizes, key_offsets + key_sizes + 4, value_sizes)
+
+
+def joined(parts: Iterable[Packed]) -> Packed:
+    """The records of ``parts`` in order, over one buffer. Parts are copied in as they come
+    (a large buffer grows in place), so a caller that makes them lazily holds one part beside
+    the buffer, not two copies of the whole."""
+    import numpy as np
+
+    buf = bytearray()
+    columns: list[list[Any]] = [[], [], [], []]
+    for part in parts:
+        shift = len(buf)
+        buf += part.data
+        columns[0].append(part.key_offsets + shift)
+        columns[1].append(part.key_sizes)
+        columns[2].append(part.value_offsets + shift)
+        columns[3].append(part.value_sizes)
+    empty = np.zeros(0, np.int64)
+    # The buffer stays a bytearray: bytes(buf) would copy it whole.
+    return Packed(buf, *(np.concatenate(c) if c else empty for c in columns))
+
+
+def last_per_key(records: Packed, removes: bool = False) -> Packed | None:
+    """Per key, its first record's key and its last record's value, ordered by first
+    record: applying the records in order. A key whose last record is a remove is left out
+    (kept, value size -1, with ``removes``). None when two keys' hashes collide."""
+    if not len(records):
+        return records
+    groups = _same_keys(records.data, records.key_offsets, records.key_sizes)
+    if groups is None:
+        return None
+    first, last = groups
+    if not removes:
+        alive = records.value_sizes[last] >= 0
+        first, last = first[alive], last[alive]
+    return Packed(
+        records.data,
+        records.key_offsets[first],
+        records.key_sizes[first],
+        records.value_offsets[last],
+        records.value_sizes[last],
+    )
+
+
 def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     """The plan's files merged, or None when one does not frame cleanly."""
     import numpy as np
 
-    # Every file decompressed straight into one buffer: no list of chunks beside its join.
+    # Every file decompressed straight into one buffer: no file's bytes beside their copy.
     buf = bytearray()
     framed = []
     for f in plan.files:
@@ -173,74 +258,80 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     if not framed:
         framed.append((np.zeros(0, np.int64),) * 3)
     # 8 bytes a record per array, several per record: no copy kept beside another.
-    key_offsets, key_sizes, value_sizes = (
+    at, key_sizes, value_sizes = (
         np.concatenate(column) if len(column) > 1 else column[0]
         for column in zip(*framed, strict=True)
     )
     del framed
-    key_offsets += 4  # the record's start, then its key's
-    n = len(key_offsets)
-    if n == 0 or not plan.steps and plan.base is not None:
-        # A snapshot alone holds each key once.
-        return Packed(buf, key_offsets, key_sizes, key_offsets + key_sizes + 4, value_sizes)
-    groups = _same_keys(buf, key_offsets, key_sizes)
-    if groups is None:
-        return None
-    first, last = groups
-    alive = value_sizes[last] >= 0
-    first, last = first[alive], last[alive]
-    value_offsets = key_offsets[last] + key_sizes[last] + 4  # only the values kept
-    return Packed(buf, key_offsets[first], key_sizes[first], value_offsets, value_sizes[last])
+    key_offsets = at + 4
+    del at
+    merged = Packed(buf, key_offsets, key_sizes, key_offsets + key_sizes + 4, value_sizes)
+    if not plan.steps and plan.base is not None:
+        return merged  # a snapshot alone holds each key once
+    return last_per_key(merged)
 
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 
 
-def _same_keys(buf: bytes | bytearray, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
-    """Per distinct key, the index of its first and of its last record, ordered by first;
-    None when the keys are not whole 8-byte words (not UnsafeRows) or two keys' hashes
-    collide (the streamed merge then does it).
-
-    Keys are hashed in bulk, a word at a time over every key still that long (FNV-1a on
-    64-bit words); records of one hash are compared word by word with its first."""
+def key_hashes(buf: Any, offsets: Any, sizes: Any) -> Any:
+    """A 64-bit hash of each key ``buf[offsets[i]:][:sizes[i]]``, in bulk: its ``size % 8``
+    leading bytes one at a time (RocksDB's version byte and column family before an
+    UnsafeRow), then a word at a time over every key still that long (FNV-1a on 64-bit
+    words, the length mixed in first)."""
     import numpy as np
 
-    if bool((sizes % 8).any()):
-        return None
-    n = len(offsets)
-    words = sizes // 8
     view = np.ndarray((max(0, len(buf) - 7),), "<u8", buffer=buf, strides=(1,))
-    hashes = np.full(n, _FNV_OFFSET, np.uint64) ^ words.astype(np.uint64)
+    bytes_view = np.frombuffer(buf, np.uint8)
+    lead = sizes % 8
+    words = sizes // 8
+    hashes = np.full(len(offsets), _FNV_OFFSET, np.uint64) ^ sizes.astype(np.uint64)
     prime, shift = np.uint64(_FNV_PRIME), np.uint64(29)
-    shortest = int(words.min())
-    for j in range(int(words.max())):
+    for j in range(int(lead.max(initial=0))):
+        live = np.flatnonzero(lead > j)
+        mixed = (hashes[live] ^ bytes_view[offsets[live] + j]) * prime
+        hashes[live] = mixed ^ (mixed >> shift)
+    at = offsets + lead
+    shortest = int(words.min()) if len(words) else 0
+    for j in range(int(words.max(initial=0))):
         if j < shortest:  # every key this long: in place, no index arrays
-            hashes ^= view[offsets + 8 * j]
+            hashes ^= view[at + 8 * j]
             hashes *= prime
             hashes ^= hashes >> shift
             continue
         live = np.flatnonzero(words > j)
-        mixed = (hashes[live] ^ view[offsets[live] + 8 * j]) * prime
+        mixed = (hashes[live] ^ view[at[live] + 8 * j]) * prime
         hashes[live] = mixed ^ (mixed >> shift)
+    return hashes
+
+
+def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
+    """Per distinct key, the index of its first and of its last record, ordered by first;
+    None when two keys' hashes collide (the streamed merge then does it): records of one
+    hash (``key_hashes``) are compared byte by byte with its first."""
+    import numpy as np
+
+    n = len(offsets)
+    hashes = key_hashes(buf, offsets, sizes)
     order = np.argsort(hashes, kind="stable")  # records of one hash stay in file order
     ordered = hashes[order]
     del hashes
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     del ordered
     ends = np.concatenate((starts[1:], [n])) - 1
-    # Every record must equal the first of its hash group, word for word.
+    # Every record must equal the first of its hash group, byte for byte.
     leader = order[np.repeat(starts, np.diff(np.concatenate((starts, [n]))))]
     repeated = np.flatnonzero(leader != order)
     if len(repeated):
         mine, theirs = order[repeated], leader[repeated]
-        if bool((words[mine] != words[theirs]).any()):
+        if bool((sizes[mine] != sizes[theirs]).any()):
             return None
-        for j in range(int(words[mine].max(initial=0))):
-            live = np.flatnonzero(words[mine] > j)
-            if bool(
-                (view[offsets[mine[live]] + 8 * j] != view[offsets[theirs[live]] + 8 * j]).any()
-            ):
+        bytes_view = np.frombuffer(buf, np.uint8)
+        for j in range(int(sizes[mine].max(initial=0))):
+            live = np.flatnonzero(sizes[mine] > j)
+            ours = bytes_view[offsets[mine[live]] + j]
+            if bool((ours != bytes_view[offsets[theirs[live]] + j]).any()):
                 return None
     first, last = order[starts], order[ends]
     by_first = np.argsort(first, kind="stable")

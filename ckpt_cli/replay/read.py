@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,16 @@ def _verified(
 def _zip_rows(
     ckpt: Checkpoint, f: CheckpointFile, part: Partition
 ) -> Iterator[tuple[bytes, bytes]]:
+    with rebuilt_zip(ckpt, f, part) as (tmp, _):
+        yield from rocksdb.iter_db(tmp, path=f.path)
+
+
+@contextmanager
+def rebuilt_zip(
+    ckpt: Checkpoint, f: CheckpointFile, part: Partition
+) -> Iterator[tuple[str, rocksdb.RocksDBCheckpointMetadata]]:
+    """A temporary RocksDB directory rebuilt from the zip ``f`` and its SSTs, and the zip's
+    metadata."""
     zip_bytes = ckpt.storage.read_bytes(f.path)
     prefix = part.path + "/"
 
@@ -117,8 +128,8 @@ def _zip_rows(
         return size
 
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:
-        rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
-        yield from rocksdb.iter_db(tmp, path=f.path)
+        metadata = rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
+        yield tmp, metadata
 
 
 def _check_row_checksums(ckpt: Checkpoint, plan: ReplayPlan) -> None:

@@ -1,0 +1,160 @@
+"""A RocksDB partition's state in bulk, for the columnar replay (``bulk.packed_batches``):
+records as offsets into a buffer, never a Python object per record past the DB's own.
+
+Spark loads a version from the newest zip at or below it and replays the changelogs after it
+into the DB (``RocksDB.load`` -> ``replayChangelog``: ``put``, or ``remove`` for a delete).
+Here the changelogs come first and the zip streams past them:
+
+* the changelogs of puts and deletes (V1, and V3 of format v2: stores without column
+  families) are decompressed whole, their records framed by offset like deltas
+  (``bulk.framed_records``), and reduced to the last record per key (``bulk.last_per_key``,
+  keys hashed in bulk);
+* the zip's DB is iterated in chunks (``rocksdb.iter_db_chunks``: rocksdict's ``items()``,
+  a pair a step in Rust), each packed into one buffer; its keys are hashed the same way and
+  looked up among the changes' (``searchsorted``, then compared byte for byte): a changed
+  key takes its new value or is dropped;
+* the changes no zip key took, in the order they first appear, come last.
+
+So rows come in ``read.iter_state``'s order (the zip's, then keys new in the changelogs),
+and memory is the changelogs plus one chunk. Anything else returns None and
+``read.iter_state`` streams it (naming any problem): row checksums, V2/V4 changelogs (column
+families: merge records), a changelog that does not frame, two changed keys whose hashes
+collide, more than ``bulk.BULK_BYTES`` of changelogs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ckpt_cli.formats import records, rocksdb
+from ckpt_cli.formats.state_encoders import row_checksums
+from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.replay.bulk import (
+    BULK_BYTES,
+    Packed,
+    decompressed,
+    framed_records,
+    joined,
+    key_hashes,
+    last_per_key,
+    sliced,
+)
+from ckpt_cli.replay.plan import ReplayPlan
+from ckpt_cli.replay.read import rebuilt_zip
+
+# Changelog formats of puts and deletes only (V2/V4 carry column families and merges).
+_UNTYPED = (1, 3)
+
+
+def rocksdb_batches(ckpt: Checkpoint, plan: ReplayPlan, size: int) -> Iterator[Packed] | None:
+    """The state of a RocksDB ``plan`` in batches of up to ``size`` records, or None when it
+    is not one this module reads (``read.iter_state`` then does)."""
+    if row_checksums(ckpt.conf) or plan.base is None and not plan.steps:
+        return None
+    if plan.base is not None and plan.base.kind is not FileKind.ZIP:
+        return None
+    if any(f.kind is not FileKind.CHANGELOG for f in plan.steps):
+        return None
+    if sum(f.entry.size or 0 for f in plan.steps) > BULK_BYTES:
+        return None
+    changes = changelog_changes(ckpt, plan)
+    if changes is None:
+        return None
+    return _batches(ckpt, plan, changes, size)
+
+
+def changelog_changes(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
+    """The last record per key of the plan's changelogs (value size -1: a delete), ordered
+    by first record; None when one has merges or does not frame, or changed keys collide."""
+    logs: list[Packed] = []
+    for f in plan.steps:
+        data = decompressed(ckpt, f)
+        changelog = records.open_changelog(f.path, [data])
+        if changelog.format_version not in _UNTYPED:
+            return None
+        framed = framed_records(data, False, changelog.records_offset)
+        if framed is None:
+            return None
+        logs.append(framed)
+    return last_per_key(joined(logs), removes=True)
+
+
+def _batches(ckpt: Checkpoint, plan: ReplayPlan, changes: Packed, size: int) -> Iterator[Packed]:
+    import numpy as np
+
+    hashes = key_hashes(changes.data, changes.key_offsets, changes.key_sizes)
+    order = np.argsort(hashes)
+    lookup = _Lookup(changes, hashes[order], order, np.zeros(len(changes), bool))
+    if plan.base is not None:
+        part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
+        with rebuilt_zip(ckpt, plan.base, part) as (tmp, _):
+            for chunk in rocksdb.iter_db_chunks(tmp, path=plan.base.path, size=size):
+                batch = lookup.applied(Packed.of(chunk))
+                if len(batch):
+                    yield batch
+    new = np.flatnonzero(~lookup.used & (changes.value_sizes >= 0))
+    yield from sliced(
+        Packed(
+            changes.data,
+            changes.key_offsets[new],
+            changes.key_sizes[new],
+            changes.value_offsets[new],
+            changes.value_sizes[new],
+        ),
+        size,
+    )
+
+
+class _Lookup:
+    """The changes by key hash; ``used`` marks those a zip key took."""
+
+    def __init__(self, changes: Packed, hashes: Any, order: Any, used: Any) -> None:
+        self.changes, self.hashes, self.order, self.used = changes, hashes, order, used
+
+    def applied(self, batch: Packed) -> Packed:
+        """``batch`` (distinct keys) with the changes of its keys applied."""
+        import numpy as np
+
+        changes = self.changes
+        if not len(changes) or not len(batch):
+            return batch
+        hashes = key_hashes(batch.data, batch.key_offsets, batch.key_sizes)
+        at = np.minimum(np.searchsorted(self.hashes, hashes), len(self.hashes) - 1)
+        candidates = np.flatnonzero(self.hashes[at] == hashes)
+        if not len(candidates):
+            return batch
+        # Equal hashes: the keys compared byte for byte (a change's hash is unique among them).
+        mine, theirs = batch.data, changes.data
+        took = self.order[at[candidates]]
+        sizes = batch.key_sizes[candidates]
+        same = sizes == changes.key_sizes[took]
+        ours, logs = np.frombuffer(mine, np.uint8), np.frombuffer(theirs, np.uint8)
+        key_at, log_at = batch.key_offsets[candidates], changes.key_offsets[took]
+        for b in range(int(sizes.max(initial=0))):
+            live = np.flatnonzero(same & (sizes > b))
+            same[live] = ours[key_at[live] + b] == logs[log_at[live] + b]
+        row, took = candidates[same], took[same]
+        if not len(row):
+            return batch
+        self.used[took] = True
+        value_sizes = changes.value_sizes[took]
+        put = value_sizes >= 0
+        # The new values go after the batch's bytes, gathered from the changes' buffer.
+        lengths = value_sizes[put]
+        ends = np.cumsum(lengths)
+        gather = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(
+            changes.value_offsets[took[put]] - (ends - lengths), lengths
+        )
+        values_at, values_size = batch.value_offsets.copy(), batch.value_sizes.copy()
+        values_at[row[put]] = len(mine) + ends - lengths
+        values_size[row[put]] = lengths
+        keep = np.ones(len(batch), bool)
+        keep[row[~put]] = False
+        return Packed(
+            mine + logs[gather].tobytes(),
+            batch.key_offsets[keep],
+            batch.key_sizes[keep],
+            values_at[keep],
+            values_size[keep],
+        )

@@ -1,0 +1,177 @@
+"""The bulk RocksDB merge (``replay/bulk_rocksdb``) against the streamed one
+(``read.iter_state``): real Spark zips with changelogs rewritten to random puts and
+deletes of the fixture's own keys (and new keys of the same shape), in V1 and V3 (format v2)
+changelogs; and what either does with a damaged SST."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ckpt_cli.errors import FormatError
+from ckpt_cli.formats import compression, records, rocksdb
+from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.replay import bulk_rocksdb
+from ckpt_cli.replay.bulk import packed_batches
+from ckpt_cli.replay.plan import ReplayPlan, codec_of, plan_version
+from ckpt_cli.replay.read import iter_state
+from tests.conftest import CASES_DIR
+
+_INT = struct.Struct(">i")
+# A zip (8) with one changelog (9) after it, V1 headerless and V3 with lineage.
+CASES = ["spark4-rocksdb-changelog", "spark4-rocksdb-v2", "spark35-rocksdb-changelog"]
+
+
+def _copy(case: str, root: Path) -> Path:
+    shutil.copytree(CASES_DIR / case / "checkpoint", root)
+    return root
+
+
+def _plan(root: Path, version: int) -> tuple[Checkpoint, ReplayPlan]:
+    ckpt = Checkpoint.open(str(root))
+    return ckpt, plan_version(ckpt, 0, 0, version)
+
+
+def _bulk(ckpt: Checkpoint, plan: ReplayPlan) -> list[tuple[bytes, bytes]]:
+    return [pair for batch in packed_batches(ckpt, plan, size=7) for pair in batch.pairs()]
+
+
+def _rewrite(path: Path, data: bytes, codec: str) -> None:
+    path.write_bytes(compression.compress(data, codec))
+    for crc in (path.with_name(f".{path.name}.crc"), path.with_name(f"{path.name}.crc")):
+        crc.unlink(missing_ok=True)
+
+
+# A change: (index into the zip's keys, or a new key made from one; delete?; value seed).
+_change = st.tuples(st.integers(0, 10_000), st.booleans(), st.booleans(), st.integers(0, 255))
+
+
+def _write_changelog(
+    root: Path, ckpt: Checkpoint, plan: ReplayPlan, changes: list[tuple[bytes, bytes | None]]
+) -> None:
+    """Replace the plan's one changelog by these puts (and deletes: None), header kept."""
+    (step,) = plan.steps
+    path = root / step.path
+    codec = codec_of(ckpt)
+    with open(path, "rb") as fh:
+        data = b"".join(compression.decompressed_chunks(str(path), fh, codec=codec))
+    out = bytearray(data[: records.open_changelog(str(path), [data]).records_offset])
+    for key, value in changes:
+        out += _INT.pack(len(key)) + key
+        out += _INT.pack(-1) if value is None else _INT.pack(len(value)) + value
+    out += _INT.pack(-1)
+    _rewrite(path, bytes(out), codec)
+
+
+@pytest.mark.parametrize("case", CASES)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(changes=st.lists(_change, max_size=40), odd=st.booleans())
+def test_bulk_merge_equals_the_streamed_merge(
+    tmp_path_factory: pytest.TempPathFactory,
+    case: str,
+    changes: list[tuple[int, bool, bool, int]],
+    odd: bool,
+) -> None:
+    root = _copy(case, tmp_path_factory.mktemp("ckpt") / "ckpt")
+    ckpt, plan = _plan(root, 9)
+    assert plan.base is not None and plan.base.kind is FileKind.ZIP
+    base = list(iter_state(ckpt, plan_version(ckpt, 0, 0, 8)))
+    written: list[tuple[bytes, bytes | None]] = []
+    for pick, new, delete, seed in changes:
+        key, value = base[pick % len(base)]
+        if new:  # the same shape, another key: its last word changed
+            key = key[:-1] + bytes([(key[-1] + 1 + seed) % 256])
+        if odd and seed % 7 == 0:
+            key += b"\x01"  # not whole words after the version byte
+        changed = bytearray(base[seed % len(base)][1])
+        changed[-1] = seed
+        written.append((key, None if delete else bytes(changed)))
+    _write_changelog(root, ckpt, plan, written)
+    ckpt, plan = _plan(root, 9)
+    assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is not None  # the bulk path's case
+    assert _bulk(ckpt, plan) == list(iter_state(ckpt, plan))  # same pairs, same order
+
+
+def test_colliding_hashes_are_told_apart_or_left_to_the_streamed_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckpt_cli.replay import bulk
+
+    root = _copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
+    ckpt, plan = _plan(root, 9)
+    base = list(iter_state(ckpt, plan_version(ckpt, 0, 0, 8)))
+    monkeypatch.setattr(bulk, "_FNV_PRIME", 0)  # every key hashes alike
+    # One change: every zip key is a candidate, the bytes pick the one it changes.
+    _write_changelog(root, ckpt, plan, [(base[1][0], base[0][1]), (base[1][0], base[2][1])])
+    ckpt, plan = _plan(root, 9)
+    assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is not None
+    streamed = list(iter_state(ckpt, plan))
+    assert _bulk(ckpt, plan) == streamed and streamed[1] == (base[1][0], base[2][1])
+    # Two changed keys of one hash: the streamed merge does it.
+    _write_changelog(root, ckpt, plan, [(base[1][0], base[0][1]), (base[2][0], None)])
+    ckpt, plan = _plan(root, 9)
+    assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is None
+    assert _bulk(ckpt, plan) == list(iter_state(ckpt, plan))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_bulk_path_reads_the_fixture_as_the_streamed_one(tmp_path: Path, case: str) -> None:
+    ckpt, _ = _plan(_copy(case, tmp_path / "ckpt"), 9)
+    for version in (8, 9, 10):  # zip alone, zip + changelog, zip alone
+        plan = plan_version(ckpt, 0, 0, version)
+        assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 5) is not None
+        streamed = list(iter_state(ckpt, plan))
+        assert _bulk(ckpt, plan) == streamed and streamed
+        limited = [p for b in packed_batches(ckpt, plan, limit=6, size=4) for p in b.pairs()]
+        assert limited == streamed[:6]
+
+
+def test_a_block_failing_its_checksum_mid_scan_is_an_error(tmp_path: Path) -> None:
+    """rocksdict's ``items()`` ends quietly at a damaged block: ``iter_db_chunks`` must not
+    take that for the end of the data (the fixtures' SSTs are a block or two, read at open,
+    so this DB is written here: enough pairs for many 4 KiB blocks)."""
+    from rocksdict import Options, Rdict
+
+    db_dir = tmp_path / "db"
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = Rdict(str(db_dir), options=options)
+    pairs = [
+        (b"\x00" + i.to_bytes(8, "big") * 2, b"\x00" + bytes([i % 251]) * 24) for i in range(20_000)
+    ]
+    for key, value in pairs:
+        db[key] = value
+    db.flush()
+    db.close()
+    assert [p for c in rocksdb.iter_db_chunks(db_dir, size=999) for p in c] == pairs
+    (sst,) = db_dir.glob("*.sst")
+    raw = bytearray(sst.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # a data block in the middle
+    sst.write_bytes(bytes(raw))
+    read: list[tuple[bytes, bytes]] = []
+    with pytest.raises(FormatError, match="RocksDB stopped reading the SST data: Corruption"):
+        for chunk in rocksdb.iter_db_chunks(db_dir, size=999):
+            read += chunk
+    assert 0 < len(read) < len(pairs) and read == pairs[: len(read)]
+
+
+def test_column_family_changelogs_are_left_to_the_streamed_merge(tmp_path: Path) -> None:
+    root = _copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
+    ckpt, plan = _plan(root, 9)
+    (step,) = plan.steps
+    path = root / step.path
+    key, value = b"\x00" + bytes(8), b"\x00" + bytes(8)
+    typed = b"\x00\x02v2" + b"\x11" + _INT.pack(len(key)) + key + _INT.pack(len(value)) + value
+    _rewrite(path, typed + b"\x00", codec_of(ckpt))
+    ckpt, plan = _plan(root, 9)
+    assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is None
+    assert _bulk(ckpt, plan) == list(iter_state(ckpt, plan))
