@@ -10,7 +10,7 @@ import io
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
 from ckpt_cli.errors import CheckpointNotFound, CkptError, StorageAccessError
@@ -164,7 +164,7 @@ class Storage(Location):
         self._count("put")
         try:
             if self._is_local:
-                _write_local(path, data, atomic=atomic)
+                _write_local(path, (data,), atomic=atomic)
             else:
                 self.fs.pipe_file(path, data)
         except Exception as exc:
@@ -179,7 +179,7 @@ class Storage(Location):
         self._count("put")
         try:
             if self._is_local:
-                _copy_local(local, path, atomic=atomic)
+                _write_local(path, _pieces(local), atomic=atomic)
             else:
                 self.fs.put_file(local, path)
         except Exception as exc:
@@ -393,26 +393,19 @@ class Storage(Location):
         return self.stats.delete - before
 
 
-def _copy_local(local: str, path: str, *, atomic: bool) -> None:
+def _pieces(local: str) -> Iterator[bytes]:
+    # Plain reads (not sendfile): a piece at a time, whatever the size.
+    with open(local, "rb") as src:
+        while piece := src.read(1 << 20):
+            yield piece
+
+
+def _write_local(path: str, pieces: Iterable[bytes], *, atomic: bool) -> None:
     parent, _, name = path.rpartition("/")
     os.makedirs(parent, exist_ok=True)
     target = f"{parent}/.{name}.{uuid.uuid4()}.tmp" if atomic else path
-    # Plain reads and writes (not sendfile): a piece at a time, whatever the size.
-    with open(local, "rb") as src, open(target, "wb") as out:
-        while piece := src.read(1 << 20):
-            out.write(piece)
+    with open(target, "wb") as fh:
+        for piece in pieces:
+            fh.write(piece)
     if atomic:
         os.replace(target, path)
-
-
-def _write_local(path: str, data: bytes, *, atomic: bool) -> None:
-    parent, _, name = path.rpartition("/")
-    os.makedirs(parent, exist_ok=True)
-    if not atomic:
-        with open(path, "wb") as fh:
-            fh.write(data)
-        return
-    tmp = f"{parent}/.{name}.{uuid.uuid4()}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
