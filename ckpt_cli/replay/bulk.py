@@ -143,24 +143,10 @@ def _frame(data: bytes | bytearray, snapshot: bool, start: int = 0) -> Any:
     with its end marker (the streamed reader then names the problem)."""
     import numpy as np
 
-    unpack = _INT.unpack_from
-    starts = array.array("q")  # 8 bytes a record, not a Python int's 36
-    append = starts.append
-    pos = start
-    try:
-        while True:
-            (key_size,) = unpack(data, pos)
-            if key_size < 0:
-                break
-            key_end = pos + 4 + key_size
-            (value_size,) = unpack(data, key_end)
-            append(pos)
-            pos = key_end + 4 + (value_size if value_size > 0 else 0)
-    except struct.error:
-        return None  # truncated
-    if key_size != -1:
+    starts = _starts(data, start)
+    if starts is None:
         return None
-    at = np.frombuffer(starts, np.int64) if len(starts) else np.zeros(0, np.int64)
+    at = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     key_sizes = _read_ints(data, at)
     value_sizes = _read_ints(data, at + 4 + key_sizes)
     bad = (key_sizes > MAX_RECORD_BYTES) | (value_sizes > MAX_RECORD_BYTES)
@@ -169,6 +155,57 @@ def _frame(data: bytes | bytearray, snapshot: bool, start: int = 0) -> Any:
     if bool(bad.any()) or (len(ends) and int(ends[-1]) > len(data) - 4):
         return None
     return at, key_sizes, value_sizes
+
+
+# Records a run of one size is guessed ahead by (doubling while the guesses hold), and records
+# walked one at a time after a short run.
+_GUESS, _GUESS_MAX, _WALK = 64, 1 << 16, 64
+
+
+def _starts(data: bytes | bytearray, pos: int) -> list[Any] | None:
+    """The record starts from ``pos`` to the end marker (arrays, in order), or None when the
+    data ends first or the marker is not -1. Each record's start is the previous one's end:
+    a walk. Records of one key and value size (fixed-width rows) are found in bulk: from a
+    record of sizes (k, v), the next ones are guessed ``8 + k + v`` bytes apart and kept up to
+    the first whose sizes differ, so every kept record ends where the next one starts."""
+    import numpy as np
+
+    ints = np.ndarray((max(0, len(data) - 3),), ">i4", buffer=data, strides=(1,))
+    unpack = _INT.unpack_from
+    found: list[Any] = []
+    guess = _GUESS
+    try:
+        while True:
+            (key_size,) = unpack(data, pos)
+            if key_size < 0:
+                break
+            (value_size,) = unpack(data, pos + 4 + key_size)
+            stride = 8 + key_size + max(value_size, 0)
+            # Guesses whose two sizes lie inside the data.
+            count = min(guess, (len(data) - 8 - key_size - pos) // stride + 1)
+            at = pos + stride * np.arange(count, dtype=np.int64)
+            same = (ints[at] == key_size) & (ints[at + 4 + key_size] == value_size)
+            run = count if bool(same.all()) else int(np.argmin(same))
+            found.append(at[:run])
+            pos += stride * run
+            if run == count:
+                guess = min(guess * 2, _GUESS_MAX)
+                continue
+            guess = _GUESS
+            if run < 8:  # sizes vary: a stretch one at a time costs less than guessing
+                walked = array.array("q")  # 8 bytes a record, not a Python int's 36
+                for _ in range(_WALK):
+                    (key_size,) = unpack(data, pos)
+                    if key_size < 0:
+                        break
+                    (value_size,) = unpack(data, pos + 4 + key_size)
+                    walked.append(pos)
+                    pos += 8 + key_size + max(value_size, 0)
+                if walked:
+                    found.append(np.frombuffer(walked, np.int64))
+    except struct.error:
+        return None  # truncated
+    return found if key_size == -1 else None
 
 
 def _read_ints(data: bytes | bytearray, at: Any) -> Any:

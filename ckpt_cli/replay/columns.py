@@ -16,7 +16,9 @@ row path then decodes or fails on with its own error.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,7 @@ from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay.bulk import BATCH_ROWS, Packed, packed_batches
+from ckpt_cli.replay.ordered import in_order
 from ckpt_cli.replay.plain_arrow import RowPath, concatenated, json_text, plain, plain_type
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.read import iter_state
@@ -197,7 +200,9 @@ def line_chunks(
         yield columnar.lines(pid, batch), len(batch)
 
 
-def state_tables(rows: StateRows, limit: int | None = None) -> Iterator[Any]:
+def state_tables(
+    rows: StateRows, limit: int | None = None, workers: int | None = None
+) -> Iterator[Any]:
     """The rows as ``pyarrow.Table`` batches (at least one, empty when there are no rows):
     of the columnar schema when the store replays in columns, else ``arrow_tables``'s."""
     from ckpt_cli.replay.rows import arrow_tables
@@ -208,23 +213,48 @@ def state_tables(rows: StateRows, limit: int | None = None) -> Iterator[Any]:
     if columnar is None:
         yield from arrow_tables(itertools.islice(rows, limit))
         return
-    yield from plan_tables(rows.ckpt, rows.plans, columnar, limit)
+    yield from plan_tables(rows.ckpt, rows.plans, columnar, limit, workers)
 
 
 def plan_tables(
-    ckpt: Checkpoint, plans: Iterable[ReplayPlan], columnar: Columnar, limit: int | None = None
+    ckpt: Checkpoint,
+    plans: Sequence[ReplayPlan],
+    columnar: Columnar,
+    limit: int | None = None,
+    workers: int | None = None,
 ) -> Iterator[Any]:
     """The state of the plans' partitions as tables of ``columnar.arrow_schema``, a batch at
-    a time (at least one, empty when there are no rows); at most ``limit`` rows."""
-    left = limit
+    a time (at least one, empty when there are no rows); at most ``limit`` rows. Without a
+    limit, up to ``workers`` partitions (default: one per core) decode side by side, their
+    tables given in the order one thread gives them."""
+    if limit is None:
+        tables = in_order(
+            [functools.partial(_tables, ckpt, plan, columnar) for plan in plans],
+            workers or os.cpu_count() or 1,
+        )
+    else:
+        tables = _limited_tables(ckpt, plans, columnar, limit)
     sent = False
+    for table in tables:
+        yield table
+        sent = True
+    if not sent:
+        yield columnar.arrow_schema.empty_table()
+
+
+def _tables(ckpt: Checkpoint, plan: ReplayPlan, columnar: Columnar) -> Iterator[Any]:
+    for batch in packed_batches(ckpt, plan):
+        yield columnar.table(plan.partition, batch)
+
+
+def _limited_tables(
+    ckpt: Checkpoint, plans: Iterable[ReplayPlan], columnar: Columnar, limit: int
+) -> Iterator[Any]:
+    # One thread: partitions decoded ahead would mostly be cut.
+    left = limit
     for plan in plans:
         for batch in packed_batches(ckpt, plan, left):
             yield columnar.table(plan.partition, batch)
-            sent = True
-            if left is not None:
-                left -= len(batch)
+            left -= len(batch)
         if left == 0:
             break
-    if not sent:
-        yield columnar.arrow_schema.empty_table()

@@ -105,10 +105,14 @@ def write_parquet(rows: Iterable[dict[str, Any]], out: BinaryIO) -> int:
     return write_tables(arrow_tables(rows), out)
 
 
-def write_state_parquet(rows: StateRows, out: BinaryIO, limit: int | None = None) -> int:
-    """``rows`` as one parquet file: the table ``rows.to_arrow()`` gives, a batch at a time."""
+def write_state_parquet(
+    rows: StateRows, out: BinaryIO, limit: int | None = None, workers: int | None = None
+) -> int:
+    """``rows`` as one parquet file: the table ``rows.to_arrow()`` gives, a batch at a time
+    (partitions decoded by up to ``workers`` threads, default one per core, while this one
+    encodes)."""
     require_pyarrow("parquet output")
-    return write_tables(state_tables(rows, limit), out)
+    return write_tables(state_tables(rows, limit, workers), out)
 
 
 def write_tables(tables: Iterable[Any], out: BinaryIO) -> int:
