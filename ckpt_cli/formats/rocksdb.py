@@ -432,7 +432,22 @@ def iter_db_chunks(
     size: int = DB_CHUNK_PAIRS,
 ) -> Iterator[list[tuple[bytes, bytes]]]:
     """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order,
-    in lists of up to ``size``.
+    in lists of up to ``size`` (``iter_db_flat``'s chunks as pairs)."""
+    for flat, _ in iter_db_flat(dest_dir, path=path, limits=limits, size=size):
+        it = iter(flat)
+        yield list(zip(it, it, strict=True))
+
+
+def iter_db_flat(
+    dest_dir: str | os.PathLike[str],
+    *,
+    path: str | None = None,
+    limits: Limits | None = None,
+    size: int = DB_CHUNK_PAIRS,
+) -> Iterator[tuple[list[bytes], Any]]:
+    """All pairs of a rebuilt DB directory in RocksDB (bytewise) key order, up to ``size``
+    at a time as one flat list ``[key, value, key, value, ...]`` and the length of each
+    (a numpy int64 array): the sizes the limits need are those a packed batch needs.
 
     Opens read-only in rocksdict raw mode with block checksums verified; a DB RocksDB cannot
     open, or an iteration that stops on corruption, raises FormatError. rocksdict's
@@ -444,6 +459,7 @@ def iter_db_chunks(
     """
     import itertools
 
+    import numpy as np
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
     where = str(dest_dir)
@@ -465,12 +481,14 @@ def iter_db_chunks(
         try:
             # raw mode yields bytes; the stubs type the pairs loosely.
             pairs = cast(Iterator[tuple[bytes, bytes]], db.items(read_opt=read_options))
-            while chunk := list(itertools.islice(pairs, size)):
-                total += sum(map(len, itertools.chain.from_iterable(chunk)))
+            flatten = itertools.chain.from_iterable
+            while chunk := list(flatten(itertools.islice(pairs, size))):
+                sizes = np.fromiter(map(len, chunk), np.int64, len(chunk))
+                total += int(sizes.sum())
                 if total > allowed:
                     limits.check_inflation(path or where, on_disk, total, "the RocksDB data")
-                last = chunk[-1][0]
-                yield chunk
+                last = chunk[-2]
+                yield chunk, sizes
             it = db.iter(read_options)
             if last is None:
                 it.seek_to_first()

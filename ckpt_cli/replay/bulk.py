@@ -57,11 +57,23 @@ class Packed:
     def of(cls, pairs: Sequence[tuple[bytes, bytes]]) -> Packed:
         import numpy as np
 
-        rows = [k for k, _ in pairs] + [v for _, v in pairs]
-        sizes = np.fromiter(map(len, rows), np.int64, len(rows))
+        flat = list(itertools.chain.from_iterable(pairs))
+        return cls.of_flat(flat, np.fromiter(map(len, flat), np.int64, len(flat)))
+
+    @classmethod
+    def of_flat(cls, flat: Sequence[bytes], sizes: Any) -> Packed:
+        """The records of ``[key, value, key, value, ...]`` whose lengths are ``sizes``."""
+        import numpy as np
+
         offsets = np.cumsum(sizes) - sizes
-        n = len(pairs)
-        return cls(b"".join(rows), offsets[:n], sizes[:n], offsets[n:], sizes[n:])
+        keys, values = offsets.reshape(-1, 2).T, sizes.reshape(-1, 2).T
+        return cls(
+            b"".join(flat),
+            np.ascontiguousarray(keys[0]),
+            np.ascontiguousarray(values[0]),
+            np.ascontiguousarray(keys[1]),
+            np.ascontiguousarray(values[1]),
+        )
 
     def pairs(self) -> list[tuple[bytes, bytes]]:
         """The records as bytes (for the row path)."""

@@ -9,7 +9,7 @@ Here the changelogs come first and the zip streams past them:
   families) are decompressed whole, their records framed by offset like deltas
   (``bulk.framed_records``), and reduced to the last record per key (``bulk.last_per_key``,
   keys hashed in bulk);
-* the zip's DB is iterated in chunks (``rocksdb.iter_db_chunks``: rocksdict's ``items()``,
+* the zip's DB is iterated in chunks (``rocksdb.iter_db_flat``: rocksdict's ``items()``,
   a pair a step in Rust), each packed into one buffer; its keys are hashed the same way and
   looked up among the changes' (``searchsorted``, then compared byte for byte): a changed
   key takes its new value or is dropped;
@@ -89,8 +89,8 @@ def _batches(ckpt: Checkpoint, plan: ReplayPlan, changes: Packed, size: int) -> 
     if plan.base is not None:
         part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
         with rebuilt_zip(ckpt, plan.base, part) as (tmp, _):
-            for chunk in rocksdb.iter_db_chunks(tmp, path=plan.base.path, size=size):
-                batch = lookup.applied(Packed.of(chunk))
+            for flat, sizes in rocksdb.iter_db_flat(tmp, path=plan.base.path, size=size):
+                batch = lookup.applied(Packed.of_flat(flat, sizes))
                 if len(batch):
                     yield batch
     new = np.flatnonzero(~lookup.used & (changes.value_sizes >= 0))
