@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ckpt_cli import __version__
+from ckpt_cli.cli.coercion import CkptCommand
 from ckpt_cli.cli.common import STATE
 from ckpt_cli.cli.usage import CkptGroup
 
@@ -53,7 +54,7 @@ def make_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
     for name in commands:
         module, function = COMMANDS[name]
         command = getattr(importlib.import_module(f"ckpt_cli.cli.{module}"), function)
-        app.command(name=name)(command)
+        app.command(name=name, cls=CkptCommand)(command)
     return app
 
 

@@ -1,0 +1,75 @@
+"""The start-up floor of ``ckpt``: modules a run does not need stay unimported (each costs
+tens of milliseconds and megabytes before any work), and what is skipped behaves the same."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CASES_DIR, run_cli
+
+HDFS = str(CASES_DIR / "spark4-hdfs-agg" / "checkpoint")
+ROCKSDB = str(CASES_DIR / "spark4-rocksdb-agg" / "checkpoint")
+
+# Runs `ckpt ARGS...` in a fresh interpreter; prints the exit code and the modules imported.
+SCRIPT = """
+import json, sys
+from ckpt_cli.cli import main
+sys.argv = ["ckpt", *sys.argv[1:]]
+try:
+    main()
+    code = 0
+except SystemExit as exit:
+    code = exit.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def imported(*args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, check=True
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report["code"] in (0, None), done.stderr
+    return {m.split(".")[0] for m in report["modules"]}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("replay", HDFS, "--format", "jsonl", "-p", "0", "--limit", "5", "--output"),
+        ("replay", ROCKSDB, "--format", "parquet", "--output"),
+        ("versions", HDFS),
+    ],
+    ids=["replay-hdfs-jsonl", "replay-rocksdb-parquet", "versions"],
+)
+def test_a_run_does_not_import_pydantic(args: tuple[str, ...], tmp_path: Path) -> None:
+    if args[-1] == "--output":
+        args = (*args, str(tmp_path / "out"))
+    assert "pydantic" not in imported(*args)
+
+
+def test_values_typer_would_reject_keep_its_messages() -> None:
+    for option, problem in [
+        (("--limit", "-1"), "Input should be greater than or equal to 0"),
+        (("--limit", "x"), "Input should be a valid integer"),
+        (("-p", "0", "-p", "1x"), "Input should be a valid integer"),
+        (("--format", "JSONL"), "'JSONL' is not one of 'table', 'jsonl', 'csv', 'parquet'"),
+    ]:
+        result = run_cli("replay", HDFS, *option)
+        assert result.exit_code == 2, result.stderr
+        assert problem in " ".join(result.stderr.split())
+
+
+def test_plain_values_are_converted(tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    result = run_cli(
+        "replay", HDFS, "-p", "1", "-p", "0", "--limit", "3", "-f", "jsonl", "-O", str(out)
+    )
+    assert result.exit_code == 0, result.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3 and {r["partition_id"] for r in rows} <= {0, 1}
