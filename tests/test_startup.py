@@ -4,12 +4,16 @@ tens of milliseconds and megabytes before any work), and what is skipped behaves
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from ckpt_cli.storage import Storage
+from ckpt_cli.storage.local import LazyLocalFileSystem
 from tests.conftest import CASES_DIR, run_cli
 
 HDFS = str(CASES_DIR / "spark4-hdfs-agg" / "checkpoint")
@@ -41,11 +45,15 @@ def imported(*args: str) -> set[str]:
 @pytest.mark.parametrize(
     ("args", "unneeded"),
     [
-        (("replay", HDFS, "-f", "jsonl", "-p", "0", "-n", "5", "-O"), {"pydantic", "rich"}),
-        (("replay", ROCKSDB, "--format", "parquet", "--output"), {"pydantic", "rich"}),
-        (("versions", HDFS), {"pydantic"}),
+        (
+            ("replay", HDFS, "-f", "jsonl", "-p", "0", "-n", "5", "-O"),
+            {"pydantic", "rich", "fsspec"},
+        ),
+        (("replay", ROCKSDB, "--format", "parquet", "--output"), {"pydantic", "rich", "fsspec"}),
+        (("versions", HDFS), {"pydantic", "fsspec"}),
+        (("repartition", HDFS, "-p", "3"), {"pydantic", "fsspec"}),
     ],
-    ids=["replay-hdfs-jsonl", "replay-rocksdb-parquet", "versions"],
+    ids=["replay-hdfs-jsonl", "replay-rocksdb-parquet", "versions", "repartition-dry-run"],
 )
 def test_a_run_imports_only_what_it_needs(
     args: tuple[str, ...], unneeded: set[str], tmp_path: Path
@@ -75,3 +83,27 @@ def test_plain_values_are_converted(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3 and {r["partition_id"] for r in rows} <= {0, 1}
+
+
+def test_local_paths_resolve_as_fsspec_resolves_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fsspec.implementations.local import LocalFileSystem
+
+    monkeypatch.chdir(tmp_path)
+    for path in ["a/b", "./a/b/", ".", "/x/y/", "file:///x/y", "file://rel", "local:rel", "~/q"]:
+        assert LazyLocalFileSystem._strip_protocol(path) == LocalFileSystem._strip_protocol(path)
+
+
+def test_local_reads_match_fsspec_and_survive_pickling(tmp_path: Path) -> None:
+    from fsspec.implementations.local import LocalFileSystem
+
+    (tmp_path / "f").write_bytes(bytes(range(100)))
+    lazy, real, path = LazyLocalFileSystem(), LocalFileSystem(), str(tmp_path / "f")
+    for start, end in [(None, None), (10, None), (None, 20), (-30, -5), (90, 200)]:
+        assert lazy.cat_file(path, start, end) == real.cat_file(path, start=start, end=end)
+    assert lazy.exists(path) and not lazy.exists(path + "x")
+    storage = pickle.loads(pickle.dumps(Storage.from_url(str(tmp_path))))
+    assert storage.is_local and storage.read_bytes("f", 98) == bytes([98, 99])
+    storage.fs.rm_file(path)  # fsspec's own LocalFileSystem, made on first use
+    assert not os.path.exists(path)
