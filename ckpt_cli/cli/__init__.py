@@ -89,8 +89,11 @@ def __getattr__(name: str) -> Any:
 
 def _commands_in(argv: list[str]) -> Iterable[str]:
     """Only the command named on the command line, when it names one (the first word that
-    is not an option: the root's options take no value); else every command."""
+    is not an option: the root's options take no value); none for ``ckpt --version``; else
+    every command."""
     first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None and "--version" in argv:
+        return ()  # the root's --version prints and exits before any command is needed
     return (first,) if first in COMMANDS else COMMANDS
 
 
