@@ -50,7 +50,7 @@ def imported(*args: str) -> set[str]:
             {"pydantic", "rich", "fsspec"},
         ),
         (("replay", ROCKSDB, "--format", "parquet", "--output"), {"pydantic", "rich", "fsspec"}),
-        (("versions", HDFS), {"pydantic", "fsspec"}),
+        (("versions", HDFS), {"pydantic", "fsspec", "numpy"}),
         (("repartition", HDFS, "-p", "3"), {"pydantic", "fsspec"}),
     ],
     ids=["replay-hdfs-jsonl", "replay-rocksdb-parquet", "versions", "repartition-dry-run"],
