@@ -150,6 +150,7 @@ def test_the_cli_imports_only_the_command_it_runs() -> None:
         "assert list(_commands_in(['--debug', 'versions', 'x'])) == ['versions']\n"
         "assert list(_commands_in(['--help'])) == list(COMMANDS)\n"
         "assert list(_commands_in(['nosuch'])) == list(COMMANDS)\n"
+        "assert list(_commands_in(['--version'])) == []\n"
         "make_app(_commands_in(['versions', 'x']))\n"
         "print(sorted(m for m in sys.modules if m.startswith('ckpt_cli.cli.')))\n"
     )

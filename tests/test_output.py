@@ -10,7 +10,7 @@ import pytest
 from ckpt_cli import exit_codes
 from ckpt_cli.cleanup import CleanupPlan, CleanupRun, OrphanScan
 from ckpt_cli.cli.output import RENDERERS, exit_code
-from ckpt_cli.cli.text import render_text
+from ckpt_cli.cli.text import load_all, render_text
 from ckpt_cli.files import FileReport
 from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 from ckpt_cli.results import Result
@@ -32,6 +32,7 @@ RESULTS = [
 
 @pytest.mark.parametrize("cls", RESULTS, ids=lambda c: c.__name__)
 def test_every_result_has_a_text_rendering(cls: type[Result]) -> None:
+    load_all()
     assert render_text.dispatch(cls) is not render_text.dispatch(object)
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ckpt_cli import __version__
+from ckpt_cli.cli.coercion import CkptCommand
 from ckpt_cli.cli.common import STATE
 from ckpt_cli.cli.usage import CkptGroup
 
@@ -53,7 +54,7 @@ def make_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
     for name in commands:
         module, function = COMMANDS[name]
         command = getattr(importlib.import_module(f"ckpt_cli.cli.{module}"), function)
-        app.command(name=name)(command)
+        app.command(name=name, cls=CkptCommand)(command)
     return app
 
 
@@ -88,8 +89,11 @@ def __getattr__(name: str) -> Any:
 
 def _commands_in(argv: list[str]) -> Iterable[str]:
     """Only the command named on the command line, when it names one (the first word that
-    is not an option: the root's options take no value); else every command."""
+    is not an option: the root's options take no value); none for ``ckpt --version``; else
+    every command."""
     first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None and "--version" in argv:
+        return ()  # the root's --version prints and exits before any command is needed
     return (first,) if first in COMMANDS else COMMANDS
 
 

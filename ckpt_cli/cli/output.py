@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import re
 import sys
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ckpt_cli import exit_codes
 from ckpt_cli.errors import CkptError
 from ckpt_cli.results import Result
+
+if TYPE_CHECKING:  # rich is imported when something is printed (~40 ms, ~4 MB)
+    from rich.console import Console
 
 # The library names its parameters (``min_age=0s``, ``force=True``); on the command line they
 # are options.
@@ -76,8 +78,13 @@ class TextRenderer:
 
     def __init__(self, **options: Any) -> None:
         self.options = options
-        self.console = Console(highlight=False)
         self._shown: list[object] = []
+
+    @cached_property
+    def console(self) -> Console:
+        from rich.console import Console
+
+        return Console(highlight=False)
 
     def shown(self, part: object) -> bool:
         """Whether ``part`` was shown already (a plan shown before its confirmation)."""

@@ -10,11 +10,9 @@ from contextlib import contextmanager
 from enum import Enum
 from itertools import islice
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ckpt_cli.cli.common import (
     STATE,
@@ -45,6 +43,9 @@ from ckpt_cli.replay.sinks import (
 from ckpt_cli.replay.source import requested_store, target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.secrets import scrub
+
+if TYPE_CHECKING:  # rich only for a table on the terminal, not for rows written to a file
+    from rich.console import Console
 
 TABLE_LIMIT = 50
 
@@ -418,6 +419,8 @@ def _variable_value(row: dict[str, Any]) -> dict[str, Any]:
 def render_table(
     rows: list[dict[str, Any]], console: Console, target: ReplayTarget, *, more: bool, changes: bool
 ) -> None:
+    from rich.table import Table
+
     title = f"Operator {target.operator} · store {target.store} · " + (
         "changes" if changes else f"state {target.when} (version {target.version})"
     )

@@ -12,6 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from ckpt_cli import exit_codes
+from ckpt_cli.cli.coercion import convert_param, convert_plainly
 from ckpt_cli.errors import UsageError
 
 try:  # Typer 0.2x parses with its own copy of Click, whose errors derive from this
@@ -23,6 +24,11 @@ except ImportError:  # older Typer: Click itself
 class CkptGroup(TyperGroup):
     """The ``ckpt`` command group: Typer's, but with ckpt's usage errors."""
 
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        convert_param(option)  # made per run: see ckpt_cli.cli.coercion
+        return option
+
     def main(  # type: ignore[override]
         self,
         args: Sequence[str] | None = None,
@@ -31,6 +37,7 @@ class CkptGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        convert_plainly(self)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         argv = list(sys.argv[1:] if args is None else args)

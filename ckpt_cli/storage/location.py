@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from ckpt_cli.errors import MissingExtraError, OutsideCheckpointError, StorageAccessError
 from ckpt_cli.install import pip_install
 from ckpt_cli.storage.errors import first_line
+from ckpt_cli.storage.local import LazyLocalFileSystem, lazily_local
 from ckpt_cli.storage.stats import StorageStats, attach_request_counter
 from ckpt_cli.storage.urls import (
     HDFS_NEEDS,
@@ -21,6 +22,10 @@ from ckpt_cli.storage.urls import (
 )
 
 L = TypeVar("L", bound="Location")
+
+
+def is_local_fs(fs: Any) -> bool:
+    return isinstance(fs, LazyLocalFileSystem) or type(fs).__name__ == "LocalFileSystem"
 
 
 class Location:
@@ -45,7 +50,7 @@ class Location:
         self.root = root.rstrip("/") or "/"
         self.url = url
         self.stats = StorageStats() if stats is None else stats
-        self._is_local = type(fs).__name__ == "LocalFileSystem"
+        self._is_local = is_local_fs(fs)
         self._sizes: dict[str, int] = {}  # from the listing: reads need no HEAD
         self._prefetched: dict[str, bytes] = {}
         self._heads: dict[str, bytes] = {}  # first bytes of files, for header-only reads
@@ -65,8 +70,6 @@ class Location:
     ) -> L:
         """Open a location: a local path, ``file://``, ``s3://``, ``abfs://``... Nothing is
         read or listed yet. Requests are counted in ``stats`` (default: a new one)."""
-        import fsspec.core
-
         scheme, fs_url = normalise_url(url)
         options = dict(storage_options or {})
         # s3fs retries timeouts on its own, on top of botocore (a class attribute, 5).
@@ -79,7 +82,13 @@ class Location:
             # request counter hooks into this instance's client.
             options.setdefault("skip_instance_cache", True)
         try:
-            fs, path = fsspec.core.url_to_fs(fs_url, **options)
+            if scheme == "file" and not options and lazily_local(fs_url):
+                fs = LazyLocalFileSystem()
+                path = fs._strip_protocol(fs_url)
+            else:
+                import fsspec.core
+
+                fs, path = fsspec.core.url_to_fs(fs_url, **options)
         except ImportError as exc:
             extra = SCHEME_EXTRAS.get(scheme)
             hint = f"install it with: {pip_install(extra)}" if extra else str(exc)
@@ -99,7 +108,7 @@ class Location:
         except ValueError as exc:
             # fsspec raises ValueError for unknown protocols.
             raise StorageAccessError(f"{redact_url(url)}: {exc}") from exc
-        if type(fs).__name__ == "LocalFileSystem":
+        if is_local_fs(fs):
             path = os.path.abspath(path)
         endpoint = str(
             options.get("endpoint_url")

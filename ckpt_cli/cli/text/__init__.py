@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from functools import singledispatch
 from typing import TYPE_CHECKING
 
@@ -10,9 +11,40 @@ if TYPE_CHECKING:
     from ckpt_cli.results import Result
 
 
+# Each module registers its result types; a run imports only the one of the result it shows
+# (``ckpt versions`` need not import repartition's numpy): by the result's package.
+MODULES = {
+    "ckpt_cli.batches": "batches",
+    "ckpt_cli.cleanup": "cleanup",
+    "ckpt_cli.du": "du",
+    "ckpt_cli.files": "files",
+    "ckpt_cli.repair": "repair",
+    "ckpt_cli.repartition": "repartition",
+    "ckpt_cli.report": "report",
+    "ckpt_cli.validate": "validate",
+    "ckpt_cli.versions": "versions",
+}
+
+
 @singledispatch
 def render_text(result: object, out: TextRenderer) -> None:
+    package = ".".join(type(result).__module__.split(".")[:2])
+    if package in MODULES:
+        importlib.import_module(f"ckpt_cli.cli.text.{MODULES[package]}")
+        found = render_text.dispatch(type(result))
+        if found is not _unregistered:
+            found(result, out)
+            return
     raise TypeError(f"no text rendering for {type(result).__name__}")
+
+
+_unregistered = render_text.dispatch(object)
+
+
+def load_all() -> None:
+    """Register every result type's rendering (tests; a run loads only its own)."""
+    for name in MODULES.values():
+        importlib.import_module(f"ckpt_cli.cli.text.{name}")
 
 
 def plan_first(plan: Result, out: TextRenderer, *, applied: bool, dry_run: str) -> None:
@@ -22,30 +54,3 @@ def plan_first(plan: Result, out: TextRenderer, *, applied: bool, dry_run: str) 
         out.render(plan)
     if not applied and dry_run:
         out.console.print(f"[dim]{dry_run}[/]")
-
-
-# Each module registers its result types.
-from ckpt_cli.cli.text import (  # noqa: E402
-    batches,
-    cleanup,
-    du,
-    files,
-    repair,
-    repartition,
-    report,
-    validate,
-    versions,
-)
-
-__all__ = [
-    "batches",
-    "cleanup",
-    "du",
-    "files",
-    "render_text",
-    "repair",
-    "repartition",
-    "report",
-    "validate",
-    "versions",
-]
