@@ -197,7 +197,10 @@ def replay(
     workers: Annotated[
         int | None,
         typer.Option(
-            "--workers", min=1, help="Worker processes (default: cores).", show_default=False
+            "--workers",
+            min=1,
+            help="Partitions replayed at once, in threads or worker processes (default: cores).",
+            show_default=False,
         ),
     ] = None,
     engine: EngineOpt = "local",
@@ -283,7 +286,7 @@ def replay(
     elif fmt is OutputFormat.parquet:
         assert output is not None
         with open_output(output, binary=True) as fh, _pandas_left_out():
-            write_state_parquet(rows, fh, limit)
+            write_state_parquet(rows, fh, limit, workers)
     elif fmt is OutputFormat.table:
         shown = limit if limit is not None else TABLE_LIMIT
         got = list(islice(rows, shown + 1))
