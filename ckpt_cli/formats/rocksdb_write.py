@@ -188,9 +188,9 @@ def write_rocksdb_checkpoint(
     unmerged operands with ``,``) would otherwise misalign Spark's reader when the
     checkpoint's delimiter is none. ``row_checksums``: the elements carry them.
     """
-    if list_families:
-        mapping = template.column_family_mapping if template is not None else {}
-        ids = frozenset(mapping[name] for name in list_families if name in mapping)
+    mapping = template.column_family_mapping if template is not None else {}
+    ids = frozenset(mapping[name] for name in list_families if name in mapping)
+    if ids:  # a store without list families: records go in as they are
         records = _joined_lists(records, ids, delimiter, row_checksums)
     suffix = str(uuid.uuid4())
     dest.mkdir(parents=True)
