@@ -108,12 +108,17 @@ def hash_bytes_array(values: Sequence[bytes], seed: int | npt.ArrayLike = 42) ->
 
 
 def _bytes(h: U32, values: Sequence[bytes]) -> U32:
-    out: U32 = h.copy()
     lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    data = np.frombuffer(b"".join(values), dtype=np.uint8)
+    return _bytes_at(h, data, np.cumsum(lengths) - lengths, lengths)
+
+
+def _bytes_at(h: U32, data: npt.NDArray[np.uint8], at: Any, lengths: Any) -> U32:
+    """``_bytes`` of the values ``data[at[i]:][:lengths[i]]``."""
+    out: U32 = h.copy()
     for length in np.unique(lengths).tolist():
         idx = np.flatnonzero(lengths == length)
-        matrix = np.frombuffer(b"".join([values[i] for i in idx.tolist()]), dtype=np.uint8)
-        matrix = matrix.reshape(idx.size, length)
+        matrix = data[at[idx, None] + np.arange(length)]  # one row of bytes per value
         aligned = length - length % 4
         words = np.ascontiguousarray(matrix[:, :aligned]).view("<u4").astype(np.uint32)
         g = h[idx]
@@ -260,6 +265,13 @@ def _hash_rows(
     h: U32,
 ) -> U32:
     words = (num_fields + 63) // 64
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    if (
+        len(rows)
+        and int(lengths.min()) >= start + 8 * (words + num_fields)  # every slot in its row
+        and not any(isinstance(t, StructType) for _, t in columns)
+    ):
+        return _hash_packed(b"".join(rows), lengths, start, words, columns, h)
     for ordinal, data_type in columns:
         word_at, bit = start + 8 * (ordinal // 64), 1 << (ordinal % 64)
         slot = start + 8 * words + 8 * ordinal
@@ -295,4 +307,42 @@ def _hash_rows(
             ints = np.array(raw, dtype=np.int64)
             hashed = _ints(h, _u32(ints)) if kind == "int" else _longs(h, ints)
         h = np.where(null_mask, h, hashed) if null_mask.any() else hashed
+    return h
+
+
+def _hash_packed(
+    joined: bytes,
+    lengths: npt.NDArray[np.int64],
+    start: int,
+    words: int,
+    columns: Sequence[tuple[int, DataType]],
+    h: U32,
+) -> U32:
+    """``_hash_rows`` of rows of flat columns, every slot inside its row, read in bulk from
+    the rows joined (``lengths``: each row's): no Python step per row."""
+    data = np.frombuffer(joined, dtype=np.uint8)
+    rows_at = np.cumsum(lengths) - lengths
+    longs = np.ndarray((max(0, len(joined) - 7),), "<u8", buffer=joined, strides=(1,))
+    for ordinal, data_type in columns:
+        assert isinstance(data_type, AtomicType)
+        word_at = start + 8 * (ordinal // 64)
+        slot = rows_at + start + 8 * words + 8 * ordinal
+        null = ((longs[rows_at + word_at] >> np.uint64(ordinal % 64)) & np.uint64(1)).astype(bool)
+        fmt, kind = _SLOTS[data_type.name]
+        if kind == "bytes":
+            word = longs[slot]
+            at = rows_at + start + (word >> np.uint64(32)).astype(np.int64)
+            size = (word & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            if bool(((at + size > rows_at + lengths) & ~null).any()):
+                raise ValueError("a value points outside its row")
+            at[null], size[null] = 0, 0  # a null's slot may hold anything
+            hashed = _bytes_at(h, data, at, size)
+        elif fmt == "<?":
+            hashed = _ints(h, (data[slot] != 0).astype(np.uint32))  # any non-zero byte is true
+        else:
+            width = struct.calcsize(fmt)
+            view = np.ndarray((len(joined) - width + 1,), fmt, buffer=joined, strides=(1,))
+            ints = view[slot].astype(np.int64)
+            hashed = _ints(h, _u32(ints)) if kind == "int" else _longs(h, ints)
+        h = np.where(null, h, hashed) if null.any() else hashed
     return h
