@@ -25,7 +25,12 @@ from ckpt_cli.replay.read import iter_state, read_zip_metadata
 from ckpt_cli.replay.source import covering_reads
 from ckpt_cli.storage import Storage
 from tests.conftest import REPO, run_cli
-from tests.fixture_copies import age_everything, truncate_latest_delta
+from tests.fixture_copies import (
+    age_everything,
+    in_memory_store,
+    memory_objects,
+    truncate_latest_delta,
+)
 from tests.kill_support import tree
 
 FIXTURES = REPO / "fixtures"
@@ -357,26 +362,14 @@ def _same_files_as_spark(path: Path, expected: Any, batch: int, doc: Any) -> Non
 def test_object_store_repartition_and_undo() -> None:
     """On an object store (memory://): whole-object puts, no Hadoop .crc, the manifest beside
     the checkpoint's prefix, and --undo restores every object."""
-    import fsspec
-
-    fs = fsspec.filesystem("memory")
-    src = fixture("spark4-rocksdb-v2")
-    for p in src.rglob("*"):
-        if p.is_file() and not p.name.startswith("."):  # S3A/ABFS write no .crc sidecars
-            fs.pipe_file(f"/repartition-test/{p.relative_to(src)}", p.read_bytes())
-    before = {k: fs.cat_file(k) for k in fs.find("/repartition-test")}
-    try:
+    with in_memory_store(fixture("spark4-rocksdb-v2"), "repartition-test") as (fs, before):
         storage = Storage.from_url("memory://repartition-test")
         run = run_repartition(storage, partitions=3, apply=True, force=True)
         assert run.result is not None and run.result.validation.ok
         assert not any(Path(p).name.startswith(".") for p in run.result.written)
         assert fs.exists(run.result.manifest)
         assert run_cli("repartition", "memory://repartition-test", "--undo").exit_code == 0
-        assert {k: fs.cat_file(k) for k in fs.find("/repartition-test")} == before
-    finally:
-        for root in ("/repartition-test", "/repartition-test.ckpt-quarantine"):
-            if fs.exists(root):
-                fs.rm(root, recursive=True)
+        assert memory_objects(fs, "repartition-test") == before
 
 
 def test_undo_refuses_once_the_query_ran_on(tmp_path: Path) -> None:

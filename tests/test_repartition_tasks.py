@@ -24,7 +24,7 @@ from ckpt_cli.replay.source import covering_reads
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import validate
 from tests.conftest import REPO
-from tests.fixture_copies import age_everything
+from tests.fixture_copies import age_everything, in_memory_store, memory_objects
 from tests.kill_support import tree
 
 T = TypeVar("T")
@@ -155,15 +155,8 @@ def test_a_dry_run_on_tasks_writes_nothing(tmp_path: Path) -> None:
 def test_tasks_on_an_object_store(tmp_path: Path) -> None:
     """memory:// (an object store): the tasks stage under the quarantine prefix, the built
     objects are moved in, the staging prefix is removed, --undo restores every object."""
-    import fsspec
-
-    fs = fsspec.filesystem("memory")
     src = REPO / "fixtures" / "checkpoints" / "spark4-rocksdb-v2" / "checkpoint"
-    for p in src.rglob("*"):
-        if p.is_file() and not p.name.startswith("."):  # S3A/ABFS write no .crc sidecars
-            fs.pipe_file(f"/tasks-test/{p.relative_to(src)}", p.read_bytes())
-    before = {k: fs.cat_file(k) for k in fs.find("/tasks-test")}
-    try:
+    with in_memory_store(src, "tasks-test") as (fs, before):
         storage = Storage.from_url("memory://tasks-test")
         local = run_repartition(storage, partitions=3)
         engine = Tasks(lambda: set(fs.find("/tasks-test.ckpt-quarantine")))
@@ -175,8 +168,4 @@ def test_tasks_on_an_object_store(tmp_path: Path) -> None:
         assert fs.exists(run.result.manifest)
         assert not [k for k in fs.find("/tasks-test.ckpt-quarantine") if "/staging/" in k]
         undo_repartition("memory://tasks-test")
-        assert {k: fs.cat_file(k) for k in fs.find("/tasks-test")} == before
-    finally:
-        for root in ("/tasks-test", "/tasks-test.ckpt-quarantine"):
-            if fs.exists(root):
-                fs.rm(root, recursive=True)
+        assert memory_objects(fs, "tasks-test") == before
