@@ -280,7 +280,7 @@ def test_columns_equal_spark_statestore(case: Case, read: dict[str, Any]) -> Non
     if rows.state_var is not None or columnar_for(rows.decoder) is None:
         pytest.skip("replayed row by row")
     spark = _spark_rows(case, read)
-    lines = "".join(t for plan in rows.plans for t, _ in line_chunks(ckpt, plan, rows.decoder))
+    lines = b"".join(t for plan in rows.plans for t, _ in line_chunks(ckpt, plan, rows.decoder))
     assert _canon([json.loads(line) for line in lines.splitlines()]) == _canon(spark)
     assert _canon(rows.to_arrow().to_pylist()) == _canon(spark)
 

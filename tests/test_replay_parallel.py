@@ -3,10 +3,11 @@ path) give the text one process gives, and the CLI leaves pandas out while it wr
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -38,17 +39,34 @@ def test_threads_write_the_text_of_one_process(name: str, tmp_path: Path) -> Non
     assert stdout.exit_code == 0 and stdout.stdout.encode() == texts[0]
 
 
-def _executor(name: str, where: tuple[tuple[str, str], ...] = ()) -> type:
-    ckpt = Checkpoint.open(str(CASES_DIR / name / "checkpoint"))
-    rows = target_rows(ckpt, resolve_target(ckpt), where=where)
-    with _pool(rows, 2) as (pool, _run):
-        return type(pool)
+def test_columnar_partitions_go_to_threads_the_row_path_to_processes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ckpt_cli.replay import sinks
 
+    ckpt = Checkpoint.open(str(CASES_DIR / "spark4-hdfs-agg" / "checkpoint"))
+    assert len(resolve_target(ckpt).partitions) > 1
+    used: list[str] = []
+    real_pool, real_threads = sinks._pool, sinks._write_threads
 
-def test_columnar_partitions_go_to_threads_the_row_path_to_processes() -> None:
-    assert _executor("spark4-hdfs-agg") is ThreadPoolExecutor
-    # Rows filtered by key are decoded row by row.
-    assert _executor("spark4-hdfs-agg", (("k", "k3"),)) is ProcessPoolExecutor
+    def pool(*args: object) -> object:
+        used.append("processes")
+        return real_pool(*args)  # type: ignore[arg-type]
+
+    def threads(*args: object) -> int:
+        used.append("threads")
+        return real_threads(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sinks, "_pool", pool)
+    monkeypatch.setattr(sinks, "_write_threads", threads)
+    for where, expected in (((), "threads"), ((("k", "k3"),), "processes")):
+        rows = target_rows(ckpt, resolve_target(ckpt), where=where)
+        used.clear()
+        sinks.write_partitions(rows, io.StringIO(), "jsonl", workers=2)
+        # Rows filtered by key are decoded row by row: in processes.
+        assert used == [expected]
+    with _pool(rows, 2) as (pool_, _run):
+        assert type(pool_) is ProcessPoolExecutor
 
 
 def test_cli_replay_does_not_import_pandas(tmp_path: Path) -> None:

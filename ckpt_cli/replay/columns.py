@@ -162,6 +162,10 @@ class Columnar:
 
     def lines(self, partition: int, batch: Batch) -> str:
         """One batch as JSON lines, the text ``RowDecoder.line`` gives for each record."""
+        return self.line_bytes(partition, batch).decode("utf-8")
+
+    def line_bytes(self, partition: int, batch: Batch) -> bytes:
+        """``lines`` as UTF-8 bytes: what is written, without decoding and encoding again."""
         import pyarrow.compute as pc
 
         packed = batch if isinstance(batch, Packed) else Packed.of(batch)
@@ -173,11 +177,11 @@ class Columnar:
             )
         except RowPath:
             line = self.decoder.line
-            return "".join(line(partition, k, v) for k, v in packed.pairs())
+            return "".join(line(partition, k, v) for k, v in packed.pairs()).encode("utf-8")
         text = pc.binary_join_element_wise(
             f'{{"partition_id":{partition},"key":', key_text, ',"value":', value_text, "}\n", ""
         )
-        return concatenated(text).decode("utf-8") if len(text) else ""
+        return concatenated(text) if len(text) else b""
 
 
 # -- a partition's rows, a batch at a time -------------------------------------------------------
@@ -185,19 +189,20 @@ class Columnar:
 
 def line_chunks(
     ckpt: Checkpoint, plan: ReplayPlan, decoder: RowDecoder, limit: int | None = None
-) -> Iterator[tuple[str, int]]:
-    """A partition's JSON lines (unfiltered), a batch at a time: ``(text, rows)``; at most
-    ``limit`` rows."""
+) -> Iterator[tuple[bytes, int]]:
+    """A partition's JSON lines (unfiltered) as UTF-8, a batch at a time: ``(text, rows)``;
+    at most ``limit`` rows."""
     columnar = columnar_for(decoder)
     pid = plan.partition
     if columnar is None:
         line = decoder.line
         with closing(iter_state(ckpt, plan)) as pairs:
             for chunk in batches(itertools.islice(pairs, limit)):
-                yield "".join(line(pid, k, v) for k, v in chunk), len(chunk)  # type: ignore[arg-type]
+                text = "".join(line(pid, k, v) for k, v in chunk)  # type: ignore[arg-type]
+                yield text.encode("utf-8"), len(chunk)
         return
     for batch in packed_batches(ckpt, plan, limit):
-        yield columnar.lines(pid, batch), len(batch)
+        yield columnar.line_bytes(pid, batch), len(batch)
 
 
 def state_tables(

@@ -2,8 +2,9 @@
 dataset with one ``partition_id=<p>/`` folder per state partition. Files are written through
 ``Storage.open_write``, so any store ckpt reads is also an output.
 
-Partitions are independent: ``write_partitions`` replays several in worker processes (decoding
-is CPU work), each writing to a temporary file copied out in partition order;
+Partitions are independent: ``write_partitions`` replays several side by side, columnar ones
+in threads written out in partition order as their batches come, row-by-row ones (Python) in
+worker processes, each writing to a temporary file copied out in partition order;
 ``write_dataset`` maps partitions over an engine (local pools or Spark tasks), each unit
 writing its own file.
 """
@@ -20,7 +21,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO
 
@@ -32,6 +33,7 @@ from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.columns import columnar_for, line_chunks, plan_tables, state_tables
 from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
+from ckpt_cli.replay.ordered import in_order
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.rows import arrow_tables, key_filter, require_pyarrow
 from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_rows
@@ -183,13 +185,14 @@ def _replay_partition(ckpt: Checkpoint, job: _PartitionJob) -> tuple[str, int]:
     """Replay one partition into the local file ``job.out_path``."""
     decoder = decoder_for(ckpt, job.plan.operator, job.plan.store, raw=job.raw)
     matches = key_filter(job.where, decoder.schema)
-    with open(job.out_path, "w", encoding="utf-8", newline="") as fh:
-        if job.fmt == "jsonl" and matches is None:
-            count = 0
+    if job.fmt == "jsonl" and matches is None:
+        count = 0
+        with open(job.out_path, "wb") as binary:
             for text, rows in line_chunks(ckpt, job.plan, decoder):
-                fh.write(text)
+                binary.write(text)
                 count += rows
-            return job.out_path, count
+        return job.out_path, count
+    with open(job.out_path, "w", encoding="utf-8", newline="") as fh:
         writer = RowWriter(fh, job.fmt, header=False)
         for row in iter_rows(ckpt, job.plan, decoder, matches):
             writer.write(row)
@@ -219,10 +222,11 @@ def write_partitions(
             return _write_parallel(rows, out, fmt, workers, progress)
         if fmt == "jsonl" and rows.matches is None:
             count = 0
+            write = utf8_writer(out)
             for plan in plans:
                 left = None if limit is None else limit - count
                 for text, n in line_chunks(ckpt, plan, decoder, left):
-                    out.write(text)
+                    write(text)
                     count += n
                 if limit is not None and count >= limit:
                     return count
@@ -243,6 +247,8 @@ def write_partitions(
 def _write_parallel(
     rows: StateRows, out: IO[str], fmt: str, workers: int, progress: ProgressSink
 ) -> int:
+    if rows.matches is None and columnar_for(rows.decoder) is not None:
+        return _write_threads(rows, out, workers, progress)
     total = 0
     with tempfile.TemporaryDirectory(prefix="ckpt-replay-") as tmp:
         jobs = [
@@ -256,6 +262,36 @@ def _write_parallel(
                 total += count
                 progress.advance()
     return total
+
+
+def _write_threads(rows: StateRows, out: IO[str], workers: int, progress: ProgressSink) -> int:
+    """JSON lines of columnar partitions replayed side by side in threads (numpy and pyarrow
+    release the GIL), written in partition order as they come: no temporary files."""
+
+    def lines(plan: ReplayPlan) -> Iterator[tuple[bytes, int] | None]:
+        yield from line_chunks(rows.ckpt, plan, rows.decoder)
+        yield None  # the partition's end
+
+    write = utf8_writer(out)
+    total = 0
+    sources = [functools.partial(lines, plan) for plan in rows.plans]
+    for chunk in in_order(sources, workers):
+        if chunk is None:
+            progress.advance()
+            continue
+        write(chunk[0])
+        total += chunk[1]
+    return total
+
+
+def utf8_writer(out: IO[str]) -> Callable[[bytes], Any]:
+    """Writes UTF-8 bytes onto ``out``: onto the binary stream under it when there is one
+    (no decoding and encoding again)."""
+    binary = getattr(out, "buffer", None)
+    if binary is None:
+        return lambda data: out.write(data.decode("utf-8"))
+    out.flush()
+    return binary.write  # type: ignore[no-any-return]
 
 
 def _append_file(path: str, out: IO[str]) -> None:
@@ -276,14 +312,8 @@ def _append_file(path: str, out: IO[str]) -> None:
 def _pool(
     rows: StateRows, workers: int
 ) -> Iterator[tuple[Executor, Callable[[_PartitionJob], tuple[str, int]]]]:
-    """Where partitions replay side by side. Columnar batches spend their time in numpy and
-    pyarrow, which release the GIL: threads then share one interpreter, where each worker
-    process would import and hold its own (~90 MB of RSS each, more than a 1M-key state).
-    The row path is Python: it needs processes."""
-    if rows.matches is None and columnar_for(rows.decoder) is not None:
-        with ThreadPoolExecutor(max_workers=workers) as threads:
-            yield threads, functools.partial(_replay_partition, rows.ckpt)
-        return
+    """Worker processes for partitions replayed row by row (Python: one interpreter each;
+    columnar partitions share one in threads, ``_write_threads``)."""
     with ProcessPoolExecutor(
         max_workers=workers,
         initializer=_init_worker,
@@ -359,14 +389,14 @@ def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage,
                 return write_tables((t.drop_columns(["partition_id"]) for t in tables), fh)
             rows = iter_rows(ckpt, plan, decoder, matches)
             return write_parquet((_without_partition(row) for row in rows), fh)
-        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
-        count = 0
         if matches is None:
+            count = 0
             for chunk, n in line_chunks(ckpt, plan, decoder):
-                text.write(chunk)
+                fh.write(chunk)
                 count += n
-        else:
-            count = write_text(iter_rows(ckpt, plan, decoder, matches), text, "jsonl")
+            return count
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        count = write_text(iter_rows(ckpt, plan, decoder, matches), text, "jsonl")
         text.flush()
         text.detach()  # the binary file is closed by open_write
         return count
