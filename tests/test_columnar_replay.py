@@ -366,3 +366,27 @@ def test_colliding_key_hashes_fall_back_to_the_streamed_merge(
     assert bulk._merged(ckpt, plan) is None
     streamed = list(iter_state(ckpt, plan))
     assert [p for b in bulk.packed_batches(ckpt, plan) for p in b.pairs()] == streamed
+
+
+@pytest.mark.parametrize("spread_days", [3, 40_000, 3_000_000])
+def test_timestamp_and_date_text_equals_the_row_paths(spread_days: int) -> None:
+    """Days formatted once each (a batch over fewer days than rows) or one by one: both give
+    ``rows.format_timestamp``'s text, years 1 to 9999 and before 1970 included."""
+    import datetime as dt
+
+    import numpy as np
+
+    from ckpt_cli.replay.plain_arrow import _format_dates, _format_timestamps
+    from ckpt_cli.replay.rows import format_timestamp
+
+    rng = np.random.default_rng(spread_days)
+    first = max(-719162, -spread_days // 2)
+    days = rng.integers(first, min(first + spread_days, 2932896), 5000)
+    days[:2] = (first, min(first + spread_days, 2932896) - 1)
+    micros = days * 86_400_000_000 + rng.integers(0, 86_400_000_000, len(days))
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    expected = [format_timestamp(epoch + dt.timedelta(microseconds=int(m))) for m in micros]
+    got = _format_timestamps(micros, "Z")
+    assert [bytes(row).decode() for row in got] == expected
+    dates = [(dt.date(1970, 1, 1) + dt.timedelta(days=int(d))).isoformat() for d in days]
+    assert [bytes(row).decode() for row in _format_dates(days)] == [d.rjust(10, "0") for d in dates]

@@ -28,7 +28,14 @@ from ckpt_cli.formats import schema as S
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay.bulk import BATCH_ROWS, Packed, packed_batches
 from ckpt_cli.replay.ordered import in_order
-from ckpt_cli.replay.plain_arrow import RowPath, concatenated, json_text, plain, plain_type
+from ckpt_cli.replay.plain_arrow import (
+    RowPath,
+    concatenated,
+    joined,
+    json_parts,
+    plain,
+    plain_type,
+)
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.read import iter_state
 
@@ -166,21 +173,23 @@ class Columnar:
 
     def line_bytes(self, partition: int, batch: Batch) -> bytes:
         """``lines`` as UTF-8 bytes: what is written, without decoding and encoding again."""
-        import pyarrow.compute as pc
-
         packed = batch if isinstance(batch, Packed) else Packed.of(batch)
+        schema, floats = self.schema, self._repr_floats
         try:
             key, value = self.native(packed)
-            key_text = json_text(plain(key, self.schema.key), self.schema.key, self._repr_floats)
-            value_text = json_text(
-                plain(value, self.schema.value), self.schema.value, self._repr_floats
+            text = joined(
+                [
+                    f'{{"partition_id":{partition},"key":',
+                    *json_parts(plain(key, schema.key), schema.key, floats),
+                    ',"value":',
+                    *json_parts(plain(value, schema.value), schema.value, floats),
+                    "}\n",
+                ],
+                len(packed),
             )
         except RowPath:
             line = self.decoder.line
             return "".join(line(partition, k, v) for k, v in packed.pairs()).encode("utf-8")
-        text = pc.binary_join_element_wise(
-            f'{{"partition_id":{partition},"key":', key_text, ',"value":', value_text, "}\n", ""
-        )
         return concatenated(text) if len(text) else b""
 
 
