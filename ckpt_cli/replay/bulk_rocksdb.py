@@ -85,7 +85,7 @@ def _batches(ckpt: Checkpoint, plan: ReplayPlan, changes: Packed, size: int) -> 
 
     hashes = key_hashes(changes.data, changes.key_offsets, changes.key_sizes)
     order = np.argsort(hashes)
-    lookup = _Lookup(changes, hashes[order], order, np.zeros(len(changes), bool))
+    lookup = _Lookup(changes, hashes[order], order)
     if plan.base is not None:
         part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
         with rebuilt_zip(ckpt, plan.base, part) as (tmp, _):
@@ -109,8 +109,17 @@ def _batches(ckpt: Checkpoint, plan: ReplayPlan, changes: Packed, size: int) -> 
 class _Lookup:
     """The changes by key hash; ``used`` marks those a zip key took."""
 
-    def __init__(self, changes: Packed, hashes: Any, order: Any, used: Any) -> None:
-        self.changes, self.hashes, self.order, self.used = changes, hashes, order, used
+    def __init__(self, changes: Packed, hashes: Any, order: Any) -> None:
+        import numpy as np
+
+        self.changes, self.hashes, self.order = changes, hashes, order
+        self.used = np.zeros(len(changes), bool)
+        # A table of the hashes' low bits rules most zip keys out with one lookup each
+        # (a search among the sorted hashes costs a dozen cache misses a key).
+        size = 1 << max(10, min(24, (8 * len(changes)).bit_length()))
+        self.mask = np.uint64(size - 1)
+        self.seen = np.zeros(size, bool)
+        self.seen[hashes & self.mask] = True
 
     def applied(self, batch: Packed) -> Packed:
         """``batch`` (distinct keys) with the changes of its keys applied."""
@@ -120,13 +129,16 @@ class _Lookup:
         if not len(changes) or not len(batch):
             return batch
         hashes = key_hashes(batch.data, batch.key_offsets, batch.key_sizes)
-        at = np.minimum(np.searchsorted(self.hashes, hashes), len(self.hashes) - 1)
-        candidates = np.flatnonzero(self.hashes[at] == hashes)
+        maybe = np.flatnonzero(self.seen[hashes & self.mask])
+        probe = hashes[maybe]
+        at = np.minimum(np.searchsorted(self.hashes, probe), len(self.hashes) - 1)
+        hit = self.hashes[at] == probe
+        candidates, at = maybe[hit], at[hit]
         if not len(candidates):
             return batch
         # Equal hashes: the keys compared byte for byte (a change's hash is unique among them).
         mine, theirs = batch.data, changes.data
-        took = self.order[at[candidates]]
+        took = self.order[at]
         sizes = batch.key_sizes[candidates]
         same = sizes == changes.key_sizes[took]
         ours, logs = np.frombuffer(mine, np.uint8), np.frombuffer(theirs, np.uint8)
