@@ -362,9 +362,10 @@ def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
     import numpy as np
 
     n = len(offsets)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     hashes = key_hashes(buf, offsets, sizes)
-    order = np.argsort(hashes, kind="stable")  # records of one hash stay in file order
-    ordered = hashes[order]
+    order, ordered = _by_hash(hashes)
     del hashes
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     del ordered
@@ -382,6 +383,47 @@ def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
             ours = bytes_view[offsets[mine[live]] + j]
             if bool((ours != bytes_view[offsets[theirs[live]] + j]).any()):
                 return None
-    first, last = order[starts], order[ends]
-    by_first = np.argsort(first, kind="stable")
-    return first[by_first], last[by_first]
+    return _by_first(order[starts], order[ends], n)
+
+
+def _by_hash(hashes: Any) -> tuple[Any, Any]:
+    """The records ordered by hash, those of one hash in file order: ``(order, hashes)``.
+
+    numpy sorts values with SIMD but indices (``argsort``) several times slower, so each
+    hash's high bits carry the record's index in its low bits and the values are sorted.
+    Records whose high bits alone are equal (rare) are put in full-hash order after."""
+    import numpy as np
+
+    n = len(hashes)
+    bits = max(1, n.bit_length())
+    low = np.uint64((1 << bits) - 1)
+    tagged = (hashes & ~low) | np.arange(n, dtype=np.uint64)
+    tagged.sort()
+    order = (tagged & low).astype(np.int64)
+    del tagged
+    ordered = hashes[order]
+    # Within a run of equal high bits the full hashes must not interleave.
+    prefix = ordered & ~low
+    run_start = np.concatenate(([True], prefix[1:] != prefix[:-1]))
+    mixed = ~run_start & np.concatenate(([False], ordered[1:] != ordered[:-1]))
+    if bool(mixed.any()):
+        run = np.cumsum(run_start) - 1
+        at = np.flatnonzero(np.isin(run, run[mixed]))
+        resorted = at[np.lexsort((order[at], ordered[at]))]
+        order[at], ordered[at] = order[resorted], ordered[resorted]
+    return order, ordered
+
+
+def _by_first(first: Any, last: Any, n: int) -> tuple[Any, Any]:
+    """``(first, last)`` pairs ordered by first (all distinct, below ``n``)."""
+    import numpy as np
+
+    bits = max(1, n.bit_length())
+    if 2 * bits > 64:
+        by_first = np.argsort(first)
+        return first[by_first], last[by_first]
+    pairs = (first.astype(np.uint64) << np.uint64(bits)) | last.astype(np.uint64)
+    pairs.sort()
+    return (pairs >> np.uint64(bits)).astype(np.int64), (pairs & np.uint64((1 << bits) - 1)).astype(
+        np.int64
+    )
