@@ -30,6 +30,7 @@ from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay.csv_arrow import write_csv
 from ckpt_cli.replay.columns import columnar_for, line_chunks, plan_tables, state_tables
 from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
 from ckpt_cli.replay.plan import ReplayPlan
@@ -206,14 +207,16 @@ def write_partitions(
     progress: ProgressSink = NULL_PROGRESS,
 ) -> int:
     """The rows as JSON lines or CSV into ``out``, partition after partition; returns how
-    many. Several partitions of state on local storage go to worker processes."""
+    many. Several partitions of state on local storage go to worker processes (JSON lines)
+    or threads (CSV, ``csv_arrow``)."""
+    if fmt == "csv":
+        return write_csv(rows, out, limit=limit, workers=workers, progress=progress)
     if rows.changes is not None or rows.state_var is not None:
         return write_text(rows, out, fmt, limit)
     ckpt, plans, decoder = rows.ckpt, rows.plans, rows.decoder
     workers = workers or os.cpu_count() or 1
     progress.start("Replaying partitions", total=len(plans))
     try:
-        # CSV's header comes from the first row, so it stays in one process.
         parallel = len(plans) > 1 and workers > 1 and ckpt.storage.is_local
         if parallel and limit is None and fmt == "jsonl":
             return _write_parallel(rows, out, fmt, workers, progress)
