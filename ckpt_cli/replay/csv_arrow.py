@@ -12,7 +12,7 @@ Where the rows have a known schema (a store's rows, its change feed) the tables 
 of ``columns.Columnar.arrow_schema``: the columnar path gives them, and the row path builds them
 from its rows with the same types, so both give the same bytes and even an empty state has its
 header. Other rows (``--raw``, join sides, state variables and timers) are flattened as they
-come, their header from the first row (no rows, no header).
+come, their header from the first batch of rows (no rows, no header).
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
+from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay import columns
 from ckpt_cli.replay.ordered import in_order
 from ckpt_cli.replay.plain_arrow import RowPath, json_text, plain_type
-from ckpt_cli.replay.rows import ARROW_BATCH_ROWS, RowDecoder, require_pyarrow
+from ckpt_cli.replay.rows import ARROW_BATCH_ROWS, PrefixScanDecoder, RowDecoder, require_pyarrow
 from ckpt_cli.replay.source import iter_rows
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from ckpt_cli.replay.source import StateRows
 
 _CHANGE_FIELDS = (("batch_id", "int64"), ("change_type", "string"))
+# Map columns of rows without a schema: a transformWithState map variable read with
+# flattenCollectionTypes=false (Spark's ``map_value`` column). Their keys vary by row.
+_MAP_COLUMNS = frozenset({"map_value"})
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,7 @@ def schema_of(decoder: RowDecoder, *, changes: bool = False) -> CsvSchema | None
     of plain values, or None when its rows are not in the store schema's shape."""
     import pyarrow as pa
 
-    if type(decoder) is not RowDecoder or decoder.schema is None:
+    if type(decoder) not in (RowDecoder, PrefixScanDecoder) or decoder.schema is None:
         return None
     key, value = decoder.schema.key, decoder.schema.value
     fields = [pa.field(name, kind) for name, kind in _CHANGE_FIELDS] if changes else []
@@ -318,7 +322,7 @@ def _write_untyped(
     rows: Iterable[dict[str, Any]], write: Callable[[bytes], Any], limit: int | None
 ) -> int:
     """Rows without a known schema: flattened as they come (dicts to dotted names, lists as
-    JSON text), the columns of the first row, each column's type inferred per batch."""
+    JSON text), the columns of the first batch, each column's type inferred per batch."""
     import pyarrow as pa
 
     it = itertools.islice(rows, limit)
@@ -326,8 +330,9 @@ def _write_untyped(
     count = 0
     while batch := [_flat_row(row) for row in itertools.islice(it, ARROW_BATCH_ROWS)]:
         if names is None:
-            names = list(batch[0])
+            names = _columns_of(batch)
             write(_header(names))
+        _check_columns(batch, names, count)
         arrays = [_untyped_column([row.get(n) for row in batch]) for n in names]
         write(_csv_bytes(pa.Table.from_arrays(arrays, names=names)))
         count += len(batch)
@@ -342,13 +347,35 @@ def _flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
+    if isinstance(value, dict) and prefix not in _MAP_COLUMNS:
         for k, v in value.items():
             _flatten(f"{prefix}.{k}", v, out)
-    elif isinstance(value, list):
+    elif isinstance(value, (list, dict)):
         out[prefix] = orjson.dumps(value).decode()
     else:
         out[prefix] = value
+
+
+def _columns_of(batch: list[dict[str, Any]]) -> list[str]:
+    """The columns of a batch's rows, in order: a null struct (a deleted row's value) is the
+    columns its other rows have for it."""
+    seen = dict.fromkeys(name for row in batch for name in row)
+    return [n for n in seen if not any(m.startswith(f"{n}.") for m in seen)]
+
+
+def _check_columns(batch: list[dict[str, Any]], names: list[str], before: int) -> None:
+    """Every row has the header's columns, or a cell would be lost (a null struct, e.g. a
+    deleted row's value, is its columns' nulls)."""
+    known = set(names)
+    structs = {name.rsplit(".", i)[0] for name in names for i in range(1, name.count(".") + 1)}
+    for i, row in enumerate(batch):
+        for extra in row.keys() - known:
+            if row[extra] is None and extra in structs:
+                continue
+            raise CkptError(
+                f"row {before + i + 1} has a column the CSV header lacks ({extra!r}): "
+                "its rows differ in shape; use --format jsonl or parquet"
+            )
 
 
 def _untyped_column(values: list[Any]) -> Any:
