@@ -15,7 +15,7 @@ import pytest
 
 from ckpt_cli.formats import schema as S
 from ckpt_cli.replay import columns
-from ckpt_cli.replay.csv_arrow import CsvSchema, schema_of
+from ckpt_cli.replay.csv_arrow import CsvSchema, _tables_of, schema_of
 from ckpt_cli.replay.rows import RowDecoder
 from tests.conftest import CASES, Case, run_cli
 from tests.formats.test_unsaferow import field, write_row
@@ -238,3 +238,23 @@ def test_maps_are_json_text_not_columns() -> None:
     text = schema.csv(pa.Table.from_pylist(rows, schema=schema.arrow)).decode()
     assert schema.header == ["partition_id", "key.k", "value.m", "value.n"]
     assert_csv_equals_rows(",".join(schema.header) + "\n" + text, rows)
+
+
+def test_non_finite_floats_alike_on_both_paths() -> None:
+    value = S.StructType((field("d", S.DOUBLE), field("l", S.ArrayType(S.DOUBLE))))
+    decoder = RowDecoder(S.StateSchema(KEY, value, 2), "hdfs")
+    schema = schema_of(decoder)
+    columnar = columns.columnar_for(decoder)
+    assert schema is not None and columnar is not None
+    values = [
+        {"d": math.nan, "l": [math.inf, 1.0]},
+        {"d": -math.inf, "l": None},
+        {"d": 2.5, "l": []},
+    ]
+    pairs = [(write_row(KEY, {"k": str(i)}), write_row(value, v)) for i, v in enumerate(values)]
+    fast = schema.csv(columnar.table(0, pairs))
+    rows = [decoder.row(0, k, v) for k, v in pairs]
+    slow = b"".join(schema.csv(t) for t in _tables_of(rows, schema))
+    assert fast == slow == b'0,"0",nan,"[""inf"",1.0]"\n0,"1",-inf,\n0,"2",2.5,"[]"\n'
+    text = ",".join(schema.header) + "\n" + fast.decode()
+    assert_csv_equals_rows(text, [json.loads(decoder.line(0, k, v)) for k, v in pairs])

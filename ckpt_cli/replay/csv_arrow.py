@@ -209,7 +209,29 @@ def _tables_of(rows: Iterable[dict[str, Any]], schema: CsvSchema) -> Iterator[An
 
     it = iter(rows)
     while batch := list(itertools.islice(it, ARROW_BATCH_ROWS)):
-        yield pa.Table.from_pylist(batch, schema=schema.arrow)
+        try:
+            yield pa.Table.from_pylist(batch, schema=schema.arrow)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            # The row path writes non-finite floats as text ("nan"): floats again here.
+            restored = [_floats_restored(row, pa.struct(schema.arrow)) for row in batch]
+            yield pa.Table.from_pylist(restored, schema=schema.arrow)
+
+
+def _floats_restored(value: Any, t: Any) -> Any:
+    """A row path value with the text of its non-finite floats (type ``t``) as floats."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_floating(t) and isinstance(value, str):
+        return float(value)
+    if pa.types.is_struct(t):
+        return {f.name: _floats_restored(value.get(f.name), f.type) for f in t}
+    if pa.types.is_map(t):
+        return {k: _floats_restored(v, t.item_type) for k, v in value.items()}
+    if pa.types.is_list(t):
+        return [_floats_restored(v, t.value_type) for v in value]
+    return value
 
 
 def _write_batches(tables: Iterable[Any], schema: CsvSchema, write: Callable[[bytes], Any]) -> int:
