@@ -65,6 +65,7 @@ class CsvSchema:
 
     @functools.cached_property
     def header(self) -> list[str]:
+        """The column names, from the schema alone (an empty state has them too)."""
         return list(
             _flat(self.arrow.empty_table(), self.spark_types, self.repr_floats).schema.names
         )
@@ -189,6 +190,8 @@ def _write_row_path(
     limit: int | None,
     progress: ProgressSink,
 ) -> int:
+    """A store's rows decoded row by row (``--where``, or no columnar decoder), read into
+    the columnar path's Arrow types a batch at a time."""
     count = 0
     for plan in rows.plans:
         left = None if limit is None else limit - count
