@@ -15,13 +15,14 @@ Builds (once, under benchmarks/.data/) the checkpoint of a streaming aggregation
 * ``--source synthetic``: benchmarks/synthetic.py (Spark's exact formats, read back by real
   Spark in tests/test_synthetic_spark.py), any size without a JVM.
 
-Then, for each output format (``--formats jsonl,parquet``), alternating ckpt and Spark
+Then, for each output format (``--formats jsonl,parquet,csv``), alternating ckpt and Spark
 (benchmarks/common.py: every run its own process tree, the checkpoint read once untimed
 before each, ``--repeat`` rounds):
 
 * ``ckpt replay CHECKPOINT --format F --output FILE``
 * a PySpark script: ``spark.read.format("statestore").load(CHECKPOINT)`` written as JSON
-  lines / Parquet files (local[2])
+  lines / Parquet files / CSV with a header, ``partition_id, key.*, value.*`` as flat
+  columns (local[2])
 
 and reports wall, CPU of the process tree (the JVM and its Python workers too), peak RSS
 summed over the tree against the state's decompressed size, rows written by each side
@@ -137,8 +138,16 @@ ckpt, out, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.driver.memory", "3g")
          .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-reader = spark.read.format("statestore").load(ckpt).write.mode("overwrite")
-(reader.json(out) if fmt == "jsonl" else reader.parquet(out))
+state = spark.read.format("statestore").load(ckpt)
+if fmt == "csv":  # CSV has no structs: the key's and value's columns side by side
+    state = state.select("partition_id", "key.*", "value.*")
+writer = state.write.mode("overwrite")
+if fmt == "jsonl":
+    writer.json(out)
+elif fmt == "csv":
+    writer.csv(out, header=True)
+else:
+    writer.parquet(out)
 spark.stop()
 """
 
@@ -196,7 +205,8 @@ def state_bytes(ckpt_path: Path) -> tuple[int, int]:
 
 
 def rows_written(output: Path, fmt: str) -> int:
-    """Rows in a JSON lines / Parquet file, or in the part files of a Spark output folder."""
+    """Rows in a JSON lines / CSV / Parquet file, or in the part files of a Spark output
+    folder (CSV: each file's header left out)."""
     parts = sorted(output.rglob("part-*")) if output.is_dir() else [output]
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -205,7 +215,8 @@ def rows_written(output: Path, fmt: str) -> int:
     total = 0
     for part in parts:
         with open(part, "rb") as fh:
-            total += sum(1 for _ in fh)
+            lines = sum(1 for _ in fh)
+        total += max(lines - 1, 0) if fmt == "csv" else lines
     return total
 
 

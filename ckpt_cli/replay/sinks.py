@@ -12,11 +12,9 @@ writing its own file.
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
 import io
 import itertools
-import json
 import os
 import shutil
 import tempfile
@@ -32,6 +30,7 @@ from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.columns import columnar_for, line_chunks, plan_tables, state_tables
+from ckpt_cli.replay.csv_arrow import write_csv
 from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
 from ckpt_cli.replay.ordered import in_order
 from ckpt_cli.replay.plan import ReplayPlan
@@ -44,56 +43,25 @@ DATASET_FORMATS = ("jsonl", "parquet")
 
 
 class RowWriter:
-    """Writes rows as JSON lines or CSV (``flat_row`` columns) to a text stream."""
+    """Writes rows as JSON lines to a text stream (CSV goes through ``csv_arrow``)."""
 
-    def __init__(self, out: IO[str], fmt: str, *, header: bool = True) -> None:
+    def __init__(self, out: IO[str], fmt: str = "jsonl", *, header: bool = True) -> None:
+        if fmt != "jsonl":
+            raise ValueError(f"RowWriter writes JSON lines, not {fmt}")
         self.out = out
         self.fmt = fmt
-        self.header = header
-        self._csv: csv.DictWriter[str] | None = None
         self.count = 0
 
     def write(self, row: dict[str, Any]) -> None:
         self.count += 1
-        if self.fmt == "jsonl":
-            # orjson: the JSON encoding is most of the time of a large replay.
-            self.out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE).decode())
-            return
-        flat = flat_row(row)
-        if self._csv is None:
-            # The header comes from the first row.
-            self._csv = csv.DictWriter(self.out, fieldnames=list(flat), extrasaction="ignore")
-            if self.header:
-                self._csv.writeheader()
-        self._csv.writerow(flat)
-
-
-def flat_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A row with nested key/value columns as ``key.col`` / ``value.col`` (for CSV); lists
-    as JSON text."""
-    out: dict[str, Any] = {}
-    for name, value in row.items():
-        if isinstance(value, dict):
-            _flatten(name, value, out)
-        else:
-            out[name] = value
-    return out
-
-
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(f"{prefix}.{k}", v, out)
-    elif isinstance(value, list):
-        out[prefix] = json.dumps(value, ensure_ascii=False)
-    else:
-        out[prefix] = value
+        # orjson: the JSON encoding is most of the time of a large replay.
+        self.out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE).decode())
 
 
 def write_text(
     rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, limit: int | None = None
 ) -> int:
-    """Rows as JSON lines or CSV into ``out``; returns how many."""
+    """Rows as JSON lines into ``out``; returns how many."""
     writer = RowWriter(out, fmt)
     for row in itertools.islice(rows, limit):
         writer.write(row)
@@ -209,14 +177,16 @@ def write_partitions(
     progress: ProgressSink = NULL_PROGRESS,
 ) -> int:
     """The rows as JSON lines or CSV into ``out``, partition after partition; returns how
-    many. Several partitions of state on local storage go to worker processes."""
+    many. Several partitions of state on local storage go to worker processes (JSON lines)
+    or threads (CSV, ``csv_arrow``)."""
+    if fmt == "csv":
+        return write_csv(rows, out, limit=limit, workers=workers, progress=progress)
     if rows.changes is not None or rows.state_var is not None:
         return write_text(rows, out, fmt, limit)
     ckpt, plans, decoder = rows.ckpt, rows.plans, rows.decoder
     workers = workers or os.cpu_count() or 1
     progress.start("Replaying partitions", total=len(plans))
     try:
-        # CSV's header comes from the first row, so it stays in one process.
         parallel = len(plans) > 1 and workers > 1 and ckpt.storage.is_local
         if parallel and limit is None and fmt == "jsonl":
             return _write_parallel(rows, out, fmt, workers, progress)
