@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError, LimitExceededError, UnsupportedVersionError
-from ckpt_cli.formats import checksums, compression, logs, records, rocksdb
+from ckpt_cli.formats import checksums, compression, logs, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
 from ckpt_cli.layout import StoreLocation
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
@@ -322,7 +322,7 @@ class _Prefixed:
 def _zip(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     assert f.store is not None
     data = ckpt.storage.read_bytes(f.path)
-    contents = rocksdb.read_zip(f.path, data)
+    contents = rocksdb_zip.read_zip(f.path, data)
     meta = contents.metadata
     store_dir = f.path.rsplit("/", 1)[0]
     shared = []
@@ -366,7 +366,7 @@ def _zip(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) ->
     part_prefix = store_dir + "/"
     count = 0
     with tempfile.TemporaryDirectory(prefix="ckpt-inspect-") as tmp:
-        rocksdb.rebuild_db_dir(
+        rocksdb_zip.rebuild_db_dir(
             data, lambda rel: ckpt.storage.read_bytes(part_prefix + rel), tmp, path=f.path
         )
         if meta.uses_column_families:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_cli.errors import FormatError, LimitExceededError
-from ckpt_cli.formats import compression, limits, records, rocksdb
+from ckpt_cli.formats import compression, limits, records, rocksdb, rocksdb_zip
 from tests import bombs
 from tests.conftest import CASES_DIR, REPO, run_cli
 
@@ -228,7 +228,7 @@ def test_zip_bomb_is_refused_from_the_central_directory(tmp_path: Path) -> None:
     dest = tmp_path / "10.zip"
     bombs.zip_bomb(_real_zip(), dest, 1 << 30)
     with pytest.raises(LimitExceededError, match="OPTIONS-999999"):
-        rocksdb.read_zip("state/0/0/10.zip", dest.read_bytes())
+        rocksdb_zip.read_zip("state/0/0/10.zip", dest.read_bytes())
 
 
 def test_zip_entry_whose_declared_size_lies_is_not_inflated_past_it(tmp_path: Path) -> None:
@@ -239,7 +239,9 @@ def test_zip_entry_whose_declared_size_lies_is_not_inflated_past_it(tmp_path: Pa
     dest = tmp_path / "10.zip"
     bombs.write_zip(dest, entries)
     with pytest.raises(FormatError, match="OPTIONS-999999") as info:
-        rocksdb.rebuild_db_dir(dest.read_bytes(), lambda rel: b"", tmp_path / "db", path="10.zip")
+        rocksdb_zip.rebuild_db_dir(
+            dest.read_bytes(), lambda rel: b"", tmp_path / "db", path="10.zip"
+        )
     assert not isinstance(info.value, LimitExceededError)
     assert (tmp_path / "db" / "OPTIONS-999999").stat().st_size <= 1024
 
@@ -251,7 +253,7 @@ def test_many_zip_entries_are_refused_before_parsing_the_directory(tmp_path: Pat
     dest = tmp_path / "10.zip"
     bombs.write_zip(dest, entries)
     with pytest.raises(LimitExceededError, match="zip entries"):
-        rocksdb.read_zip("10.zip", dest.read_bytes())
+        rocksdb_zip.read_zip("10.zip", dest.read_bytes())
 
 
 def _metadata_zip(tmp_path: Path, ssts: int) -> Path:
@@ -259,7 +261,7 @@ def _metadata_zip(tmp_path: Path, ssts: int) -> Path:
     entries = bombs.real_zip_entries(_real_zip())
     out = []
     for name, method, data, crc, size in entries:
-        if name == rocksdb.METADATA_ENTRY:
+        if name == rocksdb_zip.METADATA_ENTRY:
             header, _, body = data.decode().partition("\n")
             obj = json.loads(body)
             obj["sstFiles"] = [
@@ -295,7 +297,7 @@ def test_too_many_listed_sst_files(tmp_path: Path) -> None:
     _copy(tmp_path, "spark4-rocksdb-agg")
     dest = _metadata_zip(tmp_path, 11)
     with pytest.raises(LimitExceededError, match="SST and log files listed"):
-        rocksdb.read_zip("10.zip", dest.read_bytes(), limits=limits.Limits(max_shared_files=10))
+        rocksdb_zip.read_zip("10.zip", dest.read_bytes(), limits=limits.Limits(max_shared_files=10))
 
 
 @pytest.mark.parametrize("name", ["../escape", "/etc/escape", "a/../../escape", "..", "x\\..\\y"])
@@ -305,7 +307,9 @@ def test_zip_slip_names_are_refused(tmp_path: Path, name: str) -> None:
     dest = tmp_path / "10.zip"
     bombs.write_zip(dest, entries)
     with pytest.raises(FormatError, match="Spark writes flat names"):
-        rocksdb.rebuild_db_dir(dest.read_bytes(), lambda rel: b"", tmp_path / "db", path="10.zip")
+        rocksdb_zip.rebuild_db_dir(
+            dest.read_bytes(), lambda rel: b"", tmp_path / "db", path="10.zip"
+        )
     assert not (tmp_path / "escape").exists() and not Path("/etc/escape").exists()
 
 
@@ -314,7 +318,7 @@ def test_rocksdb_rows_are_held_to_the_limits_against_the_files_on_disk(tmp_path:
     # the rebuilt directory (here with limits so tight the real rows exceed them).
     store = CASES_DIR / "spark4-rocksdb-agg" / "checkpoint" / "state/0/0"
     db = tmp_path / "db"
-    rocksdb.rebuild_db_dir(
+    rocksdb_zip.rebuild_db_dir(
         (store / "10.zip").read_bytes(), lambda rel: (store / rel).read_bytes(), db, path="10.zip"
     )
     assert list(rocksdb.iter_db(db, path="state/0/0/10.zip"))
@@ -332,7 +336,7 @@ def test_zip64_entry_count_is_read_from_the_zip64_record(tmp_path: Path) -> None
         for i in range(70_000):
             archive.writestr(f"extra-{i:06d}", b"")
     with pytest.raises(LimitExceededError, match="zip entries: 70005,"):
-        rocksdb.read_zip("10.zip", dest.read_bytes())
+        rocksdb_zip.read_zip("10.zip", dest.read_bytes())
 
 
 def test_zip_entry_flagged_encrypted_is_a_format_error(tmp_path: Path) -> None:
@@ -343,6 +347,6 @@ def test_zip_entry_flagged_encrypted_is_a_format_error(tmp_path: Path) -> None:
         data[at + 8] |= 1  # general purpose flag bit 0: encrypted
         at = data.find(b"PK\x01\x02", at + 4)
     with pytest.raises(FormatError, match="encrypted"):
-        rocksdb.read_zip("10.zip", bytes(data))
+        rocksdb_zip.read_zip("10.zip", bytes(data))
     with pytest.raises(FormatError, match="encrypted"):
-        rocksdb.rebuild_db_dir(bytes(data), lambda rel: b"", tmp_path / "db", path="10.zip")
+        rocksdb_zip.rebuild_db_dir(bytes(data), lambda rel: b"", tmp_path / "db", path="10.zip")

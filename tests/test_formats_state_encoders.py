@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import rocksdb
+from ckpt_cli.formats import rocksdb, rocksdb_zip
 from ckpt_cli.formats.compression import decompressed_chunks
 from ckpt_cli.formats.records import DELETE, MERGE, PUT, iter_kv_records, open_changelog
 from ckpt_cli.formats.schema import (
@@ -89,7 +89,7 @@ def rocksdb_state(
     ``checksums`` the delete records' keys carry a CRC32C, checked here."""
     base = max(v for v in zip_versions(store) if v <= version)
     with tempfile.TemporaryDirectory() as tmp:
-        meta = rocksdb.rebuild_db_dir(
+        meta = rocksdb_zip.rebuild_db_dir(
             (store / f"{base}.zip").read_bytes(),
             lambda rel: (store / rel).read_bytes(),
             tmp,
@@ -639,7 +639,7 @@ def test_change_feed_per_state_variable_equals_sparks(case: str) -> None:
                 assert changelog.format_version == (4 if case.endswith("-v2") else 2)
                 # Changelogs carry no family map: the ids are those of the store's zips.
                 some_zip = min(part.glob("*.zip"))
-                zip_meta = rocksdb.read_zip(some_zip.name, some_zip.read_bytes()).metadata
+                zip_meta = rocksdb_zip.read_zip(some_zip.name, some_zip.read_bytes()).metadata
                 mapping = zip_meta.column_family_mapping
                 for record_kind, raw_key, raw_value in changelog.records():
                     if record_kind == DELETE and checksums:

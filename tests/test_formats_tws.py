@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import rocksdb
+from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.formats.tws import (
     FamilyRole,
@@ -85,7 +85,7 @@ def test_families_of_the_variables_are_the_zips_families(case: str) -> None:
     assert want - {"default"} <= in_schema
     for part in op_dir.iterdir():
         for zip_path in part.glob("*.zip"):
-            mapping = rocksdb.read_zip(zip_path.name, zip_path.read_bytes()).metadata
+            mapping = rocksdb_zip.read_zip(zip_path.name, zip_path.read_bytes()).metadata
             assert set(mapping.column_family_mapping) == want, zip_path
             for name in mapping.column_family_mapping:
                 role = family_role(name)

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ckpt_cli
-from ckpt_cli.formats import checksums, compression, records, rocksdb
+from ckpt_cli.formats import checksums, compression, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.rocksdb_write import (
     build_rocksdb_checkpoint,
     merge_delimiter,
@@ -139,7 +139,7 @@ def read_back(files: dict[str, bytes], tmp: Path) -> list[tuple[bytes, bytes]]:
     """Rebuild the DB from our zip + SSTs (Spark's loadCheckpointFromDfs) and iterate it."""
     zips = [name for name in files if name.endswith(".zip")]
     assert len(zips) == 1
-    meta = rocksdb.rebuild_db_dir(files[zips[0]], files.__getitem__, tmp)
+    meta = rocksdb_zip.rebuild_db_dir(files[zips[0]], files.__getitem__, tmp)
     assert {f"SSTs/{f.dfs_file_name}" for f in meta.sst_files} <= set(files)
     return list(rocksdb.iter_db(tmp))
 
@@ -224,7 +224,7 @@ def test_empty_partition_is_a_version_without_ssts(tmp_path: Path) -> None:
 
 
 def test_template_carries_column_families_and_counts_internal_keys() -> None:
-    template = rocksdb.parse_zip_metadata(
+    template = rocksdb_zip.parse_zip_metadata(
         "t",
         'v1\n{"sstFiles":[],"numKeys":9,"numInternalKeys":9,'
         '"columnFamilyMapping":{"default":1,"$rowCounter_x":2,"x":3},'
@@ -243,7 +243,7 @@ def test_template_carries_column_families_and_counts_internal_keys() -> None:
 def test_list_values_are_joined_with_sparks_delimiter(checksums: bool) -> None:
     """A list read back through rocksdict has ``,`` between operands; Spark 4.3
     (mergeOperatorVersion 2) joins elements with nothing."""
-    template = rocksdb.parse_zip_metadata(
+    template = rocksdb_zip.parse_zip_metadata(
         "t",
         'v1\n{"sstFiles":[],"numKeys":0,"columnFamilyMapping":{"default":1,"events":2},'
         '"columnFamilyTypeMap":{"default":false,"events":false},"maxColumnFamilyId":2}',
@@ -292,7 +292,7 @@ def test_merge_delimiter_follows_the_pinned_conf() -> None:
 
 
 def test_spark35_template_keeps_its_fields() -> None:
-    template = rocksdb.parse_zip_metadata("t", 'v1\n{"sstFiles":[],"numKeys":-1}')
+    template = rocksdb_zip.parse_zip_metadata("t", 'v1\n{"sstFiles":[],"numKeys":-1}')
     meta = build_rocksdb_checkpoint([(b"\x00k", b"\x00v")], 2, template=template).metadata
     assert list(meta.raw) == ["sstFiles", "numKeys"] and meta.num_keys == -1
 

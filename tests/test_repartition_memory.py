@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import checksums, rocksdb, rocksdb_write
+from ckpt_cli.formats import checksums, rocksdb, rocksdb_write, rocksdb_zip
 from ckpt_cli.repartition import writers
 from ckpt_cli.repartition.placement import staged_pieces, staged_records
 from ckpt_cli.storage import Storage
@@ -94,5 +94,5 @@ def test_a_version_larger_than_the_memtable_is_several_ssts_that_read_back(
         assert (tmp_path / "out" / "SSTs" / f.dfs_file_name).stat().st_size == f.size_bytes
     files = {n: (tmp_path / "out" / n).read_bytes() for n in written.names}
     db = tmp_path / "db"
-    rocksdb.rebuild_db_dir(files["4.zip"], files.__getitem__, db)
+    rocksdb_zip.rebuild_db_dir(files["4.zip"], files.__getitem__, db)
     assert list(rocksdb.iter_db(db)) == sorted(recs.items())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import compression, records, rocksdb
+from ckpt_cli.formats import compression, records, rocksdb_zip
 from ckpt_cli.replay import read_state
 from tests.conftest import CASES_DIR, Case, run_cli
 from tests.test_state_vs_spark import SAVED_READS
@@ -87,7 +87,7 @@ def test_a_damaged_row_checksum_is_an_error_naming_the_key(tmp_path: Path) -> No
     copy = tmp_path / "checkpoint"
     shutil.copytree(CASES_DIR / "spark4-tws-checksum/checkpoint", copy)
     part = copy / "state/0/0"
-    mapping = rocksdb.read_zip("5.zip", (part / "5.zip").read_bytes()).metadata
+    mapping = rocksdb_zip.read_zip("5.zip", (part / "5.zip").read_bytes()).metadata
     key = _damage_a_put(part / "6.changelog", mapping.column_family_mapping["cnt"])
     with pytest.raises(CkptError, match=f"row checksum mismatch .* key {key.hex()}"):
         list(read_state(str(copy), batch=5, state_var="cnt", partitions=[0]))

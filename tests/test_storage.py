@@ -146,7 +146,7 @@ def test_random_access_reads_a_zip_by_ranges() -> None:
 
     import fsspec
 
-    from ckpt_cli.formats.rocksdb import read_zip
+    from ckpt_cli.formats.rocksdb_zip import read_zip
 
     case = Path(__file__).resolve().parent.parent / "fixtures/checkpoints/spark4-rocksdb-agg"
     original = sorted((case / "checkpoint/state/0/0").glob("*.zip"))[0].read_bytes()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ckpt_cli.formats import compression
-from ckpt_cli.formats.rocksdb import parse_zip_metadata
+from ckpt_cli.formats.rocksdb_zip import parse_zip_metadata
 from ckpt_cli.validate import CODES
 from tests.conftest import CASES_DIR, run_cli
 from tests.lineage_damage import write_checksums

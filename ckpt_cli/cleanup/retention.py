@@ -48,7 +48,7 @@ from ckpt_cli.cleanup.plan import (
 from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_min_age, newest_offsets_age
 from ckpt_cli.cleanup.untracked import unchosen_attempt, untracked_shared_files, zip_names
 from ckpt_cli.errors import CkptError, FormatError
-from ckpt_cli.formats import logs, rocksdb
+from ckpt_cli.formats import logs, rocksdb_zip
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
@@ -209,14 +209,14 @@ class _Planner:
     def _is_lost_attempt(self, op: int, store: str, part: Partition, f: CheckpointFile) -> bool:
         return unchosen_attempt(self.ckpt, op, store, part.id, f) is not None
 
-    def _zip_metadata(self, path: str) -> rocksdb.RocksDBCheckpointMetadata:
+    def _zip_metadata(self, path: str) -> rocksdb_zip.RocksDBCheckpointMetadata:
         entry = self.ckpt.listing.get(path)
         return read_zip_metadata(self.ckpt.storage, path, entry.size if entry else None)
 
     def _plan_shared(self, part: Partition, kept_zips: list[CheckpointFile]) -> None:
         """SSTs/logs: needed when a kept zip names them."""
         named: set[str] = set()
-        read: dict[str, rocksdb.RocksDBCheckpointMetadata | None] = {}
+        read: dict[str, rocksdb_zip.RocksDBCheckpointMetadata | None] = {}
         for z in kept_zips:
             try:
                 meta = self._zip_metadata(z.path)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import rocksdb
+from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.replay.plan import version_unique_id
 from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
@@ -26,7 +26,7 @@ def unchosen_attempt(
     return chosen if chosen is not None and chosen != f.unique_id else None
 
 
-def zip_names(part: Partition, meta: rocksdb.RocksDBCheckpointMetadata) -> set[str]:
+def zip_names(part: Partition, meta: rocksdb_zip.RocksDBCheckpointMetadata) -> set[str]:
     """The SST/log paths a zip of ``part`` names."""
     return {
         f"{part.path}/{subdir}/{sf.dfs_file_name}"
@@ -50,7 +50,7 @@ class Untracked:
 def untracked_shared_files(
     storage: Storage,
     parts: Iterable[Partition],
-    known: Mapping[str, rocksdb.RocksDBCheckpointMetadata | None] | None = None,
+    known: Mapping[str, rocksdb_zip.RocksDBCheckpointMetadata | None] | None = None,
     budget: int | None = None,
 ) -> Untracked:
     """RocksDB SST/log files no zip of their partition names: Spark's untracked files, which

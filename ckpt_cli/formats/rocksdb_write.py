@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_cli.formats import checksums
-from ckpt_cli.formats.rocksdb import (
+from ckpt_cli.formats.rocksdb_zip import (
     METADATA_ENTRY,
     RocksDBCheckpointMetadata,
     RocksDBFile,

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ckpt_cli.errors import CkptError, FormatError
-from ckpt_cli.formats.rocksdb import RocksDBCheckpointMetadata
+from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from ckpt_cli.formats.snapshot_write import with_hdfs_value_checksum
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import Checkpoint, Store

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import compression, records, rocksdb
+from ckpt_cli.formats import compression, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.schema import StateSchema, parse_state_schema
 from ckpt_cli.formats.state_encoders import (
     row_checksums,
@@ -35,12 +35,12 @@ WHOLE_ZIP_BYTES = 1 << 20
 
 def read_zip_metadata(
     storage: Storage, path: str, size: int | None
-) -> rocksdb.RocksDBCheckpointMetadata:
+) -> rocksdb_zip.RocksDBCheckpointMetadata:
     """The metadata of a ``<v>.zip``: whole when small (or of unknown size), else by range."""
     if size is None or size <= WHOLE_ZIP_BYTES:
-        return rocksdb.read_zip(path, storage.read_bytes(path)).metadata
+        return rocksdb_zip.read_zip(path, storage.read_bytes(path)).metadata
     with storage.open_random(path) as fh:
-        return rocksdb.read_zip(path, fh).metadata
+        return rocksdb_zip.read_zip(path, fh).metadata
 
 
 def iter_file_records(
@@ -100,7 +100,7 @@ def _zip_rows(
 @contextmanager
 def rebuilt_zip(
     ckpt: Checkpoint, f: CheckpointFile, part: Partition
-) -> Iterator[tuple[str, rocksdb.RocksDBCheckpointMetadata]]:
+) -> Iterator[tuple[str, rocksdb_zip.RocksDBCheckpointMetadata]]:
     """A temporary RocksDB directory rebuilt from the zip ``f`` and its SSTs, and the zip's
     metadata."""
     zip_bytes = ckpt.storage.read_bytes(f.path)
@@ -128,7 +128,7 @@ def rebuilt_zip(
         return size
 
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:
-        metadata = rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
+        metadata = rocksdb_zip.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
         yield tmp, metadata
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ckpt_cli.cleanup.untracked import unchosen_attempt
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import rocksdb
+from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.replay.plan import codec_of
 from ckpt_cli.validate.codes import CODES
@@ -36,7 +36,7 @@ class ValidationRun:
         self.versions_checked = 0
         # Restart scope: SST/log files the zips read within the budget leave unnamed.
         self.orphans_unresolved = 0
-        self.zip_metadata: dict[str, rocksdb.RocksDBCheckpointMetadata] = {}
+        self.zip_metadata: dict[str, rocksdb_zip.RocksDBCheckpointMetadata] = {}
         # Changelogs whose lineage is checked: one read and one finding each.
         self.lineage_checked: set[str] = set()
         self.by_path = {f.entry.path: f for f in ckpt.files}  # not .path: 100,000s of calls

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import checksums, compression, records, rocksdb
+from ckpt_cli.formats import checksums, compression, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.model import FileKind
 from ckpt_cli.replay.plan import StateUnavailable
@@ -46,7 +46,7 @@ RawFinding = tuple[str, str, list[str]]
 class FileResult:
     path: str
     findings: list[RawFinding] = field(default_factory=list)
-    zip_metadata: rocksdb.RocksDBCheckpointMetadata | None = None
+    zip_metadata: rocksdb_zip.RocksDBCheckpointMetadata | None = None
     bytes_read: int = 0
     reads: int = 0
 
@@ -104,12 +104,12 @@ def _decode_stream(storage: Storage, task: FileTask, data: bytes | None) -> None
 
 def _decode_zip(
     storage: Storage, task: FileTask, data: bytes | None
-) -> rocksdb.RocksDBCheckpointMetadata:
+) -> rocksdb_zip.RocksDBCheckpointMetadata:
     if data is None and not task.deep:
         return read_zip_metadata(storage, task.path, task.size)
     if data is None:
         data = storage.read_bytes(task.path)
-    meta = rocksdb.read_zip(task.path, data).metadata
+    meta = rocksdb_zip.read_zip(task.path, data).metadata
     if not task.deep:
         return meta
     present = dict(task.shared)
@@ -120,7 +120,7 @@ def _decode_zip(
             if present.get(path) != f.size_bytes:
                 return meta  # reported from the listing; RocksDB cannot be rebuilt
     with tempfile.TemporaryDirectory(prefix="ckpt-validate-") as tmp:
-        rocksdb.rebuild_db_dir(
+        rocksdb_zip.rebuild_db_dir(
             data, lambda rel: storage.read_bytes(f"{store_dir}/{rel}"), tmp, path=task.path
         )
         count = sum(1 for _ in rocksdb.iter_db(tmp, path=task.path))

@@ -4,7 +4,7 @@ them (:mod:`ckpt_cli.retention`)."""
 from __future__ import annotations
 
 from ckpt_cli.cleanup.untracked import untracked_shared_files
-from ckpt_cli.formats import rocksdb
+from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.model import CheckpointFile, FileKind, Partition
 from ckpt_cli.validate.codes import ORPHAN_FILE, WARNING, format_error_code
 from ckpt_cli.validate.context import ValidationRun
@@ -54,7 +54,7 @@ def check_orphans(run: ValidationRun) -> None:
 
 
 def _check_untracked(run: ValidationRun, op: int, store: str, parts: list[Partition]) -> None:
-    known = dict[str, rocksdb.RocksDBCheckpointMetadata | None](run.zip_metadata)
+    known = dict[str, rocksdb_zip.RocksDBCheckpointMetadata | None](run.zip_metadata)
     found = untracked_shared_files(
         run.ckpt.storage, parts, known, None if run.every else RESTART_SCOPE_ZIP_READS
     )

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 
 from ckpt_cli.engine import Engine, LocalEngine
-from ckpt_cli.formats import rocksdb
+from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.progress import ProgressSink
 from ckpt_cli.validate.codes import MISSING_SST, SST_SIZE_MISMATCH, ZIP_METADATA_V2
 from ckpt_cli.validate.context import ValidationRun
@@ -69,7 +69,7 @@ def _map(
 
 
 def _check_zip_files(
-    run: ValidationRun, zip_path: str, meta: rocksdb.RocksDBCheckpointMetadata
+    run: ValidationRun, zip_path: str, meta: rocksdb_zip.RocksDBCheckpointMetadata
 ) -> None:
     """Every SST and RocksDB log a zip names is present, with the size it records."""
     store_dir = zip_path.rsplit("/", 1)[0]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import checksums, logs, rocksdb
+from ckpt_cli.formats import checksums, logs, rocksdb, rocksdb_zip
 from ckpt_cli.formats.schema import parse_state_schema
 from tests.conftest import CASES_DIR
 
@@ -71,8 +71,8 @@ READERS: dict[str, tuple[str, Callable[[str, bytes], Any]]] = {
     "metadata": ("*/checkpoint/metadata", logs.parse_stream_metadata),
     "operator metadata": ("*/checkpoint/state/*/_metadata/metadata", logs.parse_operator_metadata),
     "state schema": ("*/checkpoint/state/*/0/**/_metadata/schema", parse_state_schema),
-    "zip": ("*/checkpoint/state/*/*/*.zip", rocksdb.read_zip),
-    "zip metadata": ("*/checkpoint/state/*/*/*.zip!metadata", rocksdb.parse_zip_metadata),
+    "zip": ("*/checkpoint/state/*/*/*.zip", rocksdb_zip.read_zip),
+    "zip metadata": ("*/checkpoint/state/*/*/*.zip!metadata", rocksdb_zip.parse_zip_metadata),
     "file source log": ("*/checkpoint/sources/*/[0-9]*", logs.parse_file_source_log),
     "hadoop crc": ("*/checkpoint/**/.*.crc", checksums.parse_hadoop_crc),
     "spark checksum": ("*/checkpoint/state/*/*/[0-9]*.crc", checksums.parse_spark_checksum),
@@ -110,7 +110,7 @@ def test_corrupt_sst_data_is_an_error_or_the_right_keys() -> None:
     store = CASES_DIR / "spark4-rocksdb-agg" / "checkpoint" / "state" / "0" / "0"
     zip_path = max(store.glob("*.zip"), key=lambda p: int(p.stem))
     zip_bytes = zip_path.read_bytes()
-    meta = rocksdb.read_zip(zip_path.name, zip_bytes).metadata
+    meta = rocksdb_zip.read_zip(zip_path.name, zip_bytes).metadata
     rng = random.Random(7)
     errors = 0
     for trial in range(40):
@@ -126,7 +126,7 @@ def test_corrupt_sst_data_is_an_error_or_the_right_keys() -> None:
 
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                rocksdb.rebuild_db_dir(zip_bytes, fetch, tmp, path=zip_path.name)
+                rocksdb_zip.rebuild_db_dir(zip_bytes, fetch, tmp, path=zip_path.name)
                 keys = [k for k, _ in rocksdb.iter_db(tmp)]
             except FormatError:
                 errors += 1
@@ -141,5 +141,5 @@ def test_unzip_refuses_paths_outside_the_directory(tmp_path: Path) -> None:
         zf.writestr("../escape", b"x")
         zf.writestr("metadata", 'v1\n{"sstFiles":[],"numKeys":0}')
     with pytest.raises(FormatError, match="unexpected zip entry name"):
-        rocksdb.rebuild_db_dir(buf.getvalue(), lambda rel: b"", tmp_path / "db", path="1.zip")
+        rocksdb_zip.rebuild_db_dir(buf.getvalue(), lambda rel: b"", tmp_path / "db", path="1.zip")
     assert not (tmp_path / "escape").exists()

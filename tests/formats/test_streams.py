@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import ChecksumMismatchError, FormatError, TruncatedFileError
-from ckpt_cli.formats import compression, records, rocksdb
+from ckpt_cli.formats import compression, records, rocksdb_zip
 from ckpt_cli.formats.compression import CODECS, compress, decompress, decompressed_chunks
 from ckpt_cli.formats.records import RecordStats, iter_kv_records, open_changelog
 from tests.conftest import CASES_DIR
@@ -96,7 +96,7 @@ def uses_column_families(partition: Path) -> bool:
     """Whether the store's zips name column families (transformWithState, join v3/v4...)."""
     zips = sorted(partition.glob("*.zip"))
     assert zips, f"{partition}: a changelog store with no zip"
-    return rocksdb.read_zip(zips[-1].name, zips[-1].read_bytes()).metadata.uses_column_families
+    return rocksdb_zip.read_zip(zips[-1].name, zips[-1].read_bytes()).metadata.uses_column_families
 
 
 @pytest.mark.parametrize("codec", CODECS)
