@@ -301,8 +301,8 @@ def json_parts(array: Any, t: S.DataType, repr_floats: bool) -> list[Any]:
     if not array.null_count:
         if isinstance(t, S.StructType):
             return _struct_parts(array, t, repr_floats)
-        if pa.types.is_string(array.type) and not _is_string(t):
-            return ['"', array, '"']  # text ckpt wrote: nothing to escape
+        if pa.types.is_string(array.type) and (not _is_string(t) or not _escapes(array)):
+            return ['"', array, '"']  # text ckpt wrote, or strings with nothing to escape
     return [json_text(array, t, repr_floats)]
 
 
