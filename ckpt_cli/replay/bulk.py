@@ -170,8 +170,9 @@ def _frame(data: bytes | bytearray, snapshot: bool, start: int = 0) -> Any:
 
 
 # Records a run of one size is guessed ahead by (doubling while the guesses hold), and records
-# walked one at a time after a short run.
-_GUESS, _GUESS_MAX, _WALK = 64, 1 << 16, 64
+# walked one at a time after a short run (doubling while guesses keep failing: sizes that vary
+# from record to record, e.g. string keys in a snapshot's hash order, are walked, not guessed).
+_GUESS, _GUESS_MAX, _WALK, _WALK_MAX = 64, 1 << 16, 64, 1 << 12
 
 
 def _starts(data: bytes | bytearray, pos: int) -> list[Any] | None:
@@ -185,7 +186,7 @@ def _starts(data: bytes | bytearray, pos: int) -> list[Any] | None:
     ints = np.ndarray((max(0, len(data) - 3),), ">i4", buffer=data, strides=(1,))
     unpack = _INT.unpack_from
     found: list[Any] = []
-    guess = _GUESS
+    guess, walk = _GUESS, _WALK
     try:
         while True:
             (key_size,) = unpack(data, pos)
@@ -204,9 +205,11 @@ def _starts(data: bytes | bytearray, pos: int) -> list[Any] | None:
                 guess = min(guess * 2, _GUESS_MAX)
                 continue
             guess = _GUESS
-            if run < 8:  # sizes vary: a stretch one at a time costs less than guessing
+            if run >= 8:
+                walk = _WALK
+            else:  # sizes vary: a stretch one at a time costs less than guessing
                 walked = array.array("q")  # 8 bytes a record, not a Python int's 36
-                for _ in range(_WALK):
+                for _ in range(walk):
                     (key_size,) = unpack(data, pos)
                     if key_size < 0:
                         break
@@ -215,6 +218,7 @@ def _starts(data: bytes | bytearray, pos: int) -> list[Any] | None:
                     pos += 8 + key_size + max(value_size, 0)
                 if walked:
                     found.append(np.frombuffer(walked, np.int64))
+                walk = min(walk * 2, _WALK_MAX)
     except struct.error:
         return None  # truncated
     return found if key_size == -1 else None
