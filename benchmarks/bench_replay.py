@@ -232,6 +232,8 @@ def states(args: argparse.Namespace) -> list[tuple[str, Path]]:
         return [rocksdb_state(args)]
     found = []
     for snapshot in (False, True):
+        if ("snapshot" if snapshot else "deltas") not in args.states.split(","):
+            continue
         suffix = "-snap" if snapshot else ""
         root = data_dir(f"replay-{args.keys}-{args.partitions}{suffix}")
         label = "Spark-built, snapshot of version 2" if snapshot else "Spark-built, deltas only"
@@ -338,6 +340,9 @@ def main(argv: list[str] | None = None) -> None:
         "--checkpoint-format", type=int, choices=[1, 2], default=1, help="rocksdb (2: changelog)"
     )
     parser.add_argument("--formats", default="jsonl,parquet")
+    parser.add_argument(
+        "--states", default="deltas,snapshot", help="--source spark, HDFS: which states to measure"
+    )
     parser.add_argument("--no-spark", action="store_true", help="ckpt's side only")
     add_options(parser)
     args = parser.parse_args(argv)

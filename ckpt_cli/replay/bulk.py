@@ -170,9 +170,10 @@ def _frame(data: bytes | bytearray, snapshot: bool, start: int = 0) -> Any:
 
 
 # Records a run of one size is guessed ahead by (doubling while the guesses hold), and records
-# walked one at a time after a short run (doubling while guesses keep failing: sizes that vary
-# from record to record, e.g. string keys in a snapshot's hash order, are walked, not guessed).
-_GUESS, _GUESS_MAX, _WALK, _WALK_MAX = 64, 1 << 16, 64, 1 << 12
+# walked one at a time after a short run: two at first (one record of another size among
+# fixed-width ones, e.g. a shorter string key), doubling while guesses keep failing (sizes
+# that vary from record to record are walked, not guessed).
+_GUESS, _GUESS_MAX, _WALK, _WALK_MAX = 64, 1 << 16, 2, 1 << 12
 
 
 def _starts(data: bytes | bytearray, pos: int) -> list[Any] | None:
