@@ -34,7 +34,7 @@ from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay import columns
-from ckpt_cli.replay.ordered import in_order
+from ckpt_cli.replay.ordered import utf8_writer, write_in_order
 from ckpt_cli.replay.plain_arrow import RowPath, json_text, plain_type
 from ckpt_cli.replay.rows import ARROW_BATCH_ROWS, PrefixScanDecoder, RowDecoder, require_pyarrow
 from ckpt_cli.replay.source import iter_rows
@@ -83,7 +83,7 @@ def write_csv(
     columns are decoded and written as CSV by up to ``workers`` threads (default: one per
     core), their bytes given in partition order."""
     require_pyarrow("--format csv")
-    write = _bytes_writer(out)
+    write = utf8_writer(out)
     schema = csv_schema(rows)
     if schema is None:
         return _write_untyped(rows, write, limit)
@@ -102,14 +102,7 @@ def write_csv(
             functools.partial(_partition_csv, rows.ckpt, plan, columnar, schema)
             for plan in rows.plans
         ]
-        count = 0
-        for chunk in in_order(sources, workers or os.cpu_count() or 1):
-            if chunk is None:  # a partition's end
-                progress.advance()
-                continue
-            write(chunk[0])
-            count += chunk[1]
-        return count
+        return write_in_order(sources, out, workers or os.cpu_count() or 1, progress)
     finally:
         progress.close()
 
@@ -176,11 +169,10 @@ def _spark_types(prefix: str, t: S.DataType) -> dict[str, S.DataType]:
 
 def _partition_csv(
     ckpt: Checkpoint, plan: ReplayPlan, columnar: columns.Columnar, schema: CsvSchema
-) -> Iterator[tuple[bytes, int] | None]:
-    """One partition's CSV lines, a batch at a time (in a worker thread), then None."""
+) -> Iterator[tuple[bytes, int]]:
+    """One partition's CSV lines, a batch at a time (in a worker thread)."""
     for table in columns.plan_tables(ckpt, [plan], columnar):
         yield schema.csv(table), table.num_rows
-    yield None
 
 
 def _write_row_path(
@@ -329,15 +321,6 @@ def _header(names: list[str]) -> bytes:
     text = io.StringIO()
     csv.writer(text, lineterminator="\n").writerow(names)
     return text.getvalue().encode()
-
-
-def _bytes_writer(out: IO[str]) -> Callable[[bytes], Any]:
-    """Writes UTF-8 bytes to ``out``: onto the binary stream under it when there is one."""
-    binary = getattr(out, "buffer", None)
-    if binary is None:
-        return lambda data: out.write(data.decode("utf-8"))
-    out.flush()
-    return binary.write  # type: ignore[no-any-return]
 
 
 # -- rows of other shapes ------------------------------------------------------------------------

@@ -10,11 +10,14 @@ running are then stopped, as they are when the reader stops early.
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
+
+from ckpt_cli.progress import ProgressSink
 
 T = TypeVar("T")
 
@@ -81,3 +84,38 @@ def _put(out: queue.Queue[tuple[int, Any]], item: tuple[int, Any], stop: threadi
         except queue.Full:
             continue
     return False
+
+
+def write_in_order(
+    sources: Sequence[Callable[[], Iterator[tuple[bytes, int]]]],
+    out: IO[str],
+    workers: int,
+    progress: ProgressSink,
+) -> int:
+    """The ``(text, rows)`` chunks of ``sources`` (partitions, each in a worker thread)
+    written onto ``out`` in source order as they come, ``progress`` advanced at each
+    source's end; returns the rows written."""
+
+    def ended(source: Callable[[], Iterator[tuple[bytes, int]]]) -> Iterator[Any]:
+        yield from source()
+        yield None  # the source's end
+
+    write = utf8_writer(out)
+    total = 0
+    for chunk in in_order([functools.partial(ended, source) for source in sources], workers):
+        if chunk is None:
+            progress.advance()
+            continue
+        write(chunk[0])
+        total += chunk[1]
+    return total
+
+
+def utf8_writer(out: IO[str]) -> Callable[[bytes], Any]:
+    """Writes UTF-8 bytes onto ``out``: onto the binary stream under it when there is one
+    (no decoding and encoding again)."""
+    binary = getattr(out, "buffer", None)
+    if binary is None:
+        return lambda data: out.write(data.decode("utf-8"))
+    out.flush()
+    return binary.write  # type: ignore[no-any-return]

@@ -32,7 +32,7 @@ from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.columns import columnar_for, line_chunks, plan_tables, state_tables
 from ckpt_cli.replay.csv_arrow import write_csv
 from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
-from ckpt_cli.replay.ordered import in_order
+from ckpt_cli.replay.ordered import utf8_writer, write_in_order
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.rows import arrow_tables, key_filter, require_pyarrow
 from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_rows
@@ -237,31 +237,8 @@ def _write_parallel(
 def _write_threads(rows: StateRows, out: IO[str], workers: int, progress: ProgressSink) -> int:
     """JSON lines of columnar partitions replayed side by side in threads (numpy and pyarrow
     release the GIL), written in partition order as they come: no temporary files."""
-
-    def lines(plan: ReplayPlan) -> Iterator[tuple[bytes, int] | None]:
-        yield from line_chunks(rows.ckpt, plan, rows.decoder)
-        yield None  # the partition's end
-
-    write = utf8_writer(out)
-    total = 0
-    sources = [functools.partial(lines, plan) for plan in rows.plans]
-    for chunk in in_order(sources, workers):
-        if chunk is None:
-            progress.advance()
-            continue
-        write(chunk[0])
-        total += chunk[1]
-    return total
-
-
-def utf8_writer(out: IO[str]) -> Callable[[bytes], Any]:
-    """Writes UTF-8 bytes onto ``out``: onto the binary stream under it when there is one
-    (no decoding and encoding again)."""
-    binary = getattr(out, "buffer", None)
-    if binary is None:
-        return lambda data: out.write(data.decode("utf-8"))
-    out.flush()
-    return binary.write  # type: ignore[no-any-return]
+    sources = [functools.partial(line_chunks, rows.ckpt, plan, rows.decoder) for plan in rows.plans]
+    return write_in_order(sources, out, workers, progress)
 
 
 def _append_file(path: str, out: IO[str]) -> None:
