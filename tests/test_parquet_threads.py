@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +133,20 @@ def test_a_reader_stopping_early_stops_the_threads() -> None:
     assert [next(batches) for _ in range(3)] == [0, 1, 2]
     batches.close()  # type: ignore[attr-defined]
     assert threading.active_count() == before
+
+
+def test_a_source_that_fails_to_start_is_raised_not_waited_on() -> None:
+    """A source whose call raises (not a generator's first step) reaches the reader as its
+    error; the reader does not wait forever on its queue."""
+
+    def broken() -> Any:
+        raise ValueError("cannot start")
+
+    def fine() -> Any:
+        yield from range(3)
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="cannot start"):
+        for item in in_order([fine, broken, fine], 2):
+            got.append(item)
+    assert got == [0, 1, 2]

@@ -65,7 +65,7 @@ def test_columnar_partitions_go_to_threads_the_row_path_to_processes(
         sinks.write_partitions(rows, io.StringIO(), "jsonl", workers=2)
         # Rows filtered by key are decoded row by row: in processes.
         assert used == [expected]
-    with _pool(rows, 2) as (pool_, _run):
+    with _pool(rows, 2) as pool_:
         assert type(pool_) is ProcessPoolExecutor
 
 

@@ -43,8 +43,9 @@ def in_order(
         out = queues[index]
         if stop.is_set():
             return
-        batches = sources[index]()
+        batches = None
         try:
+            batches = sources[index]()  # a source that fails to start is an error too
             for batch in batches:
                 if not _put(out, (_ITEM, batch), stop):
                     return

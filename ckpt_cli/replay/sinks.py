@@ -18,7 +18,7 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO
@@ -45,11 +45,8 @@ DATASET_FORMATS = ("jsonl", "parquet")
 class RowWriter:
     """Writes rows as JSON lines to a text stream (CSV goes through ``csv_arrow``)."""
 
-    def __init__(self, out: IO[str], fmt: str = "jsonl", *, header: bool = True) -> None:
-        if fmt != "jsonl":
-            raise ValueError(f"RowWriter writes JSON lines, not {fmt}")
+    def __init__(self, out: IO[str]) -> None:
         self.out = out
-        self.fmt = fmt
         self.count = 0
 
     def write(self, row: dict[str, Any]) -> None:
@@ -58,11 +55,9 @@ class RowWriter:
         self.out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE).decode())
 
 
-def write_text(
-    rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, limit: int | None = None
-) -> int:
+def write_text(rows: Iterable[dict[str, Any]], out: IO[str], limit: int | None = None) -> int:
     """Rows as JSON lines into ``out``; returns how many."""
-    writer = RowWriter(out, fmt)
+    writer = RowWriter(out)
     for row in itertools.islice(rows, limit):
         writer.write(row)
     return writer.count
@@ -130,7 +125,6 @@ class _PartitionJob:
     plan: ReplayPlan
     raw: bool
     where: Where
-    fmt: str
     out_path: str
 
 
@@ -145,15 +139,11 @@ def _init_worker(storage: Storage, listing: Listing) -> None:
 
 def _write_partition(job: _PartitionJob) -> tuple[str, int]:
     """In a worker process: replay one partition into the local file ``job.out_path``."""
-    assert _WORKER_CHECKPOINT is not None
-    return _replay_partition(_WORKER_CHECKPOINT, job)
-
-
-def _replay_partition(ckpt: Checkpoint, job: _PartitionJob) -> tuple[str, int]:
-    """Replay one partition into the local file ``job.out_path``."""
+    ckpt = _WORKER_CHECKPOINT
+    assert ckpt is not None
     decoder = decoder_for(ckpt, job.plan.operator, job.plan.store, raw=job.raw)
     matches = key_filter(job.where, decoder.schema)
-    if job.fmt == "jsonl" and matches is None:
+    if matches is None:
         count = 0
         with open(job.out_path, "wb") as binary:
             for text, rows in line_chunks(ckpt, job.plan, decoder):
@@ -161,7 +151,7 @@ def _replay_partition(ckpt: Checkpoint, job: _PartitionJob) -> tuple[str, int]:
                 count += rows
         return job.out_path, count
     with open(job.out_path, "w", encoding="utf-8", newline="") as fh:
-        writer = RowWriter(fh, job.fmt, header=False)
+        writer = RowWriter(fh)
         for row in iter_rows(ckpt, job.plan, decoder, matches):
             writer.write(row)
     return job.out_path, writer.count
@@ -182,15 +172,15 @@ def write_partitions(
     if fmt == "csv":
         return write_csv(rows, out, limit=limit, workers=workers, progress=progress)
     if rows.changes is not None or rows.state_var is not None:
-        return write_text(rows, out, fmt, limit)
+        return write_text(rows, out, limit)
     ckpt, plans, decoder = rows.ckpt, rows.plans, rows.decoder
     workers = workers or os.cpu_count() or 1
     progress.start("Replaying partitions", total=len(plans))
     try:
         parallel = len(plans) > 1 and workers > 1 and ckpt.storage.is_local
-        if parallel and limit is None and fmt == "jsonl":
-            return _write_parallel(rows, out, fmt, workers, progress)
-        if fmt == "jsonl" and rows.matches is None:
+        if parallel and limit is None:
+            return _write_parallel(rows, out, workers, progress)
+        if rows.matches is None:
             count = 0
             write = utf8_writer(out)
             for plan in plans:
@@ -202,7 +192,7 @@ def write_partitions(
                     return count
                 progress.advance()
             return count
-        writer = RowWriter(out, fmt)
+        writer = RowWriter(out)
         for plan in plans:
             for row in iter_rows(ckpt, plan, decoder, rows.matches):
                 if limit is not None and writer.count >= limit:
@@ -214,19 +204,17 @@ def write_partitions(
         progress.close()
 
 
-def _write_parallel(
-    rows: StateRows, out: IO[str], fmt: str, workers: int, progress: ProgressSink
-) -> int:
+def _write_parallel(rows: StateRows, out: IO[str], workers: int, progress: ProgressSink) -> int:
     if rows.matches is None and columnar_for(rows.decoder) is not None:
         return _write_threads(rows, out, workers, progress)
     total = 0
     with tempfile.TemporaryDirectory(prefix="ckpt-replay-") as tmp:
         jobs = [
-            _PartitionJob(plan, rows.raw, rows.where, fmt, f"{tmp}/{plan.partition}")
+            _PartitionJob(plan, rows.raw, rows.where, f"{tmp}/{plan.partition}")
             for plan in rows.plans
         ]
-        with _pool(rows, min(workers, len(jobs))) as (pool, run):
-            for path, count in pool.map(run, jobs):
+        with _pool(rows, min(workers, len(jobs))) as pool:
+            for path, count in pool.map(_write_partition, jobs):
                 _append_file(path, out)
                 os.unlink(path)
                 total += count
@@ -256,9 +244,7 @@ def _append_file(path: str, out: IO[str]) -> None:
 
 
 @contextlib.contextmanager
-def _pool(
-    rows: StateRows, workers: int
-) -> Iterator[tuple[Executor, Callable[[_PartitionJob], tuple[str, int]]]]:
+def _pool(rows: StateRows, workers: int) -> Iterator[Executor]:
     """Worker processes for partitions replayed row by row (Python: one interpreter each;
     columnar partitions share one in threads, ``_write_threads``)."""
     with ProcessPoolExecutor(
@@ -266,7 +252,7 @@ def _pool(
         initializer=_init_worker,
         initargs=(rows.ckpt.storage, rows.ckpt.listing),
     ) as processes:
-        yield processes, _write_partition
+        yield processes
 
 
 # -- datasets (replay at scale) ----------------------------------------------------------------
@@ -343,7 +329,7 @@ def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage,
                 count += n
             return count
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
-        count = write_text(iter_rows(ckpt, plan, decoder, matches), text, "jsonl")
+        count = write_text(iter_rows(ckpt, plan, decoder, matches), text)
         text.flush()
         text.detach()  # the binary file is closed by open_write
         return count
@@ -360,7 +346,7 @@ def _write_family_unit(
         if settings.fmt == "parquet":
             return write_parquet((_without_partition(row) for row in rows), fh)
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
-        count = write_text(rows, text, "jsonl")
+        count = write_text(rows, text)
         text.flush()
         text.detach()  # the binary file is closed by open_write
         return count
