@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_not_active
+from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_stopped
 from ckpt_cli.errors import CheckpointNotFound, CkptError, SafetyCheckError
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
@@ -63,7 +63,7 @@ def run_repartition(
         now = time.time()
         where = quarantine or default_quarantine(ckpt, now)
         if apply:
-            check_not_active(ckpt, min_age=min_age, now=now, force=force)  # before reading
+            check_stopped(ckpt, min_age=min_age, now=now, force=force)  # before reading
             plan = staged_plan(ckpt, partitions, where, engine, progress)
         else:
             plan = plan_repartition(ckpt, partitions=partitions, engine=engine, progress=progress)
