@@ -126,30 +126,11 @@ def schema_of(decoder: RowDecoder, *, changes: bool = False) -> CsvSchema | None
     fields = [pa.field(name, kind) for name, kind in _CHANGE_FIELDS] if changes else []
     fields += [
         pa.field("partition_id", pa.int64()),
-        pa.field("key", _row_type(key)),
-        pa.field("value", _row_type(value)),
+        pa.field("key", plain_type(key)),
+        pa.field("value", plain_type(value)),
     ]
     types = {**_spark_types("key", key), **_spark_types("value", value)}
     return CsvSchema(pa.schema(fields), types, decoder.compiled)
-
-
-def _row_type(t: S.DataType) -> Any:
-    """``plain_type``, with a map as an Arrow map of its plain values (keys as text): the type
-    the row path's values are read into."""
-    import pyarrow as pa
-
-    while isinstance(t, S.UserDefinedType):
-        t = t.sql_type
-    if isinstance(t, S.StructType):
-        names = t.unique_names()
-        return pa.struct(
-            [pa.field(n, _row_type(f.data_type)) for n, f in zip(names, t.fields, strict=True)]
-        )
-    if isinstance(t, S.ArrayType):
-        return pa.list_(_row_type(t.element_type))
-    if isinstance(t, S.MapType):
-        return pa.map_(pa.string(), _row_type(t.value_type))
-    return plain_type(t)
 
 
 def _spark_types(prefix: str, t: S.DataType) -> dict[str, S.DataType]:

@@ -57,6 +57,8 @@ def plain_type(t: S.DataType) -> Any:
         )
     if isinstance(t, S.ArrayType):
         return pa.list_(plain_type(t.element_type))
+    if isinstance(t, S.MapType):  # the row path's dict, keyed by str(key)
+        return pa.map_(pa.string(), plain_type(t.value_type))
     if isinstance(t, S.AtomicType):
         if t.name == "boolean":
             return pa.bool_()
