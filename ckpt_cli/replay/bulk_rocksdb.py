@@ -88,7 +88,7 @@ def _batches(ckpt: Checkpoint, plan: ReplayPlan, changes: Packed, size: int) -> 
     lookup = _Lookup(changes, hashes[order], order)
     if plan.base is not None:
         part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
-        with rebuilt_zip(ckpt, plan.base, part) as (tmp, _):
+        with rebuilt_zip(ckpt, plan.base, part) as tmp:
             for flat, sizes in rocksdb.iter_db_flat(tmp, path=plan.base.path, size=size):
                 batch = lookup.applied(Packed.of_flat(flat, sizes))
                 if len(batch):

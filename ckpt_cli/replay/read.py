@@ -93,20 +93,17 @@ def _verified(
 def _zip_rows(
     ckpt: Checkpoint, f: CheckpointFile, part: Partition
 ) -> Iterator[tuple[bytes, bytes]]:
-    with rebuilt_zip(ckpt, f, part) as (tmp, _):
+    with rebuilt_zip(ckpt, f, part) as tmp:
         yield from rocksdb.iter_db(tmp, path=f.path)
 
 
 @contextmanager
-def rebuilt_zip(
-    ckpt: Checkpoint, f: CheckpointFile, part: Partition
-) -> Iterator[tuple[str, rocksdb_zip.RocksDBCheckpointMetadata]]:
-    """A temporary RocksDB directory rebuilt from the zip ``f`` and its SSTs, and the zip's
-    metadata."""
+def rebuilt_zip(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> Iterator[str]:
+    """A temporary RocksDB directory rebuilt from the zip ``f`` and its SSTs."""
     zip_bytes = ckpt.storage.read_bytes(f.path)
     prefix = part.path + "/"
 
-    def fetch(rel: str) -> bytes:
+    def listed(rel: str) -> str:
         path = prefix + rel
         if ckpt.listing.get(path) is None:
             raise StateUnavailable(
@@ -114,22 +111,22 @@ def rebuilt_zip(
                 reason="MISSING_SST",
                 paths=(path,),
             )
-        return ckpt.storage.read_bytes(path)
+        return path
+
+    def fetch(rel: str) -> bytes:
+        return ckpt.storage.read_bytes(listed(rel))
 
     def copy(rel: str, dest: Path) -> int:
-        fetch_check = prefix + rel
-        if ckpt.listing.get(fetch_check) is None:
-            fetch(rel)  # raises StateUnavailable naming the file
         size = 0
-        with ckpt.storage.open_stream(fetch_check) as src, open(dest, "wb") as out:
+        with ckpt.storage.open_stream(listed(rel)) as src, open(dest, "wb") as out:
             while chunk := src.read(1 << 20):
                 out.write(chunk)
                 size += len(chunk)
         return size
 
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-") as tmp:
-        metadata = rocksdb_zip.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
-        yield tmp, metadata
+        rocksdb_zip.rebuild_db_dir(zip_bytes, fetch, tmp, path=f.path, copy_shared=copy)
+        yield tmp
 
 
 def _check_row_checksums(ckpt: Checkpoint, plan: ReplayPlan) -> None:
