@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -136,7 +137,7 @@ def test_the_bulk_path_reads_the_fixture_as_the_streamed_one(tmp_path: Path, cas
 
 
 def test_a_block_failing_its_checksum_mid_scan_is_an_error(tmp_path: Path) -> None:
-    """rocksdict's ``items()`` ends quietly at a damaged block: ``iter_db_chunks`` must not
+    """rocksdict's ``items()`` ends quietly at a damaged block: ``iter_db_flat`` must not
     take that for the end of the data (the fixtures' SSTs are a block or two, read at open,
     so this DB is written here: enough pairs for many 4 KiB blocks)."""
     from rocksdict import Options, Rdict
@@ -152,15 +153,15 @@ def test_a_block_failing_its_checksum_mid_scan_is_an_error(tmp_path: Path) -> No
         db[key] = value
     db.flush()
     db.close()
-    assert [p for c in rocksdb.iter_db_chunks(db_dir, size=999) for p in c] == pairs
+    assert _pairs(rocksdb.iter_db_flat(db_dir, size=999)) == pairs
     (sst,) = db_dir.glob("*.sst")
     raw = bytearray(sst.read_bytes())
     raw[len(raw) // 2] ^= 0xFF  # a data block in the middle
     sst.write_bytes(bytes(raw))
     read: list[tuple[bytes, bytes]] = []
     with pytest.raises(FormatError, match="RocksDB stopped reading the SST data: Corruption"):
-        for chunk in rocksdb.iter_db_chunks(db_dir, size=999):
-            read += chunk
+        for chunk in rocksdb.iter_db_flat(db_dir, size=999):
+            read += _pairs([chunk])
     assert 0 < len(read) < len(pairs) and read == pairs[: len(read)]
 
 
@@ -175,3 +176,12 @@ def test_column_family_changelogs_are_left_to_the_streamed_merge(tmp_path: Path)
     ckpt, plan = _plan(root, 9)
     assert bulk_rocksdb.rocksdb_batches(ckpt, plan, 7) is None
     assert _bulk(ckpt, plan) == list(iter_state(ckpt, plan))
+
+
+def _pairs(chunks: Any) -> list[tuple[bytes, bytes]]:
+    """``iter_db_flat``'s flat chunks as pairs."""
+    out: list[tuple[bytes, bytes]] = []
+    for flat, _ in chunks:
+        it = iter(flat)
+        out += zip(it, it, strict=True)
+    return out

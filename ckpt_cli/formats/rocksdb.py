@@ -11,6 +11,7 @@ and row checksums, per column family of the state schema file v3.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from collections.abc import Iterator
@@ -32,31 +33,18 @@ def _dir_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def iter_db(
-    dest_dir: str | os.PathLike[str], *, path: str | None = None, limits: Limits | None = None
-) -> Iterator[tuple[bytes, bytes]]:
-    """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order
-    (``iter_db_chunks`` a pair at a time)."""
-    for chunk in iter_db_chunks(dest_dir, path=path, limits=limits):
-        yield from chunk
-
-
 # Pairs per chunk: per-chunk costs vanish, memory stays small.
 DB_CHUNK_PAIRS = 16384
 
 
-def iter_db_chunks(
-    dest_dir: str | os.PathLike[str],
-    *,
-    path: str | None = None,
-    limits: Limits | None = None,
-    size: int = DB_CHUNK_PAIRS,
-) -> Iterator[list[tuple[bytes, bytes]]]:
-    """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order,
-    in lists of up to ``size`` (``iter_db_flat``'s chunks as pairs)."""
-    for flat, _ in iter_db_flat(dest_dir, path=path, limits=limits, size=size):
+def iter_db(
+    dest_dir: str | os.PathLike[str], *, path: str | None = None, limits: Limits | None = None
+) -> Iterator[tuple[bytes, bytes]]:
+    """All ``(key, value)`` pairs of a rebuilt DB directory in RocksDB (bytewise) key order
+    (``iter_db_flat``'s chunks a pair at a time)."""
+    for flat, _ in iter_db_flat(dest_dir, path=path, limits=limits):
         it = iter(flat)
-        yield list(zip(it, it, strict=True))
+        yield from zip(it, it, strict=True)
 
 
 def iter_db_flat(
@@ -78,8 +66,6 @@ def iter_db_flat(
     keys and values are held to ``limits`` against the directory's size, and a
     ``LimitExceededError`` names ``path`` (the zip) when given.
     """
-    import itertools
-
     import numpy as np
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
