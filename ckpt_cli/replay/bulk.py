@@ -360,6 +360,29 @@ def key_hashes(buf: Any, offsets: Any, sizes: Any) -> Any:
     return hashes
 
 
+def keys_equal(a: Any, a_at: Any, b: Any, b_at: Any, sizes: Any) -> Any:
+    """Per key, whether ``a[a_at[i]:][:sizes[i]]`` equals ``b[b_at[i]:][:sizes[i]]``, in bulk:
+    the ``size % 8`` leading bytes one at a time, then a word at a time (as ``key_hashes``
+    reads them)."""
+    import numpy as np
+
+    same = np.ones(len(sizes), bool)
+    a_bytes, b_bytes = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+    lead, words = sizes % 8, sizes // 8
+    for j in range(int(lead.max(initial=0))):
+        live = np.flatnonzero(same & (lead > j))
+        same[live] = a_bytes[a_at[live] + j] == b_bytes[b_at[live] + j]
+    if not int(words.max(initial=0)):
+        return same
+    a_words = np.ndarray((len(a) - 7,), "<u8", buffer=a, strides=(1,))
+    b_words = np.ndarray((len(b) - 7,), "<u8", buffer=b, strides=(1,))
+    a_at, b_at = a_at + lead, b_at + lead
+    for j in range(int(words.max())):
+        live = np.flatnonzero(same & (words > j))
+        same[live] = a_words[a_at[live] + 8 * j] == b_words[b_at[live] + 8 * j]
+    return same
+
+
 def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
     """Per distinct key, the index of its first and of its last record, ordered by first;
     None when two keys' hashes collide (the streamed merge then does it): records of one
@@ -380,14 +403,11 @@ def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
     repeated = np.flatnonzero(leader != order)
     if len(repeated):
         mine, theirs = order[repeated], leader[repeated]
-        if bool((sizes[mine] != sizes[theirs]).any()):
+        mine_sizes = sizes[mine]
+        if bool((mine_sizes != sizes[theirs]).any()):
             return None
-        bytes_view = np.frombuffer(buf, np.uint8)
-        for j in range(int(sizes[mine].max(initial=0))):
-            live = np.flatnonzero(sizes[mine] > j)
-            ours = bytes_view[offsets[mine[live]] + j]
-            if bool((ours != bytes_view[offsets[theirs[live]] + j]).any()):
-                return None
+        if not keys_equal(buf, offsets[mine], buf, offsets[theirs], mine_sizes).all():
+            return None
     return _by_first(order[starts], order[ends], n)
 
 

@@ -37,6 +37,7 @@ from ckpt_cli.replay.bulk import (
     framed_records,
     joined,
     key_hashes,
+    keys_equal,
     last_per_key,
     sliced,
 )
@@ -141,11 +142,8 @@ class _Lookup:
         took = self.order[at]
         sizes = batch.key_sizes[candidates]
         same = sizes == changes.key_sizes[took]
-        ours, logs = np.frombuffer(mine, np.uint8), np.frombuffer(theirs, np.uint8)
         key_at, log_at = batch.key_offsets[candidates], changes.key_offsets[took]
-        for b in range(int(sizes.max(initial=0))):
-            live = np.flatnonzero(same & (sizes > b))
-            same[live] = ours[key_at[live] + b] == logs[log_at[live] + b]
+        same[same] = keys_equal(mine, key_at[same], theirs, log_at[same], sizes[same])
         row, took = candidates[same], took[same]
         if not len(row):
             return batch
@@ -164,7 +162,7 @@ class _Lookup:
         keep = np.ones(len(batch), bool)
         keep[row[~put]] = False
         return Packed(
-            mine + logs[gather].tobytes(),
+            mine + np.frombuffer(theirs, np.uint8)[gather].tobytes(),
             batch.key_offsets[keep],
             batch.key_sizes[keep],
             values_at[keep],
