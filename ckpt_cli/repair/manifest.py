@@ -36,11 +36,17 @@ def quarantine_stamp(now: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
 
 
+def quarantine_home(storage: Storage) -> str:
+    """``<checkpoint>.ckpt-quarantine``, where default quarantines go (a path of ``storage``'s
+    filesystem)."""
+    return f"{storage.root.rstrip('/')}.ckpt-quarantine"
+
+
 def fresh_quarantine(storage: Storage, name: str, now: float) -> str:
     """A new folder ``<checkpoint>.ckpt-quarantine/<name><stamp>`` beside the checkpoint. A
     run in the same second as the last one (finishing a killed one) gets its own: sharing
     would replace the manifest the earlier run's undo needs."""
-    where = base = f"{storage.root.rstrip('/')}.ckpt-quarantine/{name}{quarantine_stamp(now)}"
+    where = base = f"{quarantine_home(storage)}/{name}{quarantine_stamp(now)}"
     taken = 1
     while storage.exists_absolute(where):
         taken += 1

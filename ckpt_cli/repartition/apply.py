@@ -34,7 +34,7 @@ from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.manifest import Manifest, check_quarantine, fresh_quarantine
+from ckpt_cli.repair.manifest import Manifest, check_quarantine, fresh_quarantine, quarantine_home
 from ckpt_cli.repartition.logs import commit_bytes, offsets_bytes, operator_metadata_files
 from ckpt_cli.repartition.placement import staged_pieces
 from ckpt_cli.repartition.plan import (
@@ -110,7 +110,7 @@ def drop_if_unused(ckpt: Checkpoint, where: str) -> None:
     storage = ckpt.storage
     if storage.remove_empty_dir(where):
         parent = where.rstrip("/").rpartition("/")[0]
-        if parent == f"{storage.root.rstrip('/')}.ckpt-quarantine":
+        if parent == quarantine_home(storage):
             storage.remove_empty_dir(parent)
 
 
