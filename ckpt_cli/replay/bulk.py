@@ -16,16 +16,14 @@ its pairs packed a batch at a time.
 
 from __future__ import annotations
 
-import array
 import itertools
-import struct
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
 from ckpt_cli.formats import compression
-from ckpt_cli.formats.records import MAX_RECORD_BYTES
+from ckpt_cli.formats.record_frames import frame
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.replay.plan import ReplayPlan, codec_of
@@ -34,8 +32,6 @@ from ckpt_cli.replay.read import iter_state
 BATCH_ROWS = 16384  # large enough that per-batch costs vanish, small to bound memory
 # Partitions whose files are at most this many compressed bytes are merged in memory.
 BULK_BYTES = 64 << 20
-
-_INT = struct.Struct(">i")
 
 
 @dataclass
@@ -149,90 +145,6 @@ def _bulk(ckpt: Checkpoint, plan: ReplayPlan) -> bool:
     return sum(f.entry.size or 0 for f in plan.files) <= BULK_BYTES
 
 
-def _frame(data: bytes | bytearray, snapshot: bool, start: int = 0) -> Any:
-    """The start of each record of one decompressed file (records from offset ``start``:
-    a delta, a snapshot or a V1/V3 changelog), or None when the file does not end cleanly
-    with its end marker (the streamed reader then names the problem)."""
-    import numpy as np
-
-    starts = _starts(data, start)
-    if starts is None:
-        return None
-    at = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-    key_sizes = _read_ints(data, at)
-    value_sizes = _read_ints(data, at + 4 + key_sizes)
-    bad = (key_sizes > MAX_RECORD_BYTES) | (value_sizes > MAX_RECORD_BYTES)
-    bad |= value_sizes < (0 if snapshot else -1)
-    ends = at + 8 + key_sizes + np.maximum(value_sizes, 0)
-    if bool(bad.any()) or (len(ends) and int(ends[-1]) > len(data) - 4):
-        return None
-    return at, key_sizes, value_sizes
-
-
-# Records a run of one size is guessed ahead by (doubling while the guesses hold), and records
-# walked one at a time after a short run: two at first (one record of another size among
-# fixed-width ones, e.g. a shorter string key), doubling while guesses keep failing (sizes
-# that vary from record to record are walked, not guessed).
-_GUESS, _GUESS_MAX, _WALK, _WALK_MAX = 64, 1 << 16, 2, 1 << 12
-
-
-def _starts(data: bytes | bytearray, pos: int) -> list[Any] | None:
-    """The record starts from ``pos`` to the end marker (arrays, in order), or None when the
-    data ends first or the marker is not -1. Each record's start is the previous one's end:
-    a walk. Records of one key and value size (fixed-width rows) are found in bulk: from a
-    record of sizes (k, v), the next ones are guessed ``8 + k + v`` bytes apart and kept up to
-    the first whose sizes differ, so every kept record ends where the next one starts."""
-    import numpy as np
-
-    ints = np.ndarray((max(0, len(data) - 3),), ">i4", buffer=data, strides=(1,))
-    unpack = _INT.unpack_from
-    found: list[Any] = []
-    guess, walk = _GUESS, _WALK
-    try:
-        while True:
-            (key_size,) = unpack(data, pos)
-            if key_size < 0:
-                break
-            (value_size,) = unpack(data, pos + 4 + key_size)
-            stride = 8 + key_size + max(value_size, 0)
-            # Guesses whose two sizes lie inside the data.
-            count = min(guess, (len(data) - 8 - key_size - pos) // stride + 1)
-            at = pos + stride * np.arange(count, dtype=np.int64)
-            same = (ints[at] == key_size) & (ints[at + 4 + key_size] == value_size)
-            run = count if bool(same.all()) else int(np.argmin(same))
-            found.append(at[:run])
-            pos += stride * run
-            if run == count:
-                guess = min(guess * 2, _GUESS_MAX)
-                continue
-            guess = _GUESS
-            if run >= 8:
-                walk = _WALK
-            else:  # sizes vary: a stretch one at a time costs less than guessing
-                walked = array.array("q")  # 8 bytes a record, not a Python int's 36
-                for _ in range(walk):
-                    (key_size,) = unpack(data, pos)
-                    if key_size < 0:
-                        break
-                    (value_size,) = unpack(data, pos + 4 + key_size)
-                    walked.append(pos)
-                    pos += 8 + key_size + max(value_size, 0)
-                if walked:
-                    found.append(np.frombuffer(walked, np.int64))
-                walk = min(walk * 2, _WALK_MAX)
-    except struct.error:
-        return None  # truncated
-    return found if key_size == -1 else None
-
-
-def _read_ints(data: bytes | bytearray, at: Any) -> Any:
-    """Big-endian int32s at the byte offsets ``at``."""
-    import numpy as np
-
-    view = np.ndarray((max(0, len(data) - 3),), ">i4", buffer=data, strides=(1,))
-    return view[at].astype(np.int64)
-
-
 def decompressed(ckpt: Checkpoint, f: CheckpointFile) -> bytes:
     """A state file's bytes, decompressed whole."""
     with ckpt.storage.open_stream(f.path) as fh:
@@ -241,8 +153,8 @@ def decompressed(ckpt: Checkpoint, f: CheckpointFile) -> bytes:
 
 def framed_records(data: bytes, snapshot: bool, start: int = 0) -> Packed | None:
     """The records of one decompressed file as a ``Packed`` over it (value size -1 for a
-    remove), or None when it does not frame cleanly (see ``_frame``)."""
-    records = _frame(data, snapshot, start)
+    remove), or None when it does not frame cleanly (see ``record_frames.frame``)."""
+    records = frame(data, snapshot, start)
     if records is None:
         return None
     at, key_sizes, value_sizes = records
@@ -305,7 +217,7 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
             for chunk in compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)):
                 buf += chunk
         # Framed before the next file is added: a truncated file ends the buffer.
-        records = _frame(buf, f.kind is FileKind.SNAPSHOT, start)
+        records = frame(buf, f.kind is FileKind.SNAPSHOT, start)
         if records is None:
             return None
         framed.append(records)
