@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from ckpt_cli.errors import CkptError, MissingExtraError
@@ -75,6 +75,9 @@ class LocalEngine:
             return _advancing(map(fn, units), progress)
         pool: Executor
         if cpu_bound:
+            # Here, not at the top: multiprocessing costs every command 15-25 ms to import.
+            from concurrent.futures import ProcessPoolExecutor
+
             pool = ProcessPoolExecutor(
                 max_workers=min(workers, len(units)), initializer=initializer, initargs=initargs
             )

@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO
 
@@ -247,6 +247,8 @@ def _append_file(path: str, out: IO[str]) -> None:
 def _pool(rows: StateRows, workers: int) -> Iterator[Executor]:
     """Worker processes for partitions replayed row by row (Python: one interpreter each;
     columnar partitions share one in threads, ``_write_threads``)."""
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only here
+
     with ProcessPoolExecutor(
         max_workers=workers,
         initializer=_init_worker,
