@@ -97,7 +97,7 @@ def _sprinkled(
     st.integers(0, 2**32 - 1),
     st.integers(1, 6000),
     st.sampled_from([0.0005, 0.01, 0.05, 0.3]),
-    st.sampled_from([(24, 32), (16, -1), (8, 0)]),
+    st.sampled_from([(24, 32), (16, -1), (8, 0), (5, 6)]),
     st.lists(
         st.sampled_from([(16, 32), (24, 24), (32, 32), (16, -1), (3, 5), (0, 0)]),
         min_size=1,
