@@ -30,7 +30,7 @@ def test_s3_json_lines_take_the_threaded_path_and_write_the_local_bytes(
         return real(rows, out, workers, progress)
 
     monkeypatch.setattr(sinks, "_write_threads", spy)
-    outputs = []
+    outputs: list[bytes] = []
     for source, options in ((str(local), ()), (url, s3_server.cli_options())):
         out = tmp_path / f"{len(outputs)}.jsonl"
         args = ("replay", source, "--format", "jsonl", "-O", str(out), "--workers", "2")
