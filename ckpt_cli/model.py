@@ -382,6 +382,13 @@ class Checkpoint(CheckpointCalls):
 
     @cached_property
     def operators(self) -> dict[int, Operator]:
+        # Built lazily, after open's pause: a few objects per file and version, all kept.
+        with collector_paused():
+            operators = self._operators()
+            freeze_if_large(len(self.files))
+        return operators
+
+    def _operators(self) -> dict[int, Operator]:
         operators: dict[int, Operator] = {}
         # Files of one directory share one StoreLocation object and come together in the
         # sorted listing: the partition is looked up once per run of them.
