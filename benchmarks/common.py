@@ -20,6 +20,7 @@ e.g. a JVM's daemon workers).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import pickle
 import statistics
@@ -176,6 +177,7 @@ class Case:
     prepare: Callable[[], object] | None = None
 
 
+@functools.cache  # once per script run: the modules do not change while it measures
 def byte_compiled() -> None:
     """ckpt's modules compiled to bytecode, as ``pip install`` leaves them: a checkout run
     under ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module it imports from

@@ -97,9 +97,23 @@ class Partition:
     def version_ids(self) -> list[int]:
         return sorted(self.versions)
 
-    @property
+    # Over the directory's files at once, not a call per version: 100,000s of files.
+    @cached_property
     def snapshot_versions(self) -> list[int]:
-        return [v for v in self.version_ids if self.versions[v].is_snapshot]
+        """The versions with a full copy of the state (.snapshot or .zip), ascending."""
+        return sorted(
+            {f.version for f in self.files if f.kind in SNAPSHOT_KINDS and f.version is not None}
+        )
+
+    @cached_property
+    def unique_ids(self) -> dict[int, list[str]]:
+        """Checkpoint format v2: per version that has them (ascending), the uniqueIds of its
+        files, sorted (several after retries)."""
+        ids: dict[int, set[str]] = {}
+        for f in [f for f in self.files if f.unique_id is not None and f.kind in VERSIONED_KINDS]:
+            if f.version is not None and f.unique_id is not None:
+                ids.setdefault(f.version, set()).add(f.unique_id)
+        return {v: sorted(ids[v]) for v in sorted(ids)}
 
     @property
     def shared_files(self) -> list[CheckpointFile]:
@@ -382,6 +396,13 @@ class Checkpoint(CheckpointCalls):
 
     @cached_property
     def operators(self) -> dict[int, Operator]:
+        # Built lazily, after open's pause: a few objects per file and version, all kept.
+        with collector_paused():
+            operators = self._operators()
+            freeze_if_large(len(self.files))
+        return operators
+
+    def _operators(self) -> dict[int, Operator]:
         operators: dict[int, Operator] = {}
         # Files of one directory share one StoreLocation object and come together in the
         # sorted listing: the partition is looked up once per run of them.

@@ -66,3 +66,22 @@ def test_hashes_equal_in_their_high_bits_are_still_told_apart(
         return
     assert got is not None
     assert (got[0].tolist(), got[1].tolist()) == _expected(keys)
+
+
+@settings(max_examples=100, deadline=None)
+@given(keys_strategy)
+def test_last_changes_keeps_each_keys_hash_in_ascending_order(keys: list[bytes]) -> None:
+    """``last_changes`` hands the lookup the hashes it grouped by: ascending, one per kept
+    key, ``hashes[i]`` that of row ``order[i]``; the rows are ``last_per_key``'s."""
+    buf, offsets, sizes = _records(keys)
+    values = np.zeros(len(keys), np.int64)
+    records = bulk.Packed(buf, offsets, sizes, values, values - 1)  # every record a remove
+    changes = bulk.last_changes(records)
+    assert changes is not None
+    kept = bulk.last_per_key(records, removes=True)
+    assert kept is not None and changes.records.pairs() == kept.pairs()
+    rows = changes.records
+    hashes = bulk.key_hashes(rows.data, rows.key_offsets, rows.key_sizes)
+    assert sorted(changes.order.tolist()) == list(range(len(rows)))
+    assert changes.hashes.tolist() == hashes[changes.order].tolist()
+    assert (np.diff(changes.hashes) > 0).all()

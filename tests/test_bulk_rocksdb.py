@@ -124,6 +124,26 @@ def test_colliding_hashes_are_told_apart_or_left_to_the_streamed_merge(
     assert _bulk(ckpt, plan) == list(iter_state(ckpt, plan))
 
 
+def test_the_changes_keys_are_hashed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The changelogs' keys are hashed (and sorted) where they are grouped; the lookup
+    reuses those hashes, so only the zip's keys are hashed after."""
+    from ckpt_cli.replay import bulk
+
+    ckpt, plan = _plan(_copy("spark4-rocksdb-changelog", tmp_path / "ckpt"), 9)
+    streamed = list(iter_state(ckpt, plan))
+    hashed: list[Any] = []  # the buffers hashed (held, so no id is reused)
+
+    def counted(buf: Any, offsets: Any, sizes: Any) -> Any:
+        hashed.append(buf)
+        return real(buf, offsets, sizes)
+
+    real = bulk.key_hashes
+    monkeypatch.setattr(bulk, "key_hashes", counted)
+    monkeypatch.setattr(bulk_rocksdb, "key_hashes", counted)
+    assert _bulk(ckpt, plan) == streamed
+    assert len(hashed) > 1 and len({id(buf) for buf in hashed}) == len(hashed)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_the_bulk_path_reads_the_fixture_as_the_streamed_one(tmp_path: Path, case: str) -> None:
     ckpt, _ = _plan(_copy(case, tmp_path / "ckpt"), 9)

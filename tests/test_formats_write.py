@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import ckpt_cli
 from ckpt_cli.formats import checksums, compression, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.rocksdb_write import (
+    VersionOptions,
     build_rocksdb_checkpoint,
     merge_delimiter,
     zip_file_name,
@@ -159,7 +160,7 @@ def test_any_records_build_a_db_that_reads_back(recs: dict[bytes, bytes]) -> Non
 def test_zip_holds_what_sparks_zip_holds(tmp_path: Path) -> None:
     recs = [(b"\x00key%d" % i, b"\x00value%d" % i) for i in range(100)]
     uid = "0b6f5f5e-0000-4000-8000-000000000001"
-    out = build_rocksdb_checkpoint(recs, 12, unique_id=uid, now_ms=1)
+    out = build_rocksdb_checkpoint(recs, 12, VersionOptions(unique_id=uid, now_ms=1))
     assert out.zip_name == zip_file_name(12, uid) == f"12_{uid}.zip"
     with zipfile.ZipFile(io.BytesIO(out.zip_bytes)) as archive:
         infos = archive.infolist()
@@ -232,7 +233,7 @@ def test_template_carries_column_families_and_counts_internal_keys() -> None:
         '"maxColumnFamilyId":3}',
     )
     recs = [(b"\x01\x00\x00a", b"\x00"), (b"\x02\x00\x00b", b"\x00"), (b"\x03\x00\x00c", b"")]
-    meta = build_rocksdb_checkpoint(recs, 5, template=template).metadata
+    meta = build_rocksdb_checkpoint(recs, 5, VersionOptions(template=template)).metadata
     assert (meta.num_keys, meta.num_internal_keys) == (2, 1)
     assert meta.column_family_mapping == template.column_family_mapping
     assert meta.column_family_type_map == template.column_family_type_map
@@ -265,10 +266,12 @@ def test_list_values_are_joined_with_sparks_delimiter(checksums: bool) -> None:
         out = build_rocksdb_checkpoint(
             [(key, merged), other],
             4,
-            template=template,
-            list_families=["events", "absent"],
-            delimiter=delimiter,
-            row_checksums=checksums,
+            VersionOptions(
+                template=template,
+                list_families=["events", "absent"],
+                delimiter=delimiter,
+                row_checksums=checksums,
+            ),
         )
         import tempfile
 
@@ -293,7 +296,9 @@ def test_merge_delimiter_follows_the_pinned_conf() -> None:
 
 def test_spark35_template_keeps_its_fields() -> None:
     template = rocksdb_zip.parse_zip_metadata("t", 'v1\n{"sstFiles":[],"numKeys":-1}')
-    meta = build_rocksdb_checkpoint([(b"\x00k", b"\x00v")], 2, template=template).metadata
+    meta = build_rocksdb_checkpoint(
+        [(b"\x00k", b"\x00v")], 2, VersionOptions(template=template)
+    ).metadata
     assert list(meta.raw) == ["sstFiles", "numKeys"] and meta.num_keys == -1
 
 
@@ -350,12 +355,14 @@ def replace_newest_version(src: Path, dst: Path) -> Replaced:
                 files = build_rocksdb_checkpoint(
                     recs,
                     version,
-                    unique_id=plan.unique_id,
-                    template=template,
-                    checksum_file=sidecar,
-                    list_families=list_families(ckpt, op_id),
-                    delimiter=merge_delimiter(ckpt.conf),
-                    row_checksums=checksummed,
+                    VersionOptions(
+                        unique_id=plan.unique_id,
+                        template=template,
+                        checksum_file=sidecar,
+                        list_families=list_families(ckpt, op_id),
+                        delimiter=merge_delimiter(ckpt.conf),
+                        row_checksums=checksummed,
+                    ),
                 )
                 out = files.files(hadoop_crc=True)
             else:
@@ -468,7 +475,9 @@ def test_key_counts_equal_sparks(name: str, src: Path) -> None:
                     ckpt, op_id, part.id, f.version, store=store, unique_id=f.unique_id
                 )
                 recs = iter_state(ckpt, plan, checksummed=row_checksums(ckpt.conf))
-                ours = build_rocksdb_checkpoint(recs, f.version, template=spark).metadata
+                ours = build_rocksdb_checkpoint(
+                    recs, f.version, VersionOptions(template=spark)
+                ).metadata
                 assert (ours.num_keys, ours.num_internal_keys) == (
                     spark.num_keys,
                     spark.num_internal_keys,

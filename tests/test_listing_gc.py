@@ -96,3 +96,42 @@ def test_large_listings_are_frozen_small_ones_not(
     tracked = {id(o) for o in gc.get_objects()}
     assert not tracked & {id(f) for f in large.files}  # frozen: no generation holds them
     assert gc.isenabled()
+
+
+@pytest.fixture
+def eager() -> Iterator[list[int]]:
+    """A collector that would run a pass every allocation or so; the generations of the
+    passes it ran."""
+    passes: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    gc.callbacks.append(count)
+    yield passes
+    gc.callbacks.remove(count)
+    gc.set_threshold(*thresholds)
+
+
+def test_the_model_is_built_with_the_collector_paused(
+    collector: None, eager: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``operators`` is built lazily, after ``open``'s pause: it pauses the collector itself
+    (no pass while it builds, gen 2 included, however eager), then restores it."""
+    gc.enable()
+    ckpt = Checkpoint.open(str(CASE / "checkpoint"))
+    states: list[tuple[bool, int]] = []  # per store directory: enabled?, passes so far
+    partition_of = model._partition_of
+
+    def spy(*args: Any) -> Any:
+        states.append((gc.isenabled(), len(eager)))
+        return partition_of(*args)
+
+    monkeypatch.setattr(model, "_partition_of", spy)
+    assert ckpt.operators
+    assert len(states) > 1 and not any(enabled for enabled, _ in states)
+    assert len({passes for _, passes in states}) == 1  # no pass between the first and last
+    assert gc.isenabled()

@@ -1,5 +1,5 @@
-"""The safety checks of every destructive operation (cleanup and repair): a minimum age below
-the default, an active query, files younger than the minimum age."""
+"""The safety checks of every destructive operation (cleanup, repair, repartition): a minimum
+age below the default, an active query, files younger than the minimum age, symbolic links."""
 
 from __future__ import annotations
 
@@ -56,6 +56,17 @@ def check_stopped(ckpt: Checkpoint, *, min_age: float, now: float, force: bool) 
     active query is refused unless ``force``."""
     check_min_age(min_age, force=force)
     check_not_active(ckpt, min_age=min_age, now=now, force=force)
+
+
+def links_refused(ckpt: Checkpoint) -> list[str]:
+    """One line per symbolic link, for the commands that rewrite a checkpoint and refuse
+    links (``repair``, ``repartition``): nothing is listed through them, so what those
+    commands would plan there may be wrong, and nothing is ever written through one."""
+    return [
+        f"{rel} is a symbolic link (to {target}); ckpt does not follow or change links: "
+        "replace it with what it points to"
+        for rel, target in ckpt.listing.symlinks.items()
+    ]
 
 
 def check_old_enough(

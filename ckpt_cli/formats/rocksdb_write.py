@@ -112,14 +112,31 @@ def merge_delimiter(conf: Mapping[str, str]) -> bytes:
     return b"" if conf.get(MERGE_OPERATOR_VERSION_CONF, "1").strip() == "2" else b","
 
 
+@dataclass(frozen=True)
+class VersionOptions:
+    """How :func:`write_rocksdb_checkpoint` writes a version (see its docstring): the zip's
+    ``unique_id`` (format v2), the ``template`` metadata, the ``checksum_file``, its
+    ``now_ms``, and the ``list_families`` whose elements are joined by ``delimiter``
+    (``row_checksums``: the elements carry them)."""
+
+    unique_id: str | None = None
+    template: RocksDBCheckpointMetadata | None = None
+    checksum_file: bool | None = None  # None: when unique_id is given
+    now_ms: int | None = None
+    list_families: Collection[str] = ()
+    delimiter: bytes = b""
+    row_checksums: bool = False
+
+
 def build_rocksdb_checkpoint(
-    records: Iterable[tuple[bytes, bytes]], version: int, **options: Any
+    records: Iterable[tuple[bytes, bytes]],
+    version: int,
+    options: VersionOptions = VersionOptions(),
 ) -> RocksDBCheckpointFiles:
-    """:func:`write_rocksdb_checkpoint`'s files as bytes, for versions small enough to hold
-    (``options``: its keyword arguments)."""
+    """:func:`write_rocksdb_checkpoint`'s files as bytes, for versions small enough to hold."""
     with tempfile.TemporaryDirectory(prefix="ckpt-rocksdb-files-") as tmp:
         dest = Path(tmp) / "version"
-        written = write_rocksdb_checkpoint(records, version, dest, **options)
+        written = write_rocksdb_checkpoint(records, version, dest, options)
 
         def under(folder: str) -> dict[str, bytes]:
             prefix = folder + "/"
@@ -132,7 +149,7 @@ def build_rocksdb_checkpoint(
         checksum = dest / (written.zip_name + ".crc")
         return RocksDBCheckpointFiles(
             version=version,
-            unique_id=options.get("unique_id"),
+            unique_id=options.unique_id,
             zip_name=written.zip_name,
             zip_bytes=(dest / written.zip_name).read_bytes(),
             ssts=under(SSTS_DIR),
@@ -157,14 +174,7 @@ def write_rocksdb_checkpoint(
     records: Iterable[tuple[bytes, bytes]],
     version: int,
     dest: Path,
-    *,
-    unique_id: str | None = None,
-    template: RocksDBCheckpointMetadata | None = None,
-    checksum_file: bool | None = None,
-    now_ms: int | None = None,
-    list_families: Collection[str] = (),
-    delimiter: bytes = b"",
-    row_checksums: bool = False,
+    options: VersionOptions = VersionOptions(),
 ) -> WrittenVersion:
     """A full RocksDB version holding exactly ``records`` (RocksDB key, value as stored; each
     key once, in any order: RocksDB sorts them, and the key counts assume no repeats), its
@@ -188,10 +198,11 @@ def write_rocksdb_checkpoint(
     unmerged operands with ``,``) would otherwise misalign Spark's reader when the
     checkpoint's delimiter is none. ``row_checksums``: the elements carry them.
     """
+    template, unique_id = options.template, options.unique_id
     mapping = template.column_family_mapping if template is not None else {}
-    ids = frozenset(mapping[name] for name in list_families if name in mapping)
+    ids = frozenset(mapping[name] for name in options.list_families if name in mapping)
     if ids:  # a store without list families: records go in as they are
-        records = _joined_lists(records, ids, delimiter, row_checksums)
+        records = _joined_lists(records, ids, options.delimiter, options.row_checksums)
     suffix = str(uuid.uuid4())
     dest.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix=".rocksdb-", dir=dest.parent) as tmp:
@@ -208,10 +219,12 @@ def write_rocksdb_checkpoint(
     name = zip_file_name(version, unique_id)
     (dest / name).write_bytes(zip_bytes)
     names.append(name)
+    checksum_file = options.checksum_file
     if checksum_file is None:
         checksum_file = unique_id is not None
     if checksum_file:
-        (dest / f"{name}.crc").write_bytes(checksums.spark_checksum_bytes(zip_bytes, now_ms))
+        crc = checksums.spark_checksum_bytes(zip_bytes, options.now_ms)
+        (dest / f"{name}.crc").write_bytes(crc)
         names.append(f"{name}.crc")
     return WrittenVersion(name, parse_zip_metadata(METADATA_ENTRY, metadata_text), names)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_cli.cleanup.safety import links_refused
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -165,7 +166,7 @@ def plan_repair(
 ) -> RepairPlan:
     report = validate(ckpt, progress=progress)
     plan = RepairPlan(ckpt.storage.url, report.findings)
-    plan.refused.extend(ckpt.listing.links_refused())
+    plan.refused.extend(links_refused(ckpt))
     for finding in report.findings:
         if finding.code in _REFUSE_CODES:
             plan.refused.append(f"{_REFUSE_CODES[finding.code]}: {finding.message}")

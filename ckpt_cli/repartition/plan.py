@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from ckpt_cli.cleanup.safety import links_refused
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
@@ -218,7 +219,7 @@ def plan_repartition(
     (until ``plan.discard()``): in local temporary files, or with a distributed ``engine``
     (Spark) in ``staging``, a directory outside the checkpoint on its filesystem (see
     :mod:`ckpt_cli.repartition.tasks`)."""
-    links = ckpt.listing.links_refused()
+    links = links_refused(ckpt)
     if links:  # checked first: the logs and state are read, and written, only without links
         raise RepartitionRefused(f"{ckpt.storage.url}: not repartitioning: {links[0]}")
     last, current, unfinished = _refuse_on_logs(ckpt, partitions)

@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_stopped
+from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_stopped, links_refused
 from ckpt_cli.errors import CheckpointNotFound, CkptError, SafetyCheckError
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
@@ -149,7 +149,7 @@ def undo_repartition(
             raise CkptError(f"{manifest}: not a ckpt repartition manifest")
     batch = int(body["repartition"]["batch"])
     ckpt = Checkpoint.open(storage)
-    links = ckpt.listing.links_refused()
+    links = links_refused(ckpt)
     if links:  # refused before the first change, not part way through
         raise SafetyCheckError(f"{storage.url}: not undoing the repartition: {links[0]}")
     later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]

@@ -16,7 +16,11 @@ from pathlib import Path
 
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
-from ckpt_cli.formats.rocksdb_write import merge_delimiter, write_rocksdb_checkpoint
+from ckpt_cli.formats.rocksdb_write import (
+    VersionOptions,
+    merge_delimiter,
+    write_rocksdb_checkpoint,
+)
 from ckpt_cli.formats.snapshot_write import snapshot_body
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import Checkpoint, FileKind
@@ -75,14 +79,17 @@ def _build(
         staged_records(staged),
         plan.version,
         dest,
-        unique_id=unique_id,
-        template=store.template,
-        checksum_file=unique_id is not None and _has_spark_checksums(ckpt, store),
-        # List values were merged by the RocksDB that read them: rejoin their elements with
-        # Spark's delimiter, or Spark's reader misaligns them (a "," where it expects none).
-        list_families=list_families(ckpt, store.operator),
-        delimiter=merge_delimiter(ckpt.conf),
-        row_checksums=row_checksums(ckpt.conf),
+        VersionOptions(
+            unique_id=unique_id,
+            template=store.template,
+            checksum_file=unique_id is not None and _has_spark_checksums(ckpt, store),
+            # List values were merged by the RocksDB that read them: rejoin their elements
+            # with Spark's delimiter, or Spark's reader misaligns them (a "," where it
+            # expects none).
+            list_families=list_families(ckpt, store.operator),
+            delimiter=merge_delimiter(ckpt.conf),
+            row_checksums=row_checksums(ckpt.conf),
+        ),
     )
     return StoreFiles([(name, dest / name) for name in written.names], unique_id)
 

@@ -191,10 +191,42 @@ def last_per_key(records: Packed, removes: bool = False) -> Packed | None:
     groups = _same_keys(records.data, records.key_offsets, records.key_sizes)
     if groups is None:
         return None
-    first, last = groups
+    first, last, _, _ = groups
     if not removes:
         alive = records.value_sizes[last] >= 0
         first, last = first[alive], last[alive]
+    return _kept(records, first, last)
+
+
+@dataclass
+class Changes:
+    """``last_per_key(records, removes=True)`` and the hashes (``key_hashes``) of its keys,
+    ascending: ``hashes[i]`` is the hash of ``records`` row ``order[i]``."""
+
+    records: Packed
+    hashes: Any
+    order: Any
+
+
+def last_changes(records: Packed) -> Changes | None:
+    """The last record per key, removes kept, with the key hashes it was grouped by (for
+    looking keys up among them: no second hashing or sort). None when two keys' hashes
+    collide."""
+    import numpy as np
+
+    if not len(records):
+        return Changes(records, np.zeros(0, np.uint64), np.zeros(0, np.int64))
+    groups = _same_keys(records.data, records.key_offsets, records.key_sizes)
+    if groups is None:
+        return None
+    first, last, hashes, by_first = groups
+    order = np.empty(len(by_first), np.int64)
+    order[by_first] = np.arange(len(by_first))
+    return Changes(_kept(records, first, last), hashes, order)
+
+
+def _kept(records: Packed, first: Any, last: Any) -> Packed:
+    """Per key, record ``first[i]``'s key and record ``last[i]``'s value."""
     return Packed(
         records.data,
         records.key_offsets[first],
@@ -295,19 +327,22 @@ def keys_equal(a: Any, a_at: Any, b: Any, b_at: Any, sizes: Any) -> Any:
     return same
 
 
-def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
+def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any, Any, Any] | None:
     """Per distinct key, the index of its first and of its last record, ordered by first;
+    then the distinct hashes ascending and, per key in first order, its place among them.
     None when two keys' hashes collide (the streamed merge then does it): records of one
     hash (``key_hashes``) are compared byte by byte with its first."""
     import numpy as np
 
     n = len(offsets)
     if not n:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(0, np.uint64), empty
     hashes = key_hashes(buf, offsets, sizes)
     order, ordered = _by_hash(hashes)
     del hashes
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    distinct = ordered[starts]
     del ordered
     ends = np.concatenate((starts[1:], [n])) - 1
     # Every record must equal the first of its hash group, byte for byte.
@@ -320,7 +355,9 @@ def _same_keys(buf: Any, offsets: Any, sizes: Any) -> tuple[Any, Any] | None:
             return None
         if not keys_equal(buf, offsets[mine], buf, offsets[theirs], mine_sizes).all():
             return None
-    return _by_first(order[starts], order[ends], n)
+    first = order[starts]
+    by_first = _by_first(first, n)
+    return first[by_first], order[ends][by_first], distinct, by_first
 
 
 def _by_hash(hashes: Any) -> tuple[Any, Any]:
@@ -351,16 +388,14 @@ def _by_hash(hashes: Any) -> tuple[Any, Any]:
     return order, ordered
 
 
-def _by_first(first: Any, last: Any, n: int) -> tuple[Any, Any]:
-    """``(first, last)`` pairs ordered by first (all distinct, below ``n``)."""
+def _by_first(first: Any, n: int) -> Any:
+    """The order of ``first`` (distinct, below ``n``): the positions sorted by value."""
     import numpy as np
 
     bits = max(1, n.bit_length())
     if 2 * bits > 64:
-        by_first = np.argsort(first)
-        return first[by_first], last[by_first]
-    pairs = (first.astype(np.uint64) << np.uint64(bits)) | last.astype(np.uint64)
-    pairs.sort()
-    return (pairs >> np.uint64(bits)).astype(np.int64), (pairs & np.uint64((1 << bits) - 1)).astype(
-        np.int64
-    )
+        return np.argsort(first)
+    # Each value carries its position in its low bits: a value sort, not an argsort.
+    tagged = (first.astype(np.uint64) << np.uint64(bits)) | np.arange(len(first), dtype=np.uint64)
+    tagged.sort()
+    return (tagged & np.uint64((1 << bits) - 1)).astype(np.int64)

@@ -7,8 +7,8 @@ Here the changelogs come first and the zip streams past them:
 
 * the changelogs of puts and deletes (V1, and V3 of format v2: stores without column
   families) are decompressed whole, their records framed by offset like deltas
-  (``bulk.framed_records``), and reduced to the last record per key (``bulk.last_per_key``,
-  keys hashed in bulk);
+  (``bulk.framed_records``), and reduced to the last record per key (``bulk.last_changes``,
+  keys hashed in bulk; their hashes, sorted there, are kept for the lookup);
 * the zip's DB is iterated in chunks (``rocksdb.iter_db_flat``: rocksdict's ``items()``,
   a pair a step in Rust), each packed into one buffer; its keys are hashed the same way and
   looked up among the changes' (``searchsorted``, then compared byte for byte): a changed
@@ -32,13 +32,14 @@ from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.replay.bulk import (
     BULK_BYTES,
+    Changes,
     Packed,
     decompressed,
     framed_records,
     joined,
     key_hashes,
     keys_equal,
-    last_per_key,
+    last_changes,
     sliced,
 )
 from ckpt_cli.replay.plan import ReplayPlan
@@ -65,9 +66,10 @@ def rocksdb_batches(ckpt: Checkpoint, plan: ReplayPlan, size: int) -> Iterator[P
     return _batches(ckpt, plan, changes, size)
 
 
-def changelog_changes(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
+def changelog_changes(ckpt: Checkpoint, plan: ReplayPlan) -> Changes | None:
     """The last record per key of the plan's changelogs (value size -1: a delete), ordered
-    by first record; None when one has merges or does not frame, or changed keys collide."""
+    by first record, with their key hashes; None when one has merges or does not frame, or
+    changed keys collide."""
     logs: list[Packed] = []
     for f in plan.steps:
         data = decompressed(ckpt, f)
@@ -78,15 +80,14 @@ def changelog_changes(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
         if framed is None:
             return None
         logs.append(framed)
-    return last_per_key(joined(logs), removes=True)
+    return last_changes(joined(logs))
 
 
-def _batches(ckpt: Checkpoint, plan: ReplayPlan, changes: Packed, size: int) -> Iterator[Packed]:
+def _batches(ckpt: Checkpoint, plan: ReplayPlan, latest: Changes, size: int) -> Iterator[Packed]:
     import numpy as np
 
-    hashes = key_hashes(changes.data, changes.key_offsets, changes.key_sizes)
-    order = np.argsort(hashes)
-    lookup = _Lookup(changes, hashes[order], order)
+    changes = latest.records
+    lookup = _Lookup(changes, latest.hashes, latest.order)
     if plan.base is not None:
         part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
         with rebuilt_zip(ckpt, plan.base, part) as tmp:

@@ -31,6 +31,7 @@ from ckpt_cli.replay.ordered import in_order
 from ckpt_cli.replay.plain_arrow import (
     RowPath,
     concatenated,
+    has_map,
     joined,
     json_parts,
     plain,
@@ -69,21 +70,9 @@ def columnar_for(decoder: RowDecoder) -> Columnar | None:
         check_supported(decoder.schema.value)
     except ColumnarUnsupported:
         return None
-    if _has_map(decoder.schema.key) or _has_map(decoder.schema.value):
+    if has_map(decoder.schema.key) or has_map(decoder.schema.value):
         return None  # a map's plain value is a dict keyed by str(key): the row path's
     return Columnar(decoder)
-
-
-def _has_map(t: S.DataType) -> bool:
-    while isinstance(t, S.UserDefinedType):
-        t = t.sql_type
-    if isinstance(t, S.MapType):
-        return True
-    if isinstance(t, S.ArrayType):
-        return _has_map(t.element_type)
-    if isinstance(t, S.StructType):
-        return any(_has_map(f.data_type) for f in t.fields)
-    return False
 
 
 def batches(

@@ -35,7 +35,7 @@ from ckpt_cli.formats import schema as S
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay import columns
 from ckpt_cli.replay.ordered import utf8_writer, write_in_order
-from ckpt_cli.replay.plain_arrow import RowPath, json_text, plain_type
+from ckpt_cli.replay.plain_arrow import RowPath, has_map, json_text, plain_type
 from ckpt_cli.replay.rows import ARROW_BATCH_ROWS, PrefixScanDecoder, RowDecoder, require_pyarrow
 from ckpt_cli.replay.source import iter_rows
 
@@ -89,7 +89,7 @@ def write_csv(
         return _write_untyped(rows, write, limit)
     write(_header(schema.header))
     if rows.changes is not None:
-        return _write_batches(_typed_tables(rows, schema, limit), schema, write)
+        return _write_batches(_tables_of(itertools.islice(rows, limit), schema), schema, write)
     columnar = columns.columnar_for(rows.decoder) if rows.matches is None else None
     progress.start("Replaying partitions", total=len(rows.plans))
     try:
@@ -176,10 +176,6 @@ def _write_row_path(
     return count
 
 
-def _typed_tables(rows: Iterable[dict[str, Any]], schema: CsvSchema, limit: int | None) -> Any:
-    return _tables_of(itertools.islice(rows, limit), schema)
-
-
 def _tables_of(rows: Iterable[dict[str, Any]], schema: CsvSchema) -> Iterator[Any]:
     import pyarrow as pa
 
@@ -256,7 +252,7 @@ def _json_cells(array: Any, spark_type: S.DataType | None, repr_floats: bool) ->
     import pyarrow.compute as pc
 
     text = None
-    if spark_type is not None and not columns._has_map(spark_type):
+    if spark_type is not None and not has_map(spark_type):
         # Non-finite floats raise RowPath: their text as the row path writes them, below.
         with contextlib.suppress(RowPath):
             text = json_text(array, spark_type, repr_floats)

@@ -42,6 +42,20 @@ def concatenated(text: Any) -> bytes:
 # -- plain values: the row path's JSON values, as Arrow columns ---------------------------------
 
 
+def has_map(t: S.DataType) -> bool:
+    """Whether ``t`` holds a map at any depth: a map's plain value is the row path's dict,
+    keyed by ``str(key)``, which neither the columnar replay nor ``json_text`` makes."""
+    while isinstance(t, S.UserDefinedType):
+        t = t.sql_type
+    if isinstance(t, S.MapType):
+        return True
+    if isinstance(t, S.ArrayType):
+        return has_map(t.element_type)
+    if isinstance(t, S.StructType):
+        return any(has_map(f.data_type) for f in t.fields)
+    return False
+
+
 def plain_type(t: S.DataType) -> Any:
     """The Arrow type of a column's plain values."""
     import pyarrow as pa

@@ -167,8 +167,8 @@ def write_partitions(
     progress: ProgressSink = NULL_PROGRESS,
 ) -> int:
     """The rows as JSON lines or CSV into ``out``, partition after partition; returns how
-    many. Several partitions of state on local storage go to worker processes (JSON lines)
-    or threads (CSV, ``csv_arrow``)."""
+    many. Several partitions of columnar state go to threads (on any storage); of state read
+    row by row, on local storage, to worker processes."""
     if fmt == "csv":
         return write_csv(rows, out, limit=limit, workers=workers, progress=progress)
     if rows.changes is not None or rows.state_var is not None:
@@ -177,8 +177,10 @@ def write_partitions(
     workers = workers or os.cpu_count() or 1
     progress.start("Replaying partitions", total=len(plans))
     try:
-        parallel = len(plans) > 1 and workers > 1 and ckpt.storage.is_local
-        if parallel and limit is None:
+        parallel = len(plans) > 1 and workers > 1 and limit is None
+        if parallel and rows.matches is None and columnar_for(decoder) is not None:
+            return _write_threads(rows, out, workers, progress)  # any storage
+        if parallel and ckpt.storage.is_local:  # worker processes read the files themselves
             return _write_parallel(rows, out, workers, progress)
         if rows.matches is None:
             count = 0
@@ -205,8 +207,6 @@ def write_partitions(
 
 
 def _write_parallel(rows: StateRows, out: IO[str], workers: int, progress: ProgressSink) -> int:
-    if rows.matches is None and columnar_for(rows.decoder) is not None:
-        return _write_threads(rows, out, workers, progress)
     total = 0
     with tempfile.TemporaryDirectory(prefix="ckpt-replay-") as tmp:
         jobs = [

@@ -71,16 +71,6 @@ class Listing:
             self._by_path = {e.path: e for e in self.entries}
         return self._by_path.get(path)
 
-    def links_refused(self) -> list[str]:
-        """One line per symbolic link, for the commands that rewrite a checkpoint and refuse
-        links (``repair``, ``repartition``): nothing is listed through them, so what those
-        commands would plan there may be wrong, and nothing is ever written through one."""
-        return [
-            f"{rel} is a symbolic link (to {target}); ckpt does not follow or change links: "
-            "replace it with what it points to"
-            for rel, target in self.symlinks.items()
-        ]
-
 
 _SEARCHES_BEFORE_INDEX = 64
 _path = itemgetter(0)  # FileEntry.path
