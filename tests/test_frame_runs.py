@@ -1,6 +1,7 @@
-"""``record_frames.frame`` finds runs of records of one size in bulk: the same record starts, and the
-same refusals, as walking the records one at a time (the reference below), on runs of fixed
-and varying sizes, removes, truncations and a wrong end marker."""
+"""``record_frames.frame`` finds the records of a decompressed file in bulk: the same record
+starts, and the same refusals, as walking the records one at a time (the reference below),
+on runs of fixed and varying sizes, runs broken by records of other sizes, removes,
+truncations and a wrong end marker."""
 
 from __future__ import annotations
 

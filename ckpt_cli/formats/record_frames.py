@@ -176,7 +176,7 @@ def _two_sizes(
         breaks = breaks.reshape(rows, step)
         past = np.arange(slots, slots + step, dtype=np.int32)
         breaks = np.minimum.accumulate(np.vstack([breaks, past])[::-1], axis=0)[::-1]
-        next_break = memoryview(breaks.ravel())
+        next_break = breaks.ravel().data  # a memoryview: Python ints on indexing
         is_usual, is_other = memoryview(usual), memoryview(other)
         runs: list[int] = []  # first slot and end slot (exclusive) of runs of usual size
         singles: list[int] = []  # slots of records of the other size
