@@ -1,5 +1,6 @@
-"""Partitions replayed side by side (threads for columnar stores, processes for the row
-path) give the text one process gives, and the CLI leaves pandas out while it writes."""
+"""Partitions replayed side by side (threads for columnar HDFS stores, processes for RocksDB
+and for the row path) give the text one process gives, and the CLI leaves pandas out while it
+writes."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_threads_write_the_text_of_one_process(name: str, tmp_path: Path) -> Non
     assert stdout.exit_code == 0 and stdout.stdout.encode() == texts[0]
 
 
-def test_columnar_partitions_go_to_threads_the_row_path_to_processes(
+def test_columnar_partitions_go_to_threads_the_row_path_and_rocksdb_to_processes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from ckpt_cli.replay import sinks
@@ -67,6 +68,13 @@ def test_columnar_partitions_go_to_threads_the_row_path_to_processes(
         assert used == [expected]
     with _pool(rows, 2) as pool_:
         assert type(pool_) is ProcessPoolExecutor
+    # RocksDB's pairs come from rocksdict under the GIL: a process per partition.
+    rocksdb = Checkpoint.open(str(CASES_DIR / "spark4-rocksdb-changelog" / "checkpoint"))
+    rows = target_rows(rocksdb, resolve_target(rocksdb))
+    assert len(rows.plans) > 1 and {plan.provider for plan in rows.plans} == {"rocksdb"}
+    used.clear()
+    sinks.write_partitions(rows, io.StringIO(), "jsonl", workers=2)
+    assert used == ["processes"]
 
 
 def test_cli_replay_does_not_import_pandas(tmp_path: Path) -> None:
