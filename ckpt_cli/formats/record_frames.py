@@ -7,11 +7,11 @@ walks in bulk instead of a Python step per record:
 
 * a run of records of one key and value size (fixed-width UnsafeRows) is guessed ahead,
   ``8 + k + v`` bytes apart, and kept up to the first record whose sizes differ;
-* a run interrupted now and then by a record of one other size (a snapshot in hash order
-  whose string keys are one word shorter in 1% of rows) is followed on a lattice: after
-  ``k`` records of which ``m`` had the other size, the next record starts at
-  ``start + k * stride + m * (other_stride - stride)``, so the sizes of every lattice point
-  are read at once, and Python only steps from one record of the other size to the next;
+* runs broken often by records of one other size (a snapshot in hash order whose string
+  keys are one word shorter in 1% of rows) are followed by slot: both sizes' records are
+  whole multiples of ``unit = gcd(stride, other_stride)``, so every later record starts at
+  ``pos + unit * slot``; which slots could start a record of either size is read for a block
+  at once, and Python steps only from one record of the other size to the next;
 * records whose sizes vary from one to the next are walked, a stretch at a time.
 
 Few, large numpy calls matter beyond the arithmetic: replay frames partitions in threads,
