@@ -110,8 +110,8 @@ class Partition:
         """Checkpoint format v2: per version that has them (ascending), the uniqueIds of its
         files, sorted (several after retries)."""
         ids: dict[int, set[str]] = {}
-        for f in [f for f in self.files if f.unique_id is not None and f.kind in VERSIONED_KINDS]:
-            if f.version is not None and f.unique_id is not None:
+        for f in self.files:
+            if f.unique_id is not None and f.version is not None and f.kind in VERSIONED_KINDS:
                 ids.setdefault(f.version, set()).add(f.unique_id)
         return {v: sorted(ids[v]) for v in sorted(ids)}
 

@@ -255,8 +255,9 @@ def _append_file(path: str, out: IO[str]) -> None:
 
 @contextlib.contextmanager
 def _pool(rows: StateRows, workers: int) -> Iterator[Executor]:
-    """Worker processes for partitions replayed row by row (Python: one interpreter each;
-    columnar partitions share one in threads, ``_write_threads``)."""
+    """Worker processes for partitions replayed row by row and for RocksDB stores' JSON lines
+    (one interpreter, so one GIL, each; HDFS stores' columnar partitions share one in threads,
+    ``_write_threads``)."""
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only here
 
     with ProcessPoolExecutor(
