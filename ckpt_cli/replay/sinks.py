@@ -80,17 +80,52 @@ def write_state_parquet(
     return write_tables(state_tables(rows, limit, workers), out)
 
 
+# A row group gathers tables up to these sizes. Written a small table at a time (one row group
+# each), the writer tried a dictionary for every column of every 16k rows, and for distinct
+# strings that cost more than the encoding itself (NOTES: "Parquet row groups").
+ROW_GROUP_ROWS = 1 << 17
+ROW_GROUP_BYTES = 32 << 20
+# A column of distinct values gives up its dictionary at this size, and one of few values
+# still keeps it.
+DICTIONARY_PAGE_BYTES = 1 << 16
+
+
 def write_tables(tables: Iterable[Any], out: BinaryIO) -> int:
-    """Arrow tables of one schema as one parquet file; returns how many rows."""
+    """Arrow tables of one schema as one parquet file, gathered into row groups of up to
+    ``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_BYTES``; returns how many rows."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     count = 0
-    writer = None
+    writer: Any = None
+    pending: list[Any] = []
+    rows = size = 0
+
+    def flush() -> None:
+        nonlocal rows, size
+        if pending:
+            writer.write_table(pa.concat_tables(pending), row_group_size=rows or None)
+            pending.clear()
+            rows = size = 0
+
     try:
         for table in tables:
-            writer = writer or pq.ParquetWriter(out, table.schema)
-            writer.write_table(table)
+            if writer is None:
+                writer = pq.ParquetWriter(
+                    out, table.schema, dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES
+                )
+            if not table.schema.equals(writer.schema):
+                flush()
+                writer.write_table(table)  # the writer's own error for another schema
+                count += table.num_rows
+                continue
+            pending.append(table)
+            rows += table.num_rows
+            size += table.nbytes
             count += table.num_rows
+            if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
+                flush()
+        flush()
     finally:
         if writer is not None:
             writer.close()
