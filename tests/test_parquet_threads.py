@@ -3,11 +3,12 @@ thread writes, row for row; a limit cuts where it did; an error still names its 
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,30 @@ def test_an_error_in_a_thread_names_its_file(tmp_path: Path) -> None:
     assert errors[0] == errors[1] and "2.delta" in errors[0]
 
 
+def _identity(item: Any) -> Any:
+    return item
+
+
+def _as_work(source: Callable[[], Iterator[Any]]) -> Callable[[], Iterator[Callable[[], Any]]]:
+    """``source`` giving work that makes its batches (its generator closed as it would be)."""
+
+    def works() -> Iterator[Callable[[], Any]]:
+        items = source()
+        try:
+            for item in items:
+                yield functools.partial(_identity, item)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    return works
+
+
+def _works(sources: Sequence[Any]) -> list[Any]:
+    return [_as_work(source) for source in sources]
+
+
 def test_in_order_gives_each_source_whole_in_turn() -> None:
     def source(tag: int, n: int) -> Iterator[tuple[int, int]]:
         for i in range(n):
@@ -98,8 +123,8 @@ def test_in_order_gives_each_source_whole_in_turn() -> None:
 
     sources = [lambda t=t: source(t, 7 + t) for t in range(5)]
     expected = [(t, i) for t in range(5) for i in range(7 + t)]
-    assert list(in_order(sources, 3, depth=2)) == expected
-    assert list(in_order(sources, 1)) == expected
+    assert list(in_order(_works(sources), 3, depth=2)) == expected
+    assert list(in_order(_works(sources), 1)) == expected
     assert list(in_order([], 2)) == []
 
 
@@ -121,7 +146,7 @@ def test_in_order_raises_a_sources_error_and_stops_the_others() -> None:
 
     got = []
     with pytest.raises(FormatError, match="2.delta"):
-        for batch in in_order([broken, endless], 2, depth=2):
+        for batch in in_order(_works([broken, endless]), 2, depth=2):
             got.append(batch)
     assert got == [0]
     assert closed.wait(5)  # the other source's thread stopped, its generator closed
@@ -129,7 +154,7 @@ def test_in_order_raises_a_sources_error_and_stops_the_others() -> None:
 
 def test_a_reader_stopping_early_stops_the_threads() -> None:
     before = threading.active_count()
-    batches = in_order([lambda: iter(range(10**9)) for _ in range(3)], 2, depth=2)
+    batches = in_order(_works([lambda: iter(range(10**9)) for _ in range(3)]), 2, depth=2)
     assert [next(batches) for _ in range(3)] == [0, 1, 2]
     batches.close()  # type: ignore[attr-defined]
     assert threading.active_count() == before
@@ -147,6 +172,74 @@ def test_a_source_that_fails_to_start_is_raised_not_waited_on() -> None:
 
     got: list[int] = []
     with pytest.raises(ValueError, match="cannot start"):
-        for item in in_order([fine, broken, fine], 2):
+        for item in in_order(_works([fine, broken, fine]), 2):
             got.append(item)
     assert got == [0, 1, 2]
+
+
+def test_the_source_being_read_has_every_worker() -> None:
+    """Its work is done by all the workers, not only by its own thread."""
+    threads: set[int] = set()
+
+    def slow(i: int) -> int:
+        threads.add(threading.get_ident())
+        time.sleep(0.005)
+        return i
+
+    def source() -> Iterator[Callable[[], int]]:
+        for i in range(40):
+            yield functools.partial(slow, i)
+
+    assert list(in_order([source], 3)) == list(range(40))
+    assert len(threads) >= 2
+    threads.clear()
+    assert list(in_order([source, source], 3)) == list(range(40)) * 2
+    assert len(threads) >= 2
+    threads.clear()
+    assert list(in_order([source, source], 1)) == list(range(40)) * 2
+    assert threads == {threading.get_ident()}  # one worker: the calling thread
+
+
+def test_no_more_sources_open_than_workers() -> None:
+    """A source is open from its call until its last work is done (its merged files live
+    until then): never more than ``workers`` at once, however fast sources give work."""
+    lock = threading.Lock()
+    now, most = [0], [0]
+
+    def work(last: bool, i: int) -> int:
+        time.sleep(0.002)
+        if last:
+            with lock:
+                now[0] -= 1
+        return i
+
+    def source(tag: int) -> Iterator[Callable[[], int]]:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        for i in range(12):
+            yield functools.partial(work, i == 11, tag * 100 + i)
+
+    sources = [functools.partial(source, tag) for tag in range(8)]
+    got = list(in_order(sources, 2, depth=16))
+    assert got == [tag * 100 + i for tag in range(8) for i in range(12)]
+    assert most[0] <= 2
+
+
+def test_an_error_in_work_is_raised_after_the_batches_before_it() -> None:
+    def fails() -> int:
+        raise FormatError("state/0/2/5.delta", "bad row")
+
+    def first() -> Iterator[Callable[[], int]]:
+        yield from (functools.partial(_identity, i) for i in range(5))
+
+    def second() -> Iterator[Callable[[], int]]:
+        yield functools.partial(_identity, 5)
+        yield fails
+        yield functools.partial(_identity, 7)
+
+    got: list[int] = []
+    with pytest.raises(FormatError, match="5.delta"):
+        for item in in_order([first, second, first], 2):
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4, 5]

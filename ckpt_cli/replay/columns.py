@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
@@ -190,17 +190,36 @@ def line_chunks(
 ) -> Iterator[tuple[bytes, int]]:
     """A partition's JSON lines (unfiltered) as UTF-8, a batch at a time: ``(text, rows)``;
     at most ``limit`` rows."""
+    for work in line_work(ckpt, plan, decoder, limit):
+        yield work()
+
+
+def line_work(
+    ckpt: Checkpoint, plan: ReplayPlan, decoder: RowDecoder, limit: int | None = None
+) -> Iterator[Callable[[], tuple[bytes, int]]]:
+    """``line_chunks`` as work: the state is read and merged here, and each call formats
+    one batch (in any thread)."""
     columnar = columnar_for(decoder)
     pid = plan.partition
     if columnar is None:
-        line = decoder.line
         with closing(iter_state(ckpt, plan)) as pairs:
             for chunk in batches(itertools.islice(pairs, limit)):
-                text = "".join(line(pid, k, v) for k, v in chunk)  # type: ignore[arg-type]
-                yield text.encode("utf-8"), len(chunk)
+                yield functools.partial(_row_lines, decoder, pid, chunk)
         return
     for batch in packed_batches(ckpt, plan, limit):
-        yield columnar.line_bytes(pid, batch), len(batch)
+        yield functools.partial(_lines, columnar, pid, batch)
+
+
+def _row_lines(
+    decoder: RowDecoder, pid: int, chunk: Sequence[tuple[bytes, bytes | None]]
+) -> tuple[bytes, int]:
+    line = decoder.line
+    text = "".join(line(pid, k, v) for k, v in chunk)  # type: ignore[arg-type]
+    return text.encode("utf-8"), len(chunk)
+
+
+def _lines(columnar: Columnar, pid: int, batch: Packed) -> tuple[bytes, int]:
+    return columnar.line_bytes(pid, batch), len(batch)
 
 
 def state_tables(
@@ -232,7 +251,7 @@ def plan_tables(
     tables given in the order one thread gives them."""
     if limit is None:
         tables = in_order(
-            [functools.partial(_tables, ckpt, plan, columnar) for plan in plans],
+            [functools.partial(table_work, ckpt, plan, columnar) for plan in plans],
             workers or os.cpu_count() or 1,
         )
     else:
@@ -245,9 +264,13 @@ def plan_tables(
         yield columnar.arrow_schema.empty_table()
 
 
-def _tables(ckpt: Checkpoint, plan: ReplayPlan, columnar: Columnar) -> Iterator[Any]:
+def table_work(
+    ckpt: Checkpoint, plan: ReplayPlan, columnar: Columnar
+) -> Iterator[Callable[[], Any]]:
+    """A partition's state as work: read and merged here, each call makes the table of one
+    batch (in any thread)."""
     for batch in packed_batches(ckpt, plan):
-        yield columnar.table(plan.partition, batch)
+        yield functools.partial(columnar.table, plan.partition, batch)
 
 
 def _limited_tables(

@@ -150,10 +150,15 @@ def _spark_types(prefix: str, t: S.DataType) -> dict[str, S.DataType]:
 
 def _partition_csv(
     ckpt: Checkpoint, plan: ReplayPlan, columnar: columns.Columnar, schema: CsvSchema
-) -> Iterator[tuple[bytes, int]]:
-    """One partition's CSV lines, a batch at a time (in a worker thread)."""
-    for table in columns.plan_tables(ckpt, [plan], columnar):
-        yield schema.csv(table), table.num_rows
+) -> Iterator[Callable[[], tuple[bytes, int]]]:
+    """One partition's CSV lines as work: each call makes one batch's (in any thread)."""
+    for work in columns.table_work(ckpt, plan, columnar):
+        yield functools.partial(_batch_csv, work, schema)
+
+
+def _batch_csv(work: Callable[[], Any], schema: CsvSchema) -> tuple[bytes, int]:
+    table = work()
+    return schema.csv(table), table.num_rows
 
 
 def _write_row_path(

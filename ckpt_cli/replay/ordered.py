@@ -1,46 +1,70 @@
 """Several sources of batches run side by side in threads, their batches given in order: all
 of the first source's, then all of the second's, ... exactly as one thread would give them.
 
-The columnar replay spends its time in numpy and pyarrow, which release the GIL, so threads
-share the cores without a process (and its own interpreter) each. Each source runs ahead by
-at most ``depth`` batches (a bounded queue), so memory stays a few batches per thread. An
-error in a source is raised, as it is, where its batch would have come; the sources still
-running are then stopped, as they are when the reader stops early.
+A source gives work: calls that make its batches. The source's own thread reads and merges
+its files (up to ``workers`` sources open at a time, each running ahead by at most ``depth``
+pieces of work); ``workers`` other threads do the work of the source being read. So that
+source has every core while the sources after it merge their files. (With a thread per
+source making its own batches, the next source's thread stopped after ``depth`` batches to
+wait for the one before, and a core stood idle.) The columnar replay spends its time in
+numpy and pyarrow, which release the GIL, so threads share the cores without a process (and
+its own interpreter) each. An error in a source or its work is raised, as it is, where its
+batch would have come; the sources still running are then stopped, as they are when the
+reader stops early.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
 from ckpt_cli.progress import ProgressSink
 
 T = TypeVar("T")
 
-# Batches a source may run ahead of the reader.
+# Pieces of work a source may give ahead of the reader.
 DEPTH = 4
 
 _ITEM, _END, _ERROR = range(3)
 
 
 def in_order(
-    sources: Sequence[Callable[[], Iterator[T]]], workers: int, depth: int = DEPTH
+    sources: Sequence[Callable[[], Iterator[Callable[[], T]]]], workers: int, depth: int = DEPTH
 ) -> Iterator[T]:
-    """The batches of ``sources`` (each called once, in a worker thread), source after
-    source; up to ``workers`` sources at a time."""
-    if workers <= 1 or len(sources) <= 1:
+    """What the work of ``sources`` makes, source after source: each source (called once, in
+    a worker thread; up to ``workers`` at a time) gives calls without arguments, and
+    ``workers`` threads make the batches of the source being read."""
+    if workers <= 1 or not sources:
         for source in sources:
-            yield from source()
+            for work in source():
+                yield work()
         return
+    with ThreadPoolExecutor(max_workers=workers) as doers:
+        yield from _ordered(sources, workers, depth, doers)
+
+
+def _ordered(
+    sources: Sequence[Callable[[], Iterator[Any]]],
+    workers: int,
+    depth: int,
+    doers: ThreadPoolExecutor,
+) -> Iterator[Any]:
     stop = threading.Event()
     queues: list[queue.Queue[tuple[int, Any]]] = [queue.Queue(depth) for _ in sources]
+    # A source is open from its call until all its work is done: at most ``workers`` at
+    # once, so memory holds no more sources' merged files than ``workers`` threads would.
+    open_sources = threading.Semaphore(workers)
 
     def run(index: int) -> None:
         out = queues[index]
+        while not open_sources.acquire(timeout=0.05):
+            if stop.is_set():
+                return
         if stop.is_set():
             return
         batches = None
@@ -60,20 +84,63 @@ def in_order(
     # Threads take sources first come first served: when the reader waits on source k,
     # every source before it has ended, so source k has a thread.
     pool = ThreadPoolExecutor(max_workers=min(workers, len(sources)))
+    pending: collections.deque[Future[Any]] = collections.deque()
     try:
         for index in range(len(sources)):
             pool.submit(run, index)
         for out in queues:
+            work = _Work(open_sources)  # this source's, given to the doers
             while True:
                 kind, batch = out.get()
-                if kind == _END:
-                    break
+                if kind == _ITEM:
+                    pending.append(work.add(doers.submit(batch)))
+                    while len(pending) > 2 * workers:
+                        yield pending.popleft().result()
+                    continue
                 if kind == _ERROR:
+                    while pending:  # the batches before it first
+                        yield pending.popleft().result()
                     raise batch
-                yield batch
+                work.end()
+                break
+        while pending:
+            yield pending.popleft().result()
     finally:
         stop.set()
+        for future in pending:
+            future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Work:
+    """A source's work not yet done. The source closes (its place among the open ones is
+    released) once it has ended and all its work is done: nothing holds its files then."""
+
+    def __init__(self, open_sources: threading.Semaphore) -> None:
+        self._open_sources = open_sources
+        self._lock = threading.Lock()
+        self._left = 0
+        self._ended = False
+
+    def add(self, future: Future[Any]) -> Future[Any]:
+        with self._lock:
+            self._left += 1
+        future.add_done_callback(self._done)  # counted, not kept: results go with the reader
+        return future
+
+    def end(self) -> None:
+        with self._lock:
+            self._ended = True
+            closed = self._left == 0
+        if closed:
+            self._open_sources.release()
+
+    def _done(self, _: Future[Any]) -> None:
+        with self._lock:
+            self._left -= 1
+            closed = self._ended and self._left == 0
+        if closed:
+            self._open_sources.release()
 
 
 def _put(out: queue.Queue[tuple[int, Any]], item: tuple[int, Any], stop: threading.Event) -> bool:
@@ -88,28 +155,35 @@ def _put(out: queue.Queue[tuple[int, Any]], item: tuple[int, Any], stop: threadi
 
 
 def write_in_order(
-    sources: Sequence[Callable[[], Iterator[tuple[bytes, int]]]],
+    sources: Sequence[Callable[[], Iterator[Callable[[], tuple[bytes, int]]]]],
     out: IO[str],
     workers: int,
     progress: ProgressSink,
 ) -> int:
-    """The ``(text, rows)`` chunks of ``sources`` (partitions, each in a worker thread)
-    written onto ``out`` in source order as they come, ``progress`` advanced at each
+    """The ``(text, rows)`` chunks the work of ``sources`` (partitions) makes, written onto
+    ``out`` in source order as they come (``in_order``), ``progress`` advanced at each
     source's end; returns the rows written."""
 
-    def ended(source: Callable[[], Iterator[tuple[bytes, int]]]) -> Iterator[Any]:
+    def ended(
+        source: Callable[[], Iterator[Callable[[], tuple[bytes, int]]]],
+    ) -> Iterator[Callable[[], tuple[bytes, int] | None]]:
         yield from source()
-        yield None  # the source's end
+        yield _nothing  # the source's end
 
     write = utf8_writer(out)
     total = 0
-    for chunk in in_order([functools.partial(ended, source) for source in sources], workers):
+    chunks = in_order([functools.partial(ended, source) for source in sources], workers)
+    for chunk in chunks:
         if chunk is None:
             progress.advance()
             continue
         write(chunk[0])
         total += chunk[1]
     return total
+
+
+def _nothing() -> None:
+    return None
 
 
 def utf8_writer(out: IO[str]) -> Callable[[bytes], Any]:

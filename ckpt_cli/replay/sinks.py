@@ -29,7 +29,13 @@ from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay.columns import columnar_for, line_chunks, plan_tables, state_tables
+from ckpt_cli.replay.columns import (
+    columnar_for,
+    line_chunks,
+    line_work,
+    plan_tables,
+    state_tables,
+)
 from ckpt_cli.replay.csv_arrow import write_csv
 from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
 from ckpt_cli.replay.ordered import utf8_writer, write_in_order
@@ -270,7 +276,7 @@ def _write_parallel(rows: StateRows, out: IO[str], workers: int, progress: Progr
 def _write_threads(rows: StateRows, out: IO[str], workers: int, progress: ProgressSink) -> int:
     """JSON lines of columnar partitions replayed side by side in threads (numpy and pyarrow
     release the GIL), written in partition order as they come: no temporary files."""
-    sources = [functools.partial(line_chunks, rows.ckpt, plan, rows.decoder) for plan in rows.plans]
+    sources = [functools.partial(line_work, rows.ckpt, plan, rows.decoder) for plan in rows.plans]
     return write_in_order(sources, out, workers, progress)
 
 
@@ -365,7 +371,7 @@ def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage,
         if settings.fmt == "parquet":
             columnar = columnar_for(decoder) if matches is None else None
             if columnar is not None:
-                tables = plan_tables(ckpt, [plan], columnar)
+                tables = plan_tables(ckpt, [plan], columnar, workers=1)  # units run side by side
                 # partition_id is the directory (Hive-style partitioning)
                 return write_tables((t.drop_columns(["partition_id"]) for t in tables), fh)
             rows = iter_rows(ckpt, plan, decoder, matches)
