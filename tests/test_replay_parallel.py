@@ -122,3 +122,44 @@ def test_quoted_strings_are_what_json_writes(values: list[str | None]) -> None:
     array = pa.array(["pad \\ \x01", *values], pa.string())[1:]  # a slice: offsets not at 0
     want = [json.dumps(v if v is not None else "", ensure_ascii=False) for v in values]
     assert _quoted(array).to_pylist() == want
+
+
+def test_rocksdb_parquet_goes_to_processes_and_hdfs_parquet_to_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ckpt_cli.replay import sinks
+
+    used: list[str] = []
+    real_pool = sinks._pool
+
+    def pool(*args: object) -> object:
+        used.append("processes")
+        return real_pool(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sinks, "_pool", pool)
+    for name, expected in (("spark4-hdfs-agg", []), ("spark4-rocksdb-changelog", ["processes"])):
+        ckpt = Checkpoint.open(str(CASES_DIR / name / "checkpoint"))
+        rows = target_rows(ckpt, resolve_target(ckpt))
+        assert len(rows.plans) > 1
+        used.clear()
+        count = sinks.write_state_parquet(rows, io.BytesIO(), workers=2)
+        assert count > 0 and used == expected
+
+
+def test_an_error_in_a_rocksdb_process_is_the_one_line_of_one_thread(tmp_path: Path) -> None:
+    import shutil
+
+    from ckpt_cli.errors import CkptError
+    from ckpt_cli.replay import read_state
+    from ckpt_cli.replay.sinks import write_state_parquet
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(CASES_DIR / "spark4-rocksdb-changelog" / "checkpoint", root)
+    snapshot = root / "state/0/1/10.zip"  # the latest version's: replay reads it
+    snapshot.write_bytes(snapshot.read_bytes()[:-7])  # cut inside its central directory
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(CkptError) as caught:
+            write_state_parquet(read_state(str(root)), io.BytesIO(), None, workers)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and "10.zip" in errors[0]

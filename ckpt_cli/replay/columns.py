@@ -222,6 +222,14 @@ def _lines(columnar: Columnar, pid: int, batch: Packed) -> tuple[bytes, int]:
     return columnar.line_bytes(pid, batch), len(batch)
 
 
+def rows_columnar(rows: StateRows) -> Columnar | None:
+    """The columnar decoder of ``rows`` when they are its store's state, whole (no change
+    feed, state variable or key filter) and the schema decodes in columns; else None."""
+    if rows.changes is None and rows.state_var is None and rows.matches is None:
+        return columnar_for(rows.decoder)
+    return None
+
+
 def state_tables(
     rows: StateRows, limit: int | None = None, workers: int | None = None
 ) -> Iterator[Any]:
@@ -229,9 +237,7 @@ def state_tables(
     of the columnar schema when the store replays in columns, else ``arrow_tables``'s."""
     from ckpt_cli.replay.rows import arrow_tables
 
-    columnar = None
-    if rows.changes is None and rows.state_var is None and rows.matches is None:
-        columnar = columnar_for(rows.decoder)
+    columnar = rows_columnar(rows)
     if columnar is None:
         yield from arrow_tables(itertools.islice(rows, limit))
         return

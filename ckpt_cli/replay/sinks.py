@@ -2,11 +2,12 @@
 dataset with one ``partition_id=<p>/`` folder per state partition. Files are written through
 ``Storage.open_write``, so any store ckpt reads is also an output.
 
-Partitions are independent: ``write_partitions`` replays several side by side, columnar ones
-in threads written out in partition order as their batches come, row-by-row ones (Python) in
-worker processes, each writing to a temporary file copied out in partition order;
-``write_dataset`` maps partitions over an engine (local pools or Spark tasks), each unit
-writing its own file.
+Partitions are independent: ``write_partitions`` and ``write_state_parquet`` replay several
+side by side. Columnar ones go to threads (``ordered.in_order``), written out in partition
+order as their batches come. Row-by-row ones (Python), and RocksDB stores' on local disk
+(rocksdict holds the GIL), go to worker processes, each writing a temporary file (text, or
+an Arrow IPC stream) read back in partition order. ``write_dataset`` maps partitions over an
+engine (local pools or Spark tasks), each unit writing its own file.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from ckpt_cli.replay.columns import (
     line_chunks,
     line_work,
     plan_tables,
+    rows_columnar,
     state_tables,
+    table_work,
 )
 from ckpt_cli.replay.csv_arrow import write_csv
 from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
@@ -81,8 +84,14 @@ def write_state_parquet(
 ) -> int:
     """``rows`` as one parquet file: the table ``rows.to_arrow()`` gives, a batch at a time
     (partitions decoded by up to ``workers`` threads, default one per core, while this one
-    encodes)."""
+    encodes; RocksDB stores' on local disk in as many worker processes)."""
     require_pyarrow("parquet output")
+    workers = workers or os.cpu_count() or 1
+    parallel = limit is None and workers > 1 and len(rows.plans) > 1
+    if parallel and rows.ckpt.storage.is_local and _rocksdb(rows.plans):
+        columnar = rows_columnar(rows)
+        if columnar is not None:
+            return write_tables(_tables_in_processes(rows, columnar, workers), out)
     return write_tables(state_tables(rows, limit, workers), out)
 
 
@@ -280,6 +289,48 @@ def _write_threads(rows: StateRows, out: IO[str], workers: int, progress: Progre
     return write_in_order(sources, out, workers, progress)
 
 
+def _tables_in_processes(rows: StateRows, columnar: Any, workers: int) -> Iterator[Any]:
+    """The tables of RocksDB stores' partitions, each made in a worker process (rocksdict
+    holds the GIL, as for JSON lines) into a local Arrow IPC stream, read back in partition
+    order a batch at a time."""
+    import pyarrow as pa
+
+    sent = False
+    with tempfile.TemporaryDirectory(prefix="ckpt-replay-") as tmp:
+        jobs = [
+            _PartitionJob(plan, rows.raw, rows.where, f"{tmp}/{plan.partition}")
+            for plan in rows.plans
+        ]
+        with _pool(rows, min(workers, len(jobs))) as pool:
+            for path, _ in pool.map(_write_partition_tables, jobs):
+                with pa.OSFile(path) as fh:
+                    for batch in pa.ipc.open_stream(fh):
+                        yield pa.Table.from_batches([batch])
+                        sent = True
+                os.unlink(path)
+    if not sent:
+        yield columnar.arrow_schema.empty_table()
+
+
+def _write_partition_tables(job: _PartitionJob) -> tuple[str, int]:
+    """In a worker process: one partition's tables into the Arrow IPC stream
+    ``job.out_path``."""
+    import pyarrow as pa
+
+    ckpt = _WORKER_CHECKPOINT
+    assert ckpt is not None
+    decoder = decoder_for(ckpt, job.plan.operator, job.plan.store, raw=job.raw)
+    columnar = columnar_for(decoder)
+    assert columnar is not None  # the parent's decoder of the same store is
+    count = 0
+    with pa.OSFile(job.out_path, "wb") as fh, pa.ipc.new_stream(fh, columnar.arrow_schema) as out:
+        for work in table_work(ckpt, job.plan, columnar):
+            table = work()
+            out.write_table(table)
+            count += table.num_rows
+    return job.out_path, count
+
+
 def _append_file(path: str, out: IO[str]) -> None:
     """The UTF-8 text of the local file ``path`` onto ``out``: as bytes onto the binary
     stream under ``out`` when there is one (no decoding and encoding again)."""
@@ -297,8 +348,8 @@ def _append_file(path: str, out: IO[str]) -> None:
 @contextlib.contextmanager
 def _pool(rows: StateRows, workers: int) -> Iterator[Executor]:
     """Worker processes for partitions replayed row by row and for RocksDB stores' JSON lines
-    (one interpreter, so one GIL, each; HDFS stores' columnar partitions share one in threads,
-    ``_write_threads``)."""
+    and tables (one interpreter, so one GIL, each; HDFS stores' columnar partitions share one
+    in threads, ``ordered.in_order``)."""
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only here
 
     with ProcessPoolExecutor(
