@@ -12,7 +12,7 @@ from ckpt_cli.cleanup import scan_orphans
 from ckpt_cli.engine import LocalEngine, SparkEngine
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.sinks import write_dataset
+from ckpt_cli.replay.datasets import write_dataset
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import validate
 from tests.conftest import CASES, CASES_DIR, Case

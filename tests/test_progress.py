@@ -8,7 +8,7 @@ from typing import Any
 
 import ckpt_cli
 from ckpt_cli.engine import LocalEngine
-from ckpt_cli.replay.sinks import write_dataset
+from ckpt_cli.replay.datasets import write_dataset
 from ckpt_cli.validate import validate
 from tests.conftest import CASES_DIR
 

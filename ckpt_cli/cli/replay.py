@@ -32,14 +32,9 @@ from ckpt_cli.cli.common import (
 from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.replay import StateRows
+from ckpt_cli.replay.datasets import DATASET_FORMATS, write_dataset
 from ckpt_cli.replay.rows import require_pyarrow
-from ckpt_cli.replay.sinks import (
-    DATASET_FORMATS,
-    open_output,
-    write_dataset,
-    write_partitions,
-    write_state_parquet,
-)
+from ckpt_cli.replay.sinks import open_output, write_partitions, write_state_parquet
 from ckpt_cli.replay.source import requested_store, target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.secrets import scrub
