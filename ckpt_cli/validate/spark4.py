@@ -12,8 +12,6 @@ from ckpt_cli.formats.tws import (
     schema_file_in_operator_dir,
 )
 from ckpt_cli.model import DEFAULT_STORE, Operator
-from ckpt_cli.replay import read_state
-from ckpt_cli.replay.source import covering_reads
 from ckpt_cli.validate.codes import FMGWS_V1_SNAPSHOT, ROWS_NOT_DECODED, SCHEMA_FAMILY_MISMATCH
 from ckpt_cli.validate.context import ValidationRun
 
@@ -135,6 +133,9 @@ def _first_undecodable(
     run: ValidationRun, op: int, store: str, partitions: list[int]
 ) -> tuple[int, CkptError] | None:
     """The first partition whose first rows ckpt cannot decode, and why."""
+    # Only --deep decodes rows: the restart check (headline) does not import the readers.
+    from ckpt_cli.replay.source import covering_reads, read_state
+
     for part in partitions:
         try:
             # A transformWithState variable or join family at a time, as Spark reads them.
