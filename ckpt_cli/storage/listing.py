@@ -47,7 +47,9 @@ class Listing:
     """
 
     def __init__(self, entries: list[FileEntry], symlinks: dict[str, str] | None = None) -> None:
-        entries.sort()  # tuples sort by path first, and paths are unique
+        # By path, and paths are unique: keyed by the path alone, the sort compares strings
+        # directly rather than tuples (half the time at 176k files).
+        entries.sort(key=_path)
         self.entries: tuple[FileEntry, ...] = tuple(entries)
         self.symlinks: dict[str, str] = dict(sorted((symlinks or {}).items()))
         self._by_path: dict[str, FileEntry] | None = None
