@@ -158,7 +158,7 @@ def classify_listing(entries: Iterable[FileEntry]) -> list[CheckpointFile]:
     by_role: dict[str, dict[str, _Named]] = {}  # role -> name -> what it says
     out: list[CheckpointFile] = []
     append = out.append
-    new = CheckpointFile.__new__
+    new = tuple.__new__  # not the namedtuple's __new__, a Python function (see list_local)
     parent: str | None = None
     d = _dir_of("")
     names: dict[str, _Named] = {}
@@ -179,14 +179,7 @@ def classify_listing(entries: Iterable[FileEntry]) -> list[CheckpointFile]:
         append(
             new(
                 CheckpointFile,
-                entry,
-                kind,
-                d.location,
-                d.operator,
-                batch,
-                version,
-                unique_id,
-                target,
+                (entry, kind, d.location, d.operator, batch, version, unique_id, target),
             )
         )
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from ckpt_cli.errors import CkptError, FormatError
@@ -22,6 +23,8 @@ from ckpt_cli.model import (
 )
 from ckpt_cli.results import Report
 from ckpt_cli.storage.listing import collector_paused
+
+_entry_size = attrgetter("entry.size")
 
 
 @dataclass(frozen=True)
@@ -191,15 +194,17 @@ def _operators(
                 for p in store.partitions.values()
                 if wanted_parts is None or p.id in wanted_parts
             ]
-            all_versions = [v for p in store.partitions.values() for v in p.versions]
+            # Each partition's lowest and highest, not a list of every version of every one.
+            lows = [min(p.versions) for p in store.partitions.values() if p.versions]
+            highs = [max(p.versions) for p in store.partitions.values() if p.versions]
             stores.append(
                 StoreVersions(
                     name=store.name,
                     provider=store.provider,
                     schema_files=[f.path for f in store.schema_files],
                     num_partitions=len(store.partitions),
-                    min_version=min(all_versions) if all_versions else None,
-                    max_version=max(all_versions) if all_versions else None,
+                    min_version=min(lows, default=None),
+                    max_version=max(highs, default=None),
                     partitions=parts,
                 )
             )
@@ -314,7 +319,7 @@ def _describe(
         operators=_operators(checkpoint, operator, partitions),
         files=FileCounts(
             count=len(checkpoint.files),
-            bytes=sum([f.entry.size for f in checkpoint.files]),
+            bytes=sum(map(_entry_size, checkpoint.files)),
             by_kind=checkpoint.count_by_kind(),
             temp=[f.path for f in checkpoint.of_kind(FileKind.TEMP)],
             unknown=[f.path for f in checkpoint.of_kind(FileKind.UNKNOWN)],

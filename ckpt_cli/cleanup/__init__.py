@@ -8,10 +8,31 @@
 * :mod:`.scan`: every checkpoint under a prefix (``ckpt orphans --recursive``).
 """
 
-from ckpt_cli.cleanup.apply import CleanupResult, CleanupRun, apply_cleanup, run_cleanup
-from ckpt_cli.cleanup.plan import CleanupPlan, Deletion
-from ckpt_cli.cleanup.retention import plan_cleanup
-from ckpt_cli.cleanup.scan import OrphanScan, ScanFailure, scan_orphans
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ckpt_cli.cleanup.apply import CleanupResult, CleanupRun, apply_cleanup, run_cleanup
+    from ckpt_cli.cleanup.plan import CleanupPlan, Deletion
+    from ckpt_cli.cleanup.retention import plan_cleanup
+    from ckpt_cli.cleanup.scan import OrphanScan, ScanFailure, scan_orphans
+
+# Imported on first use: ``untracked`` alone (validate's restart check, ``ckpt versions``)
+# then does not import the planning and deleting code and what it imports.
+_MODULES = {
+    "CleanupResult": "apply",
+    "CleanupRun": "apply",
+    "apply_cleanup": "apply",
+    "run_cleanup": "apply",
+    "CleanupPlan": "plan",
+    "Deletion": "plan",
+    "plan_cleanup": "retention",
+    "OrphanScan": "scan",
+    "ScanFailure": "scan",
+    "scan_orphans": "scan",
+}
 
 __all__ = [
     "CleanupPlan",
@@ -25,3 +46,10 @@ __all__ = [
     "run_cleanup",
     "scan_orphans",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

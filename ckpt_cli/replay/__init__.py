@@ -33,6 +33,21 @@ New state formats (transformWithState column families, Avro-encoded rows...) plu
 for their bytes giving the same row shape); target, plan, source and sinks stay as they are.
 """
 
-from ckpt_cli.replay.source import StateRows, read_state
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ckpt_cli.replay.source import StateRows, read_state
 
 __all__ = ["StateRows", "read_state"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: ``plan`` alone (validate's restart check, ``ckpt versions``)
+    # then does not import the readers, decoders and Arrow code behind ``source``.
+    if name in __all__:
+        from ckpt_cli.replay import source
+
+        return getattr(source, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

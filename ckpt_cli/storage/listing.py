@@ -47,7 +47,9 @@ class Listing:
     """
 
     def __init__(self, entries: list[FileEntry], symlinks: dict[str, str] | None = None) -> None:
-        entries.sort()  # tuples sort by path first, and paths are unique
+        # By path, and paths are unique: keyed by the path alone, the sort compares strings
+        # directly rather than tuples (half the time at 176k files).
+        entries.sort(key=_path)
         self.entries: tuple[FileEntry, ...] = tuple(entries)
         self.symlinks: dict[str, str] = dict(sorted((symlinks or {}).items()))
         self._by_path: dict[str, FileEntry] | None = None
@@ -135,7 +137,9 @@ def list_local(
     """
     entries: list[FileEntry] = []
     append = entries.append
-    new = FileEntry.__new__  # without type.__call__: a third of the cost per file
+    # tuple.__new__ itself: neither type.__call__ nor the namedtuple's own __new__ (a Python
+    # function, one more frame per file).
+    new = tuple.__new__
     base = root.rstrip("/")
     stack = [""]  # directories to scan, relative to root
     while stack:
@@ -162,7 +166,7 @@ def list_local(
                                 if os.path.isdir(full) or not os.path.exists(full):
                                     continue  # not followed / dangling: nothing to list
                         st = item.stat()
-                        append(new(FileEntry, prefix + item.name, st.st_size, st.st_mtime))
+                        append(new(FileEntry, (prefix + item.name, st.st_size, st.st_mtime)))
             finally:
                 if fd is not None:
                     os.close(fd)

@@ -30,8 +30,10 @@ def check_files(run: ValidationRun) -> None:
             )
     for f in ckpt.unknown_files:
         run.add(UNKNOWN_FILE, f"{f.path}: not a file Spark writes", [f.path])
-    for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
-        if f.target and f.target not in run.by_path:
+    sidecars = ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
+    missing = run.missing_targets(sidecars)
+    for f in sidecars if missing else ():
+        if f.target in missing:
             run.add(
                 ORPHAN_FILE,
                 f"{f.path}: checksum of {f.target}, which is not in the checkpoint",

@@ -16,7 +16,6 @@ from ckpt_cli.cleanup.untracked import untracked_shared_files, zip_names
 from ckpt_cli.errors import FormatError
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
-from ckpt_cli.replay.read import read_zip_metadata
 from ckpt_cli.validate.codes import UNCOMMITTED_BATCH, UNFINISHED_REPARTITION
 from ckpt_cli.validate.context import ValidationRun
 
@@ -28,6 +27,9 @@ def attempt_files(ckpt: Checkpoint, attempt: UnfinishedRepartition) -> list[Chec
     committed batch's (N+2), and the RocksDB SST/log files no other zip names that are
     either named by those zips, in a partition of the new layout only, or written after
     ``offsets/<batch>`` (the attempt writes its offsets entry first)."""
+    # Only an unfinished repartition reads zips: not imported for every restart check.
+    from ckpt_cli.replay.read import read_zip_metadata
+
     top = attempt.batch  # the version a restart from the last commit loads (N+1)
     offsets_entry = ckpt.listing.get(f"offsets/{attempt.batch}")
     started = offsets_entry.mtime if offsets_entry is not None else None

@@ -12,8 +12,6 @@ from ckpt_cli.formats.tws import (
     schema_file_in_operator_dir,
 )
 from ckpt_cli.model import DEFAULT_STORE, Operator
-from ckpt_cli.replay import read_state
-from ckpt_cli.replay.source import covering_reads
 from ckpt_cli.validate.codes import FMGWS_V1_SNAPSHOT, ROWS_NOT_DECODED, SCHEMA_FAMILY_MISMATCH
 from ckpt_cli.validate.context import ValidationRun
 
@@ -100,7 +98,7 @@ def _schema_families(run: ValidationRun, op: Operator, store: str) -> tuple[str,
         meta = parse_operator_metadata_v2(newest.path, run.ckpt.storage.read_bytes(newest.path))
         urls = next(s.schema_file_paths for s in meta.stores if s.name == store)
         path = f"{op.path}/{schema_file_in_operator_dir(urls[-1], path=newest.path)}"
-        if path not in run.by_path:
+        if run.file_at(path) is None:
             return None
         schema = parse_state_schema(path, run.ckpt.storage.read_bytes(path))
     except (FormatError, StopIteration, IndexError):
@@ -135,6 +133,9 @@ def _first_undecodable(
     run: ValidationRun, op: int, store: str, partitions: list[int]
 ) -> tuple[int, CkptError] | None:
     """The first partition whose first rows ckpt cannot decode, and why."""
+    # Only --deep decodes rows: the restart check (headline) does not import the readers.
+    from ckpt_cli.replay.source import covering_reads, read_state
+
     for part in partitions:
         try:
             # A transformWithState variable or join family at a time, as Spark reads them.

@@ -143,15 +143,21 @@ def _prefetch_lineage(
     """Checkpoint format v2 plans read each version's changelog lineage line: on object
     stores, fetch those heads together rather than one after another (None: every
     version's)."""
-    run.ckpt.storage.prefetch(
-        [
-            f.path
+    # Only the versions' own files when named: a restart's one version is a few of the
+    # 100s of files of each partition.
+    files = (
+        (f for part in parts for f in part.files)
+        if versions is None
+        else (
+            f
             for part in parts
-            for f in part.files
-            if f.kind is FileKind.CHANGELOG
-            and f.unique_id is not None
-            and (versions is None or f.version in versions)
-        ],
+            for v in versions
+            if (sv := part.versions.get(v)) is not None
+            for f in sv.files
+        )
+    )
+    run.ckpt.storage.prefetch(
+        [f.path for f in files if f.kind is FileKind.CHANGELOG and f.unique_id is not None],
         heads=True,
     )
 
