@@ -24,9 +24,10 @@ Data flows down one path, a module a step:
 ``source``
     the steps assembled for a target (every partition, best-effort fallbacks noted):
     ``read_state`` -> ``StateRows``.
-``sinks``
-    stdout or a file (JSON lines, CSV, parquet) and partitioned datasets, written through
-    ``Storage``; worker processes or an engine (Spark) per partition.
+``sinks``, ``ordered``, ``datasets``
+    stdout or a file (JSON lines, CSV, parquet), written through ``Storage``: partitions
+    side by side in threads (``ordered``) or worker processes; partitioned datasets on an
+    engine (local pools or Spark), a file per partition.
 
 New state formats (transformWithState column families, Avro-encoded rows...) plug in at
 ``read`` (records of their files, e.g. a column family per record) and ``rows`` (a decoder
