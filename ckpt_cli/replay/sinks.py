@@ -19,7 +19,7 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO
@@ -263,18 +263,27 @@ def _rocksdb(plans: Sequence[ReplayPlan]) -> bool:
 
 def _write_parallel(rows: StateRows, out: IO[str], workers: int, progress: ProgressSink) -> int:
     total = 0
+    for path, count in _in_processes(rows, workers, _write_partition):
+        _append_file(path, out)
+        total += count
+        progress.advance()
+    return total
+
+
+def _in_processes(
+    rows: StateRows, workers: int, write: Callable[[_PartitionJob], tuple[str, int]]
+) -> Iterator[tuple[str, int]]:
+    """Each partition written by ``write`` in a worker process into a temporary file:
+    ``(path, rows)`` in partition order, the file deleted once the caller has read it."""
     with tempfile.TemporaryDirectory(prefix="ckpt-replay-") as tmp:
         jobs = [
             _PartitionJob(plan, rows.raw, rows.where, f"{tmp}/{plan.partition}")
             for plan in rows.plans
         ]
         with _pool(rows, min(workers, len(jobs))) as pool:
-            for path, count in pool.map(_write_partition, jobs):
-                _append_file(path, out)
+            for path, count in pool.map(write, jobs):
+                yield path, count
                 os.unlink(path)
-                total += count
-                progress.advance()
-    return total
 
 
 def _write_threads(rows: StateRows, out: IO[str], workers: int, progress: ProgressSink) -> int:
@@ -291,18 +300,11 @@ def _tables_in_processes(rows: StateRows, columnar: Any, workers: int) -> Iterat
     import pyarrow as pa
 
     sent = False
-    with tempfile.TemporaryDirectory(prefix="ckpt-replay-") as tmp:
-        jobs = [
-            _PartitionJob(plan, rows.raw, rows.where, f"{tmp}/{plan.partition}")
-            for plan in rows.plans
-        ]
-        with _pool(rows, min(workers, len(jobs))) as pool:
-            for path, _ in pool.map(_write_partition_tables, jobs):
-                with pa.OSFile(path) as fh:
-                    for batch in pa.ipc.open_stream(fh):
-                        yield pa.Table.from_batches([batch])
-                        sent = True
-                os.unlink(path)
+    for path, _ in _in_processes(rows, workers, _write_partition_tables):
+        with pa.OSFile(path) as fh:
+            for batch in pa.ipc.open_stream(fh):
+                yield pa.Table.from_batches([batch])
+                sent = True
     if not sent:
         yield columnar.arrow_schema.empty_table()
 
