@@ -17,7 +17,7 @@ from ckpt_cli.errors import CkptError, FormatError, LimitExceededError, Unsuppor
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
 from ckpt_cli.layout import StoreLocation
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.model import CHECKSUM_KINDS, Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.replay.plan import codec_of
 from ckpt_cli.replay.read import store_schema
 from ckpt_cli.replay.rows import RowDecoder, json_value
@@ -133,7 +133,7 @@ def inspect_file(ckpt: Checkpoint, rel: str, *, limit: int = DEFAULT_LIMIT) -> F
         handler = _HANDLERS.get(f.kind)
         if handler is not None:
             handler(ckpt, f, report, limit)
-        if f.kind in (FileKind.TEMP, FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
+        if f.kind in (FileKind.TEMP, *CHECKSUM_KINDS):
             report.details["target"] = f.target
     except (LimitExceededError, UnsupportedVersionError):
         # Not damage to report: ckpt would not read on, or cannot read this version (one line,
@@ -400,11 +400,7 @@ _HANDLERS = {
 def _check_sidecars(ckpt: Checkpoint, f: CheckpointFile, report: FileReport) -> None:
     """Verify the checksum files that cover ``f`` (Hadoop ``.crc``, Spark ``<name>.crc``)."""
     checks: list[dict[str, Any]] = []
-    covering = [
-        c
-        for c in ckpt.files
-        if c.target == f.path and c.kind in (FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
-    ]
+    covering = ckpt.sidecars_of(f.path)
     if not covering:
         return
     data = ckpt.storage.read_bytes(f.path)

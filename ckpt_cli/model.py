@@ -62,6 +62,8 @@ VERSIONED_KINDS = frozenset(STATE_FILE_KINDS.values())
 SNAPSHOT_KINDS = frozenset({FileKind.SNAPSHOT, FileKind.ZIP})
 # RocksDB files shared between versions.
 SHARED_KINDS = frozenset({FileKind.SST, FileKind.ROCKSDB_LOG})
+# Checksum sidecars: Hadoop's ``.<name>.crc`` and Spark 4's ``<state file>.crc``.
+CHECKSUM_KINDS = (FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
 
 
 @dataclass(slots=True)
@@ -299,6 +301,26 @@ class Checkpoint(CheckpointCalls):
                 found = by_kind[f.kind] = []
             found.append(f)
         return by_kind
+
+    def file(self, path: str) -> CheckpointFile | None:
+        """The listed file at ``path``, else None (found as the listing finds its entry:
+        ``files`` are classified in the listing's order, one per entry)."""
+        i = self.listing.index(path)
+        return None if i is None else self.files[i]
+
+    def sidecars_of(self, path: str) -> list[CheckpointFile]:
+        """The checksum sidecars of the file at ``path``, in path order. Looked up by the
+        two names they can have (Hadoop's ``.<name>.crc`` beside it, Spark 4's
+        ``<name>.crc``), kept when the listing classified them as covering ``path``: no map
+        of every sidecar is built for a few files."""
+        parent, _, name = path.rpartition("/")
+        prefix = parent + "/" if parent else ""
+        found = []
+        for candidate in sorted((f"{prefix}.{name}.crc", f"{path}.crc")):
+            f = self.file(candidate)
+            if f is not None and f.target == path and f.kind in CHECKSUM_KINDS:
+                found.append(f)
+        return found
 
     @cached_property
     def metadata_file(self) -> CheckpointFile | None:

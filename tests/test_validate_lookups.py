@@ -1,6 +1,7 @@
-"""The restart scope's lookups (``ValidationRun.file_at``, ``sidecars_of``,
-``missing_targets``) build no index over the listing; they must find exactly what the
-indexes over every file find, or a damaged checksum would go unreported."""
+"""The restart scope's lookups (``Checkpoint.file``, ``Checkpoint.sidecars_of``,
+``ValidationRun.missing_targets``) build no index over the listing for a few files; they
+must find exactly what indexes over every file find, or a damaged checksum would go
+unreported."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.validate import validate
 from ckpt_cli.validate.context import ValidationRun
 from tests.conftest import CASES_DIR, Case, case_params
@@ -26,14 +27,20 @@ def _run(root: Path) -> ValidationRun:
 @pytest.mark.parametrize("case", case_params())
 def test_lookups_match_the_full_indexes(case: Case) -> None:
     run = _run(case.checkpoint)
-    files = run.ckpt.files
+    ckpt = run.ckpt
+    files = ckpt.files
+    by_path = {f.path: f for f in files}
+    sidecars = ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
+    sidecars_by_file: dict[str, list[CheckpointFile]] = {}
+    for f in sidecars:
+        if f.target:
+            sidecars_by_file.setdefault(f.target, []).append(f)
     # Beside every path, names that sort next to it and are not listed.
     absent = [p for f in files for p in (f.path + "~", f.path[:-1], "." + f.path)]
     for path in [f.path for f in files] + absent:
-        assert run.file_at(path) is run.by_path.get(path), path
-        assert run.sidecars_of(path) == run.sidecars.get(path, []), path
-    sidecars = run.ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
-    expected = {f.target for f in sidecars if f.target and f.target not in run.by_path}
+        assert ckpt.file(path) is by_path.get(path), path
+        assert ckpt.sidecars_of(path) == sidecars_by_file.get(path, []), path
+    expected = {f.target for f in sidecars if f.target and f.target not in by_path}
     assert run.missing_targets(sidecars) == expected
 
 

@@ -49,7 +49,7 @@ from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_min_age, newe
 from ckpt_cli.cleanup.untracked import unchosen_attempt, untracked_shared_files, zip_names
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs, rocksdb_zip
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
+from ckpt_cli.model import CHECKSUM_KINDS, Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
 
@@ -332,7 +332,7 @@ class _Planner:
 
     def plan_checksums(self) -> None:
         present = {f.path for f in self.ckpt.files}
-        sidecars = self.ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
+        sidecars = self.ckpt.of_kind(*CHECKSUM_KINDS)
         # Twice: Hadoop writes a .crc of Spark's <name>.crc too (a sidecar of a sidecar).
         for _ in range(2):
             for f in sidecars:

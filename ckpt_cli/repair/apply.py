@@ -31,7 +31,6 @@ from ckpt_cli.repair.plan import (
     Action,
     RepairPlan,
     plan_repair,
-    sidecars_by_file,
 )
 from ckpt_cli.replay.plan import codec_of, plan_version
 from ckpt_cli.replay.read import iter_state
@@ -124,7 +123,6 @@ def _apply_repair(
     # marked done after, so a repair killed at any point can be undone (undo_repair).
     manifest.save()
     moved = rewritten = written = 0
-    sidecars = sidecars_by_file(ckpt)
     progress.start("Repairing", total=len(plan.actions))
     intend = manifest.intend
 
@@ -140,7 +138,7 @@ def _apply_repair(
                 data = storage.read_bytes(main)
                 old = storage.read_bytes(action.path)
                 kind = next(
-                    (s.kind for s in sidecars.get(main, ()) if s.path == action.path),
+                    (s.kind for s in ckpt.sidecars_of(main) if s.path == action.path),
                     FileKind.HADOOP_CRC,
                 )
                 new = (

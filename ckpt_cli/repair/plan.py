@@ -25,7 +25,7 @@ from typing import Any
 
 from ckpt_cli.cleanup.safety import links_refused
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.model import CHECKSUM_KINDS, Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.unfinished import find_unfinished_repartition
 from ckpt_cli.results import Result
@@ -110,14 +110,6 @@ class RepairPlan(Result):
 # -- planning ------------------------------------------------------------------------------------
 
 
-def sidecars_by_file(ckpt: Checkpoint) -> dict[str, list[CheckpointFile]]:
-    out: dict[str, list[CheckpointFile]] = {}
-    for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
-        if f.target:
-            out.setdefault(f.target, []).append(f)
-    return out
-
-
 def _batch_restartable(ckpt: Checkpoint, batch: int) -> str | None:
     """None when Spark can restart after ``batch``, else why not: its log entries read, and
     every store partition's version batch+1 can be planned and its files decode."""
@@ -173,7 +165,6 @@ def plan_repair(
     if plan.refused:
         return plan
     planned: set[str] = set()
-    sidecars = sidecars_by_file(ckpt)
     repartition_only = False  # the rollback removes only an unfinished repartition
 
     def add(kind: str, path: str, reason: str, order: int = 0, **details: Any) -> None:
@@ -182,7 +173,7 @@ def plan_repair(
         planned.add(path)
         plan.actions.append(Action(kind, path, reason, order, details))
         if kind == QUARANTINE:
-            for side in sidecars.get(path, ()):
+            for side in ckpt.sidecars_of(path):
                 add(QUARANTINE, side.path, f"checksum of {path}, which is quarantined", order)
 
     # Roll back when the latest committed batch cannot restart.
@@ -215,7 +206,7 @@ def plan_repair(
     present = {f.path for f in ckpt.files}
     for f in ckpt.temp_files:
         add(QUARANTINE, f.path, "temp file of an interrupted write", 0)
-    for f in ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
+    for f in ckpt.of_kind(*CHECKSUM_KINDS):
         if f.target and f.target not in present:
             add(QUARANTINE, f.path, f"checksum of {f.target}, which is not there", 0)
     restart_version = plan.rollback_to if plan.rollback_to is not None else latest

@@ -262,6 +262,12 @@ def plan_tables(
         )
     else:
         tables = _limited_tables(ckpt, plans, columnar, limit)
+    yield from at_least_one(tables, columnar)
+
+
+def at_least_one(tables: Iterable[Any], columnar: Columnar) -> Iterator[Any]:
+    """``tables``, or one empty table of ``columnar.arrow_schema`` when there are none (a
+    parquet file of no rows still has the schema)."""
     sent = False
     for table in tables:
         yield table

@@ -19,7 +19,7 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO
@@ -29,6 +29,7 @@ import orjson
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.columns import (
+    at_least_one,
     columnar_for,
     line_chunks,
     line_work,
@@ -82,11 +83,11 @@ def write_state_parquet(
     encodes; RocksDB stores' on local disk in as many worker processes)."""
     require_pyarrow("parquet output")
     workers = workers or os.cpu_count() or 1
-    parallel = limit is None and workers > 1 and len(rows.plans) > 1
-    if parallel and rows.ckpt.storage.is_local and _rocksdb(rows.plans):
+    if _side_by_side(rows, workers, limit) and _processes(rows, columnar=True):
         columnar = rows_columnar(rows)
         if columnar is not None:
-            return write_tables(_tables_in_processes(rows, columnar, workers), out)
+            tables = at_least_one(_tables_in_processes(rows, workers), columnar)
+            return write_tables(tables, out)
     return write_tables(state_tables(rows, limit, workers), out)
 
 
@@ -222,14 +223,9 @@ def write_partitions(
     workers = workers or os.cpu_count() or 1
     progress.start("Replaying partitions", total=len(plans))
     try:
-        parallel = len(plans) > 1 and workers > 1 and limit is None
+        parallel = _side_by_side(rows, workers, limit)
         columnar = rows.matches is None and columnar_for(decoder) is not None
-        # Worker processes read the files themselves (local storage only). They take the
-        # partitions read row by row, and RocksDB's: rocksdict gives a Python object per key
-        # and value, under the GIL, so threads hardly overlap (processes: 25-40% less wall
-        # time, about 100 MB more RSS; NOTES).
-        processes = ckpt.storage.is_local and (not columnar or _rocksdb(plans))
-        if parallel and processes:
+        if parallel and _processes(rows, columnar):
             return _write_parallel(rows, out, workers, progress)
         if parallel and columnar:
             return _write_threads(rows, out, workers, progress)  # any storage
@@ -257,8 +253,19 @@ def write_partitions(
         progress.close()
 
 
-def _rocksdb(plans: Sequence[ReplayPlan]) -> bool:
-    return all(plan.provider == "rocksdb" for plan in plans)
+def _side_by_side(rows: StateRows, workers: int, limit: int | None) -> bool:
+    """Whether partitions replay side by side: several of them and several workers, and no
+    limit (rows decoded ahead would mostly be cut)."""
+    return len(rows.plans) > 1 and workers > 1 and limit is None
+
+
+def _processes(rows: StateRows, columnar: bool) -> bool:
+    """Whether worker processes take the partitions. They read the files themselves (local
+    storage only), and take the partitions read row by row, and RocksDB's: rocksdict gives
+    a Python object per key and value, under the GIL, so threads hardly overlap (processes:
+    25-40% less wall time, about 100 MB more RSS; NOTES)."""
+    rocksdb = all(plan.provider == "rocksdb" for plan in rows.plans)
+    return rows.ckpt.storage.is_local and (not columnar or rocksdb)
 
 
 def _write_parallel(rows: StateRows, out: IO[str], workers: int, progress: ProgressSink) -> int:
@@ -293,20 +300,16 @@ def _write_threads(rows: StateRows, out: IO[str], workers: int, progress: Progre
     return write_in_order(sources, out, workers, progress)
 
 
-def _tables_in_processes(rows: StateRows, columnar: Any, workers: int) -> Iterator[Any]:
+def _tables_in_processes(rows: StateRows, workers: int) -> Iterator[Any]:
     """The tables of RocksDB stores' partitions, each made in a worker process (rocksdict
     holds the GIL, as for JSON lines) into a local Arrow IPC stream, read back in partition
     order a batch at a time."""
     import pyarrow as pa
 
-    sent = False
     for path, _ in _in_processes(rows, workers, _write_partition_tables):
         with pa.OSFile(path) as fh:
             for batch in pa.ipc.open_stream(fh):
                 yield pa.Table.from_batches([batch])
-                sent = True
-    if not sent:
-        yield columnar.arrow_schema.empty_table()
 
 
 def _write_partition_tables(job: _PartitionJob) -> tuple[str, int]:

@@ -52,7 +52,7 @@ class Listing:
         entries.sort(key=_path)
         self.entries: tuple[FileEntry, ...] = tuple(entries)
         self.symlinks: dict[str, str] = dict(sorted((symlinks or {}).items()))
-        self._by_path: dict[str, FileEntry] | None = None
+        self._by_path: dict[str, int] | None = None
         self._searches = 0
 
     def __iter__(self) -> Iterator[FileEntry]:
@@ -62,15 +62,21 @@ class Listing:
         return len(self.entries)
 
     def get(self, path: str) -> FileEntry | None:
-        """The entry at ``path``: a binary search for the first few lookups (a command that
-        reads a few log entries builds no index over 100,000s of files), a dict after."""
+        """The entry at ``path``, else None (see :meth:`index`)."""
+        i = self.index(path)
+        return None if i is None else self.entries[i]
+
+    def index(self, path: str) -> int | None:
+        """Where the entry at ``path`` is in ``entries``, else None: a binary search for the
+        first few lookups (a command that reads a few log entries builds no index over
+        100,000s of files), a dict after."""
         if self._by_path is None:
             self._searches += 1
             if self._searches <= _SEARCHES_BEFORE_INDEX:
                 i = bisect_left(self.entries, path, key=_path)
-                found = self.entries[i] if i < len(self.entries) else None
-                return found if found is not None and found.path == path else None
-            self._by_path = {e.path: e for e in self.entries}
+                found = i < len(self.entries) and self.entries[i].path == path
+                return i if found else None
+            self._by_path = {e.path: i for i, e in enumerate(self.entries)}
         return self._by_path.get(path)
 
 

@@ -4,7 +4,6 @@ and the files queued for the decoding pool."""
 from __future__ import annotations
 
 import functools
-from bisect import bisect_left
 from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
@@ -19,7 +18,6 @@ from ckpt_cli.validate.files import FileTask
 from ckpt_cli.validate.report import Finding
 
 _entry_path = attrgetter("entry.path")
-_SIDECAR_KINDS = (FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
 
 
 class ValidationRun:
@@ -48,50 +46,11 @@ class ValidationRun:
         # Files Spark would read that are behind a symbolic link (not listed), by link.
         self.behind_links: dict[str, set[str]] = {}
 
-    @functools.cached_property
-    def by_path(self) -> dict[str, CheckpointFile]:
-        """Every listed file by path, for checks that look up every file (--deep); built in
-        C: a dict comprehension over 100,000s of files costs several times more."""
-        files = self.ckpt.files
-        return dict(zip(map(_entry_path, files), files, strict=True))
-
-    def file_at(self, path: str) -> CheckpointFile | None:
-        """The listed file at ``path``: a binary search of the sorted files, so that the
-        restart scope's few lookups build no index over 100,000s of files."""
-        files = self.ckpt.files
-        i = bisect_left(files, path, key=_entry_path)
-        return files[i] if i < len(files) and files[i].entry.path == path else None
-
     def missing_targets(self, files: Iterable[CheckpointFile]) -> set[str]:
         """The targets of ``files`` (checksum sidecars) that are not listed: one pass in C
         over the listing's paths, no index kept."""
         targets = {f.target for f in files if f.target}
         return targets.difference(map(_entry_path, self.ckpt.files)) if targets else targets
-
-    @functools.cached_property
-    def sidecars(self) -> dict[str, list[CheckpointFile]]:
-        """The checksum sidecars of every file that has some, by the file's path (--deep
-        verifies them all; the restart scope asks :meth:`sidecars_of` a few files)."""
-        found: dict[str, list[CheckpointFile]] = {}
-        for f in self.ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM):
-            if f.target:
-                found.setdefault(f.target, []).append(f)
-        return found
-
-    def sidecars_of(self, path: str) -> list[CheckpointFile]:
-        """The checksum sidecars of the file at ``path``, in path order: where Hadoop
-        (``.<name>.crc`` beside it) and Spark 4 (``<name>.crc``) put them, kept when the
-        listing classified them as covering ``path``."""
-        if self.every:  # every version's files are queued: map all sidecars at once
-            return self.sidecars.get(path, [])
-        parent, _, name = path.rpartition("/")
-        prefix = parent + "/" if parent else ""
-        found = []
-        for candidate in sorted((f"{prefix}.{name}.crc", f"{path}.crc")):
-            f = self.file_at(candidate)
-            if f is not None and f.target == path and f.kind in _SIDECAR_KINDS:
-                found.append(f)
-        return found
 
     def add(
         self,
@@ -118,7 +77,7 @@ class ValidationRun:
         """Have the pool decode ``f`` end to end and verify its checksum sidecars."""
         if f.path in self.tasks:
             return
-        sidecars = tuple((c.path, c.kind) for c in self.sidecars_of(f.path))
+        sidecars = tuple((c.path, c.kind) for c in self.ckpt.sidecars_of(f.path))
         shared: tuple[tuple[str, int], ...] = ()
         if self.deep and f.kind is FileKind.ZIP and f.store is not None:
             # Only a deep check rebuilds the RocksDB from them.

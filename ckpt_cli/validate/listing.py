@@ -3,7 +3,7 @@ entries, checksums of files that are gone; and, with ``--deep``, every file to d
 
 from __future__ import annotations
 
-from ckpt_cli.model import FileKind
+from ckpt_cli.model import CHECKSUM_KINDS, FileKind
 from ckpt_cli.validate.codes import EMPTY_FILE, ORPHAN_FILE, TEMP_FILE, UNKNOWN_FILE, WARNING
 from ckpt_cli.validate.context import ValidationRun
 
@@ -30,7 +30,7 @@ def check_files(run: ValidationRun) -> None:
             )
     for f in ckpt.unknown_files:
         run.add(UNKNOWN_FILE, f"{f.path}: not a file Spark writes", [f.path])
-    sidecars = ckpt.of_kind(FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM)
+    sidecars = ckpt.of_kind(*CHECKSUM_KINDS)
     missing = run.missing_targets(sidecars)
     for f in sidecars if missing else ():
         if f.target in missing:
@@ -54,8 +54,9 @@ def _queue_everything(run: ValidationRun) -> None:
     one whose .crc differs."""
     for f in run.ckpt.of_kind(FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG, FileKind.ZIP):
         run.queue(f)
-    for target in run.sidecars:
-        covered = run.by_path.get(target)
+    sidecars = run.ckpt.of_kind(*CHECKSUM_KINDS)
+    for target in dict.fromkeys(f.target for f in sidecars if f.target):
+        covered = run.ckpt.file(target)
         if (
             covered is not None
             and covered.entry.size > 0

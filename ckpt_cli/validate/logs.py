@@ -30,7 +30,7 @@ def check_metadata(run: ValidationRun) -> None:
     except FormatError as exc:
         run.add(CORRUPT_METADATA, str(exc), ["metadata"])
         return
-    if run.sidecars_of("metadata"):
+    if ckpt.sidecars_of("metadata"):
         run.queue(ckpt.metadata_file)
 
 
@@ -122,6 +122,6 @@ def _read_log(run: ValidationRun, kind: str, batch: int) -> None:
         run.add(CORRUPT_OFFSETS if kind == "offsets" else CORRUPT_COMMIT, str(exc), [path])
         return
     # Hadoop refuses a log entry whose .crc does not match (a hand-edited file).
-    f = run.file_at(path)
-    if f is not None and run.sidecars_of(path):
+    f = run.ckpt.file(path)
+    if f is not None and run.ckpt.sidecars_of(path):
         run.queue(f)

@@ -64,7 +64,7 @@ def _read_source_file(run: ValidationRun, f: CheckpointFile, severity: str) -> b
         run.add(EMPTY_FILE, f"{f.path}: empty file", [f.path], severity=severity)
         return None
     data = run.ckpt.storage.read_bytes(f.path)
-    sidecars = [(c.path, c.kind) for c in run.sidecars_of(f.path)]
+    sidecars = [(c.path, c.kind) for c in run.ckpt.sidecars_of(f.path)]
     run.sidecars_checked.add(f.path)
     # Spark's local FileContext reads do not check .crc files (a restart on a stale one
     # succeeds), but a mismatch still means the file or its checksum changed after Spark

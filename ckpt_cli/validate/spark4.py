@@ -98,7 +98,7 @@ def _schema_families(run: ValidationRun, op: Operator, store: str) -> tuple[str,
         meta = parse_operator_metadata_v2(newest.path, run.ckpt.storage.read_bytes(newest.path))
         urls = next(s.schema_file_paths for s in meta.stores if s.name == store)
         path = f"{op.path}/{schema_file_in_operator_dir(urls[-1], path=newest.path)}"
-        if run.file_at(path) is None:
+        if run.ckpt.file(path) is None:
             return None
         schema = parse_state_schema(path, run.ckpt.storage.read_bytes(path))
     except (FormatError, StopIteration, IndexError):
