@@ -392,9 +392,14 @@ def rebuild_db_dir(
                 size = len(content)
                 (target / local).write_bytes(content)
             if size != f.size_bytes:
-                raise FormatError(
-                    remote,
-                    f"size {size} bytes differs from the {f.size_bytes} bytes recorded "
-                    f"in {path} (Spark refuses to load this version)",
-                )
+                raise size_differs(remote, size, f.size_bytes, path)
     return metadata
+
+
+def size_differs(path: str, size: int, recorded: int, zip_path: str) -> FormatError:
+    """A shared file whose size is not the one its zip's metadata records."""
+    return FormatError(
+        path,
+        f"size {size} bytes differs from the {recorded} bytes recorded "
+        f"in {zip_path} (Spark refuses to load this version)",
+    )

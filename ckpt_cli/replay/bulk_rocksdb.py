@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ckpt_cli.formats import records, rocksdb
+from ckpt_cli.formats import records, rocksdb, sst
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.replay.bulk import (
     BULK_BYTES,
     Changes,
@@ -43,7 +43,7 @@ from ckpt_cli.replay.bulk import (
     sliced,
 )
 from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.read import rebuilt_zip
+from ckpt_cli.replay.read import MERGE_BYTES, rebuilt_zip, zip_tables
 
 # Changelog formats of puts and deletes only (V2/V4 carry column families and merges).
 _UNTYPED = (1, 3)
@@ -89,12 +89,8 @@ def _batches(ckpt: Checkpoint, plan: ReplayPlan, latest: Changes, size: int) -> 
     changes = latest.records
     lookup = _Lookup(changes, latest.hashes, latest.order)
     if plan.base is not None:
-        part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
-        with rebuilt_zip(ckpt, plan.base, part) as tmp:
-            for flat, sizes in rocksdb.iter_db_flat(tmp, path=plan.base.path, size=size):
-                batch = lookup.applied(Packed.of_flat(flat, sizes))
-                if len(batch):
-                    yield batch
+        for batch in _zip_batches(ckpt, plan.base, plan, size):
+            yield from sliced(lookup.applied(batch), size)
     new = np.flatnonzero(~lookup.used & (changes.value_sizes >= 0))
     yield from sliced(
         Packed(
@@ -106,6 +102,33 @@ def _batches(ckpt: Checkpoint, plan: ReplayPlan, latest: Changes, size: int) -> 
         ),
         size,
     )
+
+
+def _zip_batches(
+    ckpt: Checkpoint, f: CheckpointFile, plan: ReplayPlan, size: int
+) -> Iterator[Packed]:
+    """The pairs of the zip ``f``'s DB in key order: from its SSTs by ``formats/sst`` where
+    ``read.zip_tables`` can, a run of blocks at a time, else by RocksDB (rocksdict) in
+    batches of ``size``."""
+    import numpy as np
+
+    part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
+    tables = zip_tables(ckpt, f, part)
+    if tables is None:
+        with rebuilt_zip(ckpt, f, part) as tmp:
+            for flat, sizes in rocksdb.iter_db_flat(tmp, path=f.path, size=size):
+                yield Packed.of_flat(flat, sizes)
+        return
+    for got in sst.db_records(tables, MERGE_BYTES):
+        # The newest record of a key decides: a put is its value, a delete drops it.
+        put = np.flatnonzero((got.kinds == sst.VALUE) & ~got.repeats)
+        yield Packed(
+            got.data,
+            got.key_offsets[put],
+            got.key_sizes[put],
+            got.value_offsets[put],
+            got.value_sizes[put],
+        )
 
 
 class _Lookup:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import compression, records, rocksdb, rocksdb_zip
+from ckpt_cli.formats import compression, records, rocksdb, rocksdb_zip, sst
 from ckpt_cli.formats.schema import StateSchema, parse_state_schema
 from ckpt_cli.formats.state_encoders import (
     row_checksums,
@@ -97,21 +97,60 @@ def _zip_rows(
         yield from rocksdb.iter_db(tmp, path=f.path)
 
 
+def _shared_file(ckpt: Checkpoint, f: CheckpointFile, part: Partition, rel: str) -> str:
+    """The path of the zip ``f``'s shared file ``rel`` (``SSTs/...``), which must be listed."""
+    path = f"{part.path}/{rel}"
+    if ckpt.listing.get(path) is None:
+        raise StateUnavailable(
+            f"{path}: named by {f.path} but not in the checkpoint",
+            reason="MISSING_SST",
+            paths=(path,),
+        )
+    return path
+
+
+# SSTs of one version read into memory by ``zip_tables``; more are read by RocksDB itself.
+# Tables whose key ranges meet are sorted together, all of them decoded at once: fewer.
+TABLE_BYTES = 256 << 20
+MERGE_BYTES = 64 << 20
+
+
+def zip_tables(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> list[sst.Table] | None:
+    """The SSTs of the zip ``f``, for ``formats/sst.db_records``, when it reads the pairs
+    RocksDB would: no write-ahead log to replay, every SST one the module reads, and tables
+    whose key ranges meet at most ``MERGE_BYTES``. None otherwise: ``rebuilt_zip`` then
+    gives RocksDB the directory."""
+    contents = rocksdb_zip.read_zip(f.path, ckpt.storage.read_bytes(f.path))
+    metadata = contents.metadata
+    # A write-ahead log with records (in the zip, or archived under logs/) is replayed by
+    # RocksDB on open; Spark's are empty (it flushes before the checkpoint).
+    if metadata.log_files or any(e.name.endswith(".log") and e.size for e in contents.entries):
+        return None
+    if sum(s.size_bytes for s in metadata.sst_files) > TABLE_BYTES:
+        return None
+    tables = []
+    for shared in metadata.sst_files:
+        path = _shared_file(ckpt, f, part, f"SSTs/{shared.dfs_file_name}")
+        data = ckpt.storage.read_bytes(path)
+        if len(data) != shared.size_bytes:
+            raise rocksdb_zip.size_differs(path, len(data), shared.size_bytes, f.path)
+        table = sst.open_table(path, data)
+        if table is None:
+            return None
+        if table.entries:
+            tables.append(table)
+    if sst.overlapping(tables) and sum(len(t.data) for t in tables) > MERGE_BYTES:
+        return None
+    return tables
+
+
 @contextmanager
 def rebuilt_zip(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> Iterator[str]:
     """A temporary RocksDB directory rebuilt from the zip ``f`` and its SSTs."""
     zip_bytes = ckpt.storage.read_bytes(f.path)
-    prefix = part.path + "/"
 
     def listed(rel: str) -> str:
-        path = prefix + rel
-        if ckpt.listing.get(path) is None:
-            raise StateUnavailable(
-                f"{path}: named by {f.path} but not in the checkpoint",
-                reason="MISSING_SST",
-                paths=(path,),
-            )
-        return path
+        return _shared_file(ckpt, f, part, rel)
 
     def fetch(rel: str) -> bytes:
         return ckpt.storage.read_bytes(listed(rel))

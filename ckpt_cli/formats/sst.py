@@ -1,0 +1,587 @@
+"""RocksDB SST files (block-based tables) as Spark's state store writes them, decoded in bulk:
+every record of a file as offsets into one buffer, with no Python object per record.
+
+RocksDB's ``table/block_based/`` and ``table/format.{h,cc}`` define the layout; NOTES.md
+("An SST reader for replay") records what was checked against Spark 4.3.0's files
+(rocksdbjni 9.x, ``spark.sql.streaming.stateStore.rocksdb.formatVersion`` 5):
+
+* the footer is the last 53 bytes: checksum type, the metaindex and index ``BlockHandle``
+  (two varint64 each, zero-padded to 41 bytes), ``format_version`` (uint32) and the magic;
+* each block is followed by a 5-byte trailer: compression type, then a 32-bit checksum of
+  the block and that byte (XXH3's low 32 bits or masked CRC32C, each mixed with the type
+  byte as ``ModifyChecksumForLastByte`` does); compressed blocks (format_version >= 2) start
+  with the decompressed size as a varint32;
+* a block is entries then an array of uint32 restart offsets and their count; an entry is
+  ``shared, non_shared, value_length`` (varint32 each; index blocks of format_version >= 4
+  omit the value length), then the key's non-shared bytes, then the value;
+* data block keys are internal keys: the user key, then 8 bytes (``sequence << 8 | type``,
+  little-endian), so the type is the first of them;
+* the properties block (named in the metaindex) gives the comparator, index type, merge
+  operand and range deletion counts, and the number of entries.
+
+This is a fast path, not a second RocksDB: ``open_table`` returns None for anything it does
+not read (another footer or format version, a checksum or compression it does not know,
+partitioned or hash indexes, range deletions, merge operands, a data block hash index), and
+the caller then reads the DB with rocksdict. What it does read it checks as RocksDB does:
+a block whose checksum differs, or whose entries do not parse, is a ``FormatError`` naming
+the file and the block's offset.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import cramjam
+import google_crc32c
+import lz4.block
+import xxhash
+import zstandard
+
+from ckpt_cli.errors import FormatError
+from ckpt_cli.formats.limits import Limits
+
+MAGIC = 0x88E241B785F4CFF7
+FOOTER_BYTES = 53
+BLOCK_TRAILER_BYTES = 5
+# format_version 6 changed the footer and mixes each block's offset into its checksum.
+FORMAT_VERSIONS = (2, 3, 4, 5)
+BYTEWISE = b"leveldb.BytewiseComparator"
+
+# ChecksumType and CompressionType (include/rocksdb/options.h, compression_type.h).
+CRC32C, XXH3 = 1, 4
+NO_COMPRESSION, SNAPPY, LZ4, LZ4HC, ZSTD = 0, 1, 4, 5, 7
+# The ``rocksdb.compression`` property of a file whose blocks this module decompresses.
+COMPRESSIONS = (b"NoCompression", b"Snappy", b"LZ4", b"LZ4HC", b"ZSTD")
+# ValueType (db/dbformat.h): the record kinds a flushed state store holds.
+DELETION, VALUE, SINGLE_DELETION = 0, 1, 7
+KINDS = (DELETION, VALUE, SINGLE_DELETION)
+_RANDOM_PRIME = 0x6B9083D9
+
+# Bytes after a run of blocks: a varint or a key's window read at its end stays inside.
+_PAD = 64
+# Data blocks decoded at once: enough that per-call costs vanish, small enough for memory.
+GROUP_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Records:
+    """Records of a run of data blocks: key ``i`` is ``data[key_offsets[i]:][:key_sizes[i]]``
+    (the user key), its value likewise; ``kinds`` holds each record's ValueType."""
+
+    data: bytes
+    key_offsets: Any
+    key_sizes: Any
+    value_offsets: Any
+    value_sizes: Any
+    kinds: Any
+    # True where the user key is the record before's (an older sequence number of it).
+    repeats: Any
+    # Keys are rows of this many bytes at the start of ``data``: the user key, the 8-byte
+    # trailer, then bytes of no meaning.
+    width: int
+
+    def __len__(self) -> int:
+        return len(self.key_offsets)
+
+    def key(self, i: int) -> bytes:
+        at = int(self.key_offsets[i])
+        return self.data[at : at + int(self.key_sizes[i])]
+
+
+@dataclass
+class Table:
+    """An SST file this module reads: its bytes, checksum type, data blocks as
+    ``(offset, size)``, the first and last user key, and the entry count its properties give."""
+
+    path: str
+    data: bytes
+    checksum_type: int
+    blocks: list[tuple[int, int]]
+    entries: int
+    first_key: bytes
+    last_key: bytes
+    _decoded: int = 0
+
+    def records(self, group_bytes: int = GROUP_BYTES) -> Iterator[Records]:
+        """The table's records in key order, a run of data blocks at a time."""
+        start, size, seen, last = 0, 0, 0, b""
+        for i, (_, block_size) in enumerate(self.blocks):
+            size += block_size
+            if size >= group_bytes or i == len(self.blocks) - 1:
+                got = block_records(self.path, self.read_blocks(self.blocks[start : i + 1]))
+                if seen and got.key(0) == last:
+                    got.repeats[0] = True
+                seen += len(got)
+                last = got.key(len(got) - 1)
+                yield got
+                start, size = i + 1, 0
+        if seen != self.entries:
+            raise FormatError(
+                self.path, f"{seen} entries in the data blocks, the properties say {self.entries}"
+            )
+
+    def read_blocks(self, handles: list[tuple[int, int]]) -> list[bytes]:
+        """The blocks at ``handles``, checked and decompressed within the limits (all of a
+        file's blocks together are held to them against the file's size)."""
+        path, data, checksum_type = self.path, self.data, self.checksum_type
+        limits = Limits.current()
+        allowed = limits.allowed(len(data))
+        blocks = [read_block(path, data, at, size, checksum_type, allowed) for at, size in handles]
+        self._decoded += sum(map(len, blocks))
+        if self._decoded > allowed:
+            limits.check_inflation(path, len(data), self._decoded, "the SST's blocks")
+        return blocks
+
+
+def _varint(data: bytes, pos: int, path: str, limit: int = 10) -> tuple[int, int]:
+    value = shift = 0
+    for i in range(limit):
+        if pos + i >= len(data):
+            raise FormatError(path, "varint runs past its block", offset=pos)
+        byte = data[pos + i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos + i + 1
+        shift += 7
+    raise FormatError(path, "varint longer than its type", offset=pos)
+
+
+def block_checksum(kind: int, block: bytes, last_byte: int) -> int | None:
+    """The trailer's checksum of ``block`` followed by ``last_byte`` (its compression type),
+    or None for a checksum type this module does not compute."""
+    if kind == XXH3:
+        low = int(xxhash.xxh3_64_intdigest(block)) & 0xFFFFFFFF
+        return low ^ ((last_byte * _RANDOM_PRIME) & 0xFFFFFFFF)
+    if kind == CRC32C:
+        crc = int(google_crc32c.extend(google_crc32c.value(block), bytes((last_byte,))))
+        return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    return None
+
+
+def read_block(
+    path: str, data: bytes, offset: int, size: int, checksum_type: int, most: int = 1 << 32
+) -> bytes:
+    """The block at ``offset`` (``size`` bytes before its trailer), checked and decompressed
+    to at most ``most`` bytes (a LimitExceededError past them)."""
+    end = offset + size
+    if offset < 0 or end + BLOCK_TRAILER_BYTES > len(data):
+        raise FormatError(path, f"block of {size} bytes runs past the file's end", offset=offset)
+    block = data[offset:end]
+    compression = data[end]
+    (stored,) = struct.unpack_from("<I", data, end + 1)
+    if block_checksum(checksum_type, block, compression) != stored:
+        raise FormatError(path, "block checksum mismatch", offset=offset)
+    if compression == NO_COMPRESSION:
+        return block
+    # Snappy's raw format starts with the decompressed size itself; the others are given
+    # it as a varint32 before their data (compress_format_version 2).
+    raw_size, at = _varint(block, 0, path, 5)
+    if compression == SNAPPY:
+        at = 0
+    if raw_size > most:
+        Limits.current().check_inflation(path, len(data), raw_size, "an SST block", declared=True)
+        raise FormatError(path, f"block declares {raw_size} bytes", offset=offset)
+    try:
+        if compression in (LZ4, LZ4HC):
+            out = lz4.block.decompress(block[at:], uncompressed_size=raw_size)
+        elif compression == SNAPPY:
+            out = cramjam.snappy.decompress_raw(block)
+        elif compression == ZSTD:
+            out = zstandard.ZstdDecompressor().decompress(block[at:], max_output_size=raw_size)
+        else:
+            raise FormatError(path, f"block compression type {compression}", offset=offset)
+    except FormatError:
+        raise
+    except Exception as exc:  # the codecs raise their own error types
+        raise FormatError(path, f"block does not decompress: {exc}", offset=offset) from None
+    if len(out) != raw_size:
+        raise FormatError(path, f"block decompresses to {len(out)} bytes, not {raw_size}")
+    return bytes(out)
+
+
+def _restarts(path: str, block: bytes) -> tuple[int, Any]:
+    """The end of a block's entries and its restart offsets."""
+    ends, starts, stops = _intervals(path, block, [len(block)])
+    return int(ends[0]), starts
+
+
+def _intervals(path: str, buf: bytes, sizes: list[int]) -> tuple[Any, Any, Any]:
+    """For blocks laid end to end in ``buf`` with these ``sizes``: where each block's entries
+    end, and where each restart interval starts and stops (offsets into ``buf``)."""
+    import numpy as np
+
+    u8 = np.frombuffer(buf, np.uint8)
+    size = np.asarray(sizes, np.int64)
+    base = np.cumsum(size) - size
+    if (size < 4).any():
+        raise FormatError(path, "block shorter than its restart count")
+    count = _uint32s(u8, base + size - 4)
+    if (count >> 31).any():
+        raise _Unsupported("a data block hash index")
+    end = size - 4 - 4 * count
+    if (count == 0).any() or (end < 0).any():
+        raise FormatError(path, "block too short for its restart count")
+    block = np.repeat(np.arange(len(size)), count)
+    first = np.cumsum(count) - count
+    at = base[block] + end[block] + 4 * (np.arange(len(block)) - first[block])
+    starts = _uint32s(u8, at)
+    stops = np.empty_like(starts)
+    stops[:-1] = starts[1:]
+    last = first + count - 1
+    stops[last] = end
+    if (starts[first] != 0).any() or (stops <= starts).any():
+        raise FormatError(path, "block restart offsets out of order or out of range")
+    return base + end, starts + base[block], stops + base[block]
+
+
+def _uint32s(u8: Any, at: Any) -> Any:
+    import numpy as np
+
+    out = u8[at].astype(np.int64)
+    for i in (1, 2, 3):
+        out |= u8[at + i].astype(np.int64) << (8 * i)
+    return out
+
+
+def block_entries(path: str, block: bytes) -> list[tuple[bytes, bytes]]:
+    """A small block's ``(key, value)`` entries, one at a time (metaindex, properties)."""
+    end, _ = _restarts(path, block)
+    out: list[tuple[bytes, bytes]] = []
+    pos, key = 0, b""
+    while pos < end:
+        shared, pos = _varint(block, pos, path, 5)
+        non_shared, pos = _varint(block, pos, path, 5)
+        value_size, pos = _varint(block, pos, path, 5)
+        if shared > len(key) or pos + non_shared + value_size > end:
+            raise FormatError(path, "block entry runs past its block", offset=pos)
+        key = key[:shared] + block[pos : pos + non_shared]
+        pos += non_shared
+        out.append((key, block[pos : pos + value_size]))
+        pos += value_size
+    return out
+
+
+def index_handles(path: str, block: bytes, delta_values: bool) -> list[tuple[int, int]]:
+    """The data blocks' ``(offset, size)`` an index block names, in order. RocksDB writes
+    an index entry per restart (``index_block_restart_interval`` 1), each holding a whole
+    ``BlockHandle``; with ``delta_values`` (format_version >= 4) an entry has no value
+    length (``IndexValue::EncodeTo``)."""
+    import numpy as np
+
+    _, starts, stops = _intervals(path, block, [len(block)])
+    u8 = np.frombuffer(block + bytes(16), np.uint8)
+    try:
+        shared, at = _varints(u8, starts)
+        non_shared, at = _varints(u8, at)
+        if not delta_values:
+            _, at = _varints(u8, at)
+        at = at + non_shared
+        offset, at = _varints(u8, at, 10)
+        size, at = _varints(u8, at, 10)
+    except _BadEntry as exc:
+        raise FormatError(path, f"index block does not parse: {exc}") from None
+    if shared.any():
+        raise FormatError(path, "index block does not parse: an entry at a restart shares a prefix")
+    if (at != stops).any():
+        if (at < stops).all():
+            raise _Unsupported("index entries between restarts")
+        raise FormatError(path, "index block does not parse: an entry runs past its interval")
+    return list(zip(offset.tolist(), size.tolist(), strict=True))
+
+
+_SKIPPED_META = (b"filter.", b"fullfilter.")
+
+
+class _Unsupported(Exception):
+    """A feature this module leaves to rocksdict."""
+
+
+def open_table(path: str, data: bytes) -> Table | None:
+    """The SST ``data`` (a whole file, ``path`` naming it), or None when it uses something
+    this module does not read. A file that is not an SST at all is a FormatError."""
+    try:
+        return _open(path, data)
+    except _Unsupported:
+        return None
+
+
+def _open(path: str, data: bytes) -> Table:
+    if len(data) < FOOTER_BYTES:
+        raise FormatError(path, f"{len(data)} bytes cannot hold an SST footer")
+    footer = len(data) - FOOTER_BYTES
+    version, magic = struct.unpack_from("<IQ", data, len(data) - 12)
+    if magic != MAGIC:
+        raise FormatError(path, "not a block-based SST (no magic number at its end)")
+    if version not in FORMAT_VERSIONS:
+        raise _Unsupported(f"format_version {version}")
+    checksum_type = data[footer]
+    if block_checksum(checksum_type, b"", 0) is None:
+        raise _Unsupported(f"checksum type {checksum_type}")
+    pos = footer + 1
+    meta_at, pos = _varint(data, pos, path)
+    meta_size, pos = _varint(data, pos, path)
+    index_at, pos = _varint(data, pos, path)
+    index_size, pos = _varint(data, pos, path)
+    meta = dict(block_entries(path, read_block(path, data, meta_at, meta_size, checksum_type)))
+    # Filters only skip blocks for lookups; a compression dictionary, range deletions or a
+    # hash index would change what the data blocks mean.
+    if any(not name.startswith(_SKIPPED_META) for name in meta if name != b"rocksdb.properties"):
+        raise _Unsupported("meta blocks other than properties and filters")
+    props_handle = meta.get(b"rocksdb.properties")
+    if not isinstance(props_handle, bytes):
+        raise _Unsupported("no properties block")
+    at, p = _varint(props_handle, 0, path)
+    size, _ = _varint(props_handle, p, path)
+    props = dict(block_entries(path, read_block(path, data, at, size, checksum_type)))
+
+    def number(name: str) -> int:
+        value = props.get(b"rocksdb." + name.encode())
+        if not isinstance(value, bytes):
+            raise _Unsupported(f"no {name} property")
+        return _varint(value, 0, path)[0]
+
+    if props.get(b"rocksdb.compression") not in COMPRESSIONS:
+        raise _Unsupported("a compression other than Snappy, LZ4 and ZSTD")
+    if props.get(b"rocksdb.comparator") != BYTEWISE:
+        raise _Unsupported("a comparator other than bytewise")
+    # BlockBasedTablePropertyNames::kIndexType is a fixed32; 0 is kBinarySearch.
+    if props.get(b"rocksdb.block.based.table.index.type") != bytes(4):
+        raise _Unsupported("an index other than binary search")
+    if number("merge.operands") or number("num.range-deletions"):
+        raise _Unsupported("merge operands or range deletions")
+    delta_values = version >= 4 and number("index.value.is.delta.encoded")
+    index = read_block(path, data, index_at, index_size, checksum_type)
+    blocks = index_handles(path, index, bool(delta_values))
+    expected = 0
+    for offset, size in blocks:
+        # Data blocks lie end to end from the file's start (BlockBasedTableBuilder).
+        if offset != expected:
+            raise FormatError(path, "index names data blocks out of order", offset=offset)
+        expected = offset + size + BLOCK_TRAILER_BYTES
+    entries = number("num.entries")
+    first = last = b""
+    if blocks:
+        head = block_records(path, [read_block(path, data, *blocks[0], checksum_type)])
+        tail = block_records(path, [read_block(path, data, *blocks[-1], checksum_type)])
+        first, last = head.key(0), tail.key(len(tail) - 1)
+    return Table(path, data, checksum_type, blocks, entries, first, last)
+
+
+def _varints(u8: Any, at: Any, most: int = 5) -> tuple[Any, Any]:
+    """The varint (of at most ``most`` bytes) at each of ``at`` in ``u8`` (padded past its
+    end) and where each ends."""
+    import numpy as np
+
+    first = u8[at]
+    if (first < 0x80).all():
+        return first.astype(np.int64), at + 1
+    value = (first & 0x7F).astype(np.int64)
+    end = at + 1
+    more = np.flatnonzero(first >= 0x80)
+    for shift in range(7, 7 * most, 7):
+        byte = u8[end[more]]
+        value[more] |= (byte & 0x7F).astype(np.int64) << shift
+        end[more] += 1
+        more = more[byte >= 0x80]
+        if not len(more):
+            return value, end
+    raise _BadEntry(f"a varint longer than {most} bytes")
+
+
+class _BadEntry(Exception):
+    pass
+
+
+def _ranges(starts: Any, lengths: Any) -> Any:
+    """The concatenation of ``arange(s, s + n)`` for each start and length."""
+    import numpy as np
+
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
+
+
+def block_records(path: str, blocks: list[bytes]) -> Records:
+    """The entries of consecutive data blocks, decoded together: every restart interval is
+    walked at once, an entry per step, and each key rebuilt from the one before it (its
+    shared prefix) and its own bytes."""
+    import numpy as np
+
+    sizes = [len(b) for b in blocks]
+    # Padded so that a varint, or a key's window (below), read near the end stays inside.
+    buf = b"".join([*blocks, bytes(_PAD)])
+    _, pos, stop = _intervals(path, buf, sizes)
+    u8 = np.frombuffer(buf, np.uint8)
+    n = len(pos)
+    steps: list[tuple[Any, Any, Any, Any, Any]] = []
+    counts = np.zeros(n, np.int64)
+    stayed: list[Any] = []
+    active = np.arange(n, dtype=np.int64)
+    try:
+        while len(active):
+            at = pos[active]
+            shared, at = _varints(u8, at)
+            non_shared, at = _varints(u8, at)
+            value_size, at = _varints(u8, at)
+            after = at + non_shared + value_size
+            limit = stop[active]
+            if (after > limit).any():
+                raise _BadEntry("an entry runs past its restart interval")
+            if not steps and shared.any():
+                raise _BadEntry("an entry at a restart shares a prefix")
+            steps.append((active, shared, non_shared, value_size, at))
+            counts[active] += 1
+            pos[active] = after
+            stayed.append(after < limit)
+            active = active[stayed[-1]]
+    except _BadEntry as exc:
+        raise FormatError(path, f"data block does not parse: {exc}") from None
+    first = np.cumsum(counts) - counts
+    total = int(counts.sum())
+    key_sizes = np.zeros(total, np.int64)
+    value_offsets = np.zeros(total, np.int64)
+    value_sizes = np.zeros(total, np.int64)
+    # An entry repeats the user key before it (an older sequence number of that key) when
+    # only its 8-byte trailer differs; entries at a restart share nothing, and are compared.
+    repeats = np.zeros(total, bool)
+    for j, (active, shared, non_shared, value_size, at) in enumerate(steps):
+        entry = first[active] + j
+        key_sizes[entry] = shared + non_shared
+        value_offsets[entry] = at + non_shared
+        value_sizes[entry] = value_size
+        if j:
+            size = key_sizes[entry]
+            repeats[entry] = (size == key_sizes[entry - 1]) & (shared >= size - 8)
+    if (key_sizes < 8).any():
+        raise FormatError(path, "data block does not parse: a key shorter than its 8-byte trailer")
+    # Keys are rebuilt as rows of a byte matrix, a step at a time: each row starts as the
+    # bytes from where its non-shared part would begin were it whole (a window of the
+    # buffer), and its shared prefix is taken from the row before (the entry before it).
+    # Bytes past a key's end are left as they fall: only its own length is ever read.
+    # Rows of a multiple of 8 bytes are gathered as items of that size (a copy each).
+    width = -(-int(key_sizes.max()) // 8) * 8 if total else 8
+    if width > _PAD:
+        buf += bytes(width)
+    windows = np.ndarray((len(buf) - width + 1,), f"V{width}", buf, strides=(1,))
+    # The rows of the entries before a step's are the step before's, less the intervals
+    # ended; keys are placed in record order (decoding them later reads them in order).
+    keys = np.empty((total, width), np.uint8)
+    key_offsets = np.arange(total, dtype=np.int64) * width
+    column = np.arange(width)
+    before: Any = None
+    for j, (active, shared, _, _, at) in enumerate(steps):
+        entry = first[active] + j
+        if j and (shared > key_sizes[entry - 1]).any():
+            raise FormatError(
+                path, "data block does not parse: a key shares more than the key before it"
+            )
+        rows = windows[at - shared].view(np.uint8).reshape(len(active), width)
+        if j:
+            kept = before[stayed[j - 1]]
+            # Most keys share about as much as the others: the bytes every row shares are
+            # one copy, and only those some rows share are picked byte by byte.
+            low, high = int(shared.min()), int(shared.max())
+            rows[:, :low] = kept[:, :low]
+            if high > low:
+                np.copyto(
+                    rows[:, low:high],
+                    kept[:, low:high],
+                    where=column[low:high] < shared[:, None],
+                )
+        keys[entry] = rows
+        before = rows
+    flat = keys.reshape(-1)
+    kinds = flat[key_offsets + key_sizes - 8]
+    if not np.isin(kinds, KINDS).all():
+        kind = int(kinds[~np.isin(kinds, KINDS)][0])
+        raise FormatError(path, f"record type {kind}: neither a put nor a delete")
+    restart = first[1:]
+    same = restart[key_sizes[restart] == key_sizes[restart - 1]]
+    if len(same):
+        mine, theirs = keys[same], keys[same - 1]
+        past = column >= (key_sizes[same] - 8)[:, None]
+        repeats[same] = ((mine == theirs) | past).all(axis=1)
+    return Records(
+        b"".join((keys.data, buf)),
+        key_offsets,
+        key_sizes - 8,
+        value_offsets + keys.nbytes,
+        value_sizes,
+        kinds,
+        repeats,
+        width,
+    )
+
+
+def db_records(tables: list[Table], merge_bytes: int) -> Iterator[Records]:
+    """The records of a DB made of ``tables``, in key order and each user key once, with
+    its newest record (a delete included: the caller drops it). Tables whose key ranges
+    lie apart are read one after another, a run of blocks at a time; otherwise all records
+    are sorted together (``merged``), which only tables of at most ``merge_bytes`` in all
+    may do: a ValueError beyond (``overlapping`` tells beforehand)."""
+    tables = sorted(tables, key=lambda t: t.first_key)
+    if not overlapping(tables):
+        for table in tables:
+            yield from table.records()
+        return
+    if sum(len(t.data) for t in tables) > merge_bytes:
+        raise ValueError("overlapping tables beyond merge_bytes")
+    yield merged([records for table in tables for records in table.records()])
+
+
+def overlapping(tables: list[Table]) -> bool:
+    """Whether two of ``tables`` may hold the same user key (their ranges meet)."""
+    ordered = sorted(tables, key=lambda t: t.first_key)
+    return any(a.last_key >= b.first_key for a, b in itertools.pairwise(ordered))
+
+
+def merged(parts: list[Records]) -> Records:
+    """The records of ``parts`` (of tables whose ranges overlap) in key order, each user
+    key once: its record of the highest sequence number, as RocksDB's merging iterator
+    gives it. Keys are compared as zero-padded rows of big-endian words, then by length
+    (a key sorts before itself followed by zero bytes), the sequence number breaking ties."""
+    import numpy as np
+
+    width = max(p.width for p in parts)
+    total = sum(len(p) for p in parts)
+    keys = np.zeros((total, width), np.uint8)
+    sizes = np.concatenate([p.key_sizes for p in parts])
+    kinds = np.concatenate([p.kinds for p in parts])
+    trailers = np.zeros(total, np.uint64)
+    value_offsets, row, shift = [], 0, total * width
+    for p in parts:
+        rows = np.frombuffer(p.data, np.uint8, len(p) * p.width).reshape(len(p), p.width)
+        n = len(p)
+        keys[row : row + n, : p.width] = rows[p.key_offsets // p.width]
+        value_offsets.append(p.value_offsets + shift)
+        row += n
+        shift += len(p.data)
+    # The trailer (sequence << 8 | type, little-endian) follows each user key.
+    column = np.arange(width)
+    for i in range(8):
+        trailers |= keys[np.arange(total), sizes + i].astype(np.uint64) << np.uint64(8 * i)
+    keys[column >= sizes[:, None]] = 0
+    words = keys.view(">u8")
+    varying: Any = np.flatnonzero((words != words[:1]).any(axis=0)) if total else []
+    sequence = trailers >> np.uint64(8)
+    order = np.lexsort([~sequence, sizes, *(words[:, w] for w in reversed(varying))])
+    ordered = words[order]
+    same = np.zeros(total, bool)
+    if total:
+        same[1:] = (ordered[1:] == ordered[:-1]).all(axis=1) & (
+            sizes[order][1:] == sizes[order][:-1]
+        )
+    return Records(
+        b"".join([keys.data, *(p.data for p in parts)]),
+        order * width,
+        sizes[order],
+        np.concatenate(value_offsets)[order],
+        np.concatenate([p.value_sizes for p in parts])[order],
+        kinds[order],
+        same,
+        width,
+    )
