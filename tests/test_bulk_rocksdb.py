@@ -205,3 +205,104 @@ def _pairs(chunks: Any) -> list[tuple[bytes, bytes]]:
         it = iter(flat)
         out += zip(it, it, strict=True)
     return out
+
+
+# -- the zip's SSTs read by formats/sst ---------------------------------------------------------
+
+
+def _zips(ckpt: Checkpoint) -> list[tuple[Any, Any, Any]]:
+    """Every zip of the checkpoint: (the file, its partition, a plan-like address)."""
+    from types import SimpleNamespace
+
+    out = []
+    for op_id, op in ckpt.operators.items():
+        for name, store in op.stores.items():
+            for pid, part in store.partitions.items():
+                where = SimpleNamespace(operator=op_id, store=name, partition=pid)
+                out += [(f, part, where) for f in part.files if f.kind is FileKind.ZIP]
+    return out
+
+
+def _zip_pairs(ckpt: Checkpoint, f: Any, where: Any) -> list[tuple[bytes, bytes]]:
+    return [p for b in bulk_rocksdb._zip_batches(ckpt, f, where, 5) for p in b.pairs()]
+
+
+def test_every_fixture_zip_reads_from_its_ssts_as_rocksdb_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark 3.3 to 4.2, every RocksDB store (aggregation, joins, dedup, sessions,
+    transformWithState): the pairs the module gives are RocksDB's (rocksdict's), in order."""
+    from ckpt_cli.replay import read
+
+    read_by_module = zips = 0
+    for case in sorted(CASES_DIR.iterdir()):
+        if not (case / "checkpoint").is_dir():
+            continue
+        ckpt = Checkpoint.open(str(case / "checkpoint"))
+        for f, part, where in _zips(ckpt):
+            zips += 1
+            read_by_module += read.zip_tables(ckpt, f, part) is not None
+            ours = _zip_pairs(ckpt, f, where)
+            with monkeypatch.context() as m:
+                m.setattr(bulk_rocksdb, "zip_tables", lambda *_: None)
+                assert ours == _zip_pairs(ckpt, f, where), f.path
+    # Most are read by the module (transformWithState's list state has merge operands).
+    assert zips > 130 and read_by_module > 0.75 * zips
+
+
+def test_a_zip_whose_log_has_records_is_left_to_rocksdb(tmp_path: Path) -> None:
+    import zipfile
+
+    from ckpt_cli.replay import read
+
+    root = _copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
+    ckpt, plan = _plan(root, 8)
+    assert plan.base is not None
+    part = ckpt.operators[0].stores[plan.store].partitions[0]
+    assert read.zip_tables(ckpt, plan.base, part) is not None
+    path = root / plan.base.path
+    with zipfile.ZipFile(path) as zf:
+        entries = {i.filename: zf.read(i) for i in zf.infolist()}
+    (log,) = (name for name in entries if name.endswith(".log"))
+    assert entries[log] == b""  # Spark's: it flushes before the checkpoint
+    entries[log] = b"\x00" * 40
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, content in entries.items():
+            zf.writestr(name, content)
+    ckpt, plan = _plan(root, 8)
+    assert plan.base is not None
+    assert read.zip_tables(ckpt, plan.base, part) is None
+
+
+def test_an_sst_of_another_size_than_recorded_is_a_format_error(tmp_path: Path) -> None:
+    from ckpt_cli.replay import read
+
+    root = _copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
+    ckpt, plan = _plan(root, 8)
+    assert plan.base is not None
+    part = ckpt.operators[0].stores[plan.store].partitions[0]
+    tables = read.zip_tables(ckpt, plan.base, part)
+    assert tables
+    sst_path = root / tables[0].path
+    sst_path.write_bytes(sst_path.read_bytes() + b"\x00")
+    ckpt, plan = _plan(root, 8)
+    assert plan.base is not None
+    with pytest.raises(FormatError, match=rf"^{tables[0].path}: size .* differs .* recorded"):
+        read.zip_tables(ckpt, plan.base, part)
+
+
+def test_overlapping_tables_beyond_the_merge_bound_are_left_to_rocksdb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckpt_cli.formats import sst
+    from ckpt_cli.replay import read
+
+    ckpt, plan = _plan(_copy("spark4-rocksdb-changelog", tmp_path / "ckpt"), 8)
+    assert plan.base is not None
+    part = ckpt.operators[0].stores[plan.store].partitions[0]
+    tables = read.zip_tables(ckpt, plan.base, part)
+    assert tables and sst.overlapping(tables)  # each batch's flush holds keys of the others
+    monkeypatch.setattr(read, "MERGE_BYTES", 0)
+    assert read.zip_tables(ckpt, plan.base, part) is None
+    streamed = list(iter_state(ckpt, plan))
+    assert _bulk(ckpt, plan) == streamed and streamed

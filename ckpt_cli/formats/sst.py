@@ -221,7 +221,8 @@ def _intervals(path: str, buf: bytes, sizes: list[int]) -> tuple[Any, Any, Any]:
         raise FormatError(path, "block shorter than its restart count")
     count = _uint32s(u8, base + size - 4)
     if (count >> 31).any():
-        raise _Unsupported("a data block hash index")
+        # open_table leaves such tables to rocksdb (their first and last blocks tell).
+        raise FormatError(path, "a data block with a hash index, which this reader does not read")
     end = size - 4 - 4 * count
     if (count == 0).any() or (end < 0).any():
         raise FormatError(path, "block too short for its restart count")
@@ -365,8 +366,10 @@ def _open(path: str, data: bytes) -> Table:
     entries = number("num.entries")
     first = last = b""
     if blocks:
-        head = block_records(path, [read_block(path, data, *blocks[0], checksum_type)])
-        tail = block_records(path, [read_block(path, data, *blocks[-1], checksum_type)])
+        ends = [read_block(path, data, *blocks[i], checksum_type) for i in (0, -1)]
+        if any(len(b) >= 4 and b[-1] >> 7 for b in ends):  # the restart count's top bit
+            raise _Unsupported("a data block hash index")
+        head, tail = (block_records(path, [b]) for b in ends)
         first, last = head.key(0), tail.key(len(tail) - 1)
     return Table(path, data, checksum_type, blocks, entries, first, last)
 
