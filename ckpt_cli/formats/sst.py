@@ -80,9 +80,6 @@ class Records:
     kinds: Any
     # True where the user key is the record before's (an older sequence number of it).
     repeats: Any
-    # Keys are rows of this many bytes at the start of ``data``: the user key, the 8-byte
-    # trailer, then bytes of no meaning.
-    width: int
 
     def __len__(self) -> int:
         return len(self.key_offsets)
@@ -516,75 +513,24 @@ def block_records(path: str, blocks: list[bytes]) -> Records:
         value_sizes,
         kinds,
         repeats,
-        width,
     )
 
 
-def db_records(tables: list[Table], merge_bytes: int) -> Iterator[Records]:
-    """The records of a DB made of ``tables``, in key order and each user key once, with
-    its newest record (a delete included: the caller drops it). Tables whose key ranges
-    lie apart are read one after another, a run of blocks at a time; otherwise all records
-    are sorted together (``merged``), which only tables of at most ``merge_bytes`` in all
-    may do: a ValueError beyond (``overlapping`` tells beforehand)."""
+def db_records(tables: list[Table], group_bytes: int = GROUP_BYTES) -> Iterator[Records]:
+    """The records of a DB made of ``tables`` whose key ranges lie apart (``overlapping``
+    false), in key order: each table's in turn, a run of blocks at a time, its bytes let go
+    once read. Each user key's newest record comes first (a delete included: the caller
+    drops it, and the older ones ``repeats`` marks). Runs are of ``group_bytes`` of blocks."""
+    if overlapping(tables):
+        raise ValueError("tables whose key ranges meet need RocksDB's merge")
     tables = sorted(tables, key=lambda t: t.first_key)
-    if not overlapping(tables):
-        for table in tables:
-            yield from table.records()
-        return
-    if sum(len(t.data) for t in tables) > merge_bytes:
-        raise ValueError("overlapping tables beyond merge_bytes")
-    yield merged([records for table in tables for records in table.records()])
+    while tables:
+        yield from tables.pop(0).records(group_bytes)
 
 
 def overlapping(tables: list[Table]) -> bool:
-    """Whether two of ``tables`` may hold the same user key (their ranges meet)."""
+    """Whether two of ``tables`` may hold the same user key (their ranges meet): the DB's
+    state is then a merge of their records by sequence number, left to RocksDB (sorting
+    them all in numpy took twice as long as rocksdict; NOTES.md)."""
     ordered = sorted(tables, key=lambda t: t.first_key)
     return any(a.last_key >= b.first_key for a, b in itertools.pairwise(ordered))
-
-
-def merged(parts: list[Records]) -> Records:
-    """The records of ``parts`` (of tables whose ranges overlap) in key order, each user
-    key once: its record of the highest sequence number, as RocksDB's merging iterator
-    gives it. Keys are compared as zero-padded rows of big-endian words, then by length
-    (a key sorts before itself followed by zero bytes), the sequence number breaking ties."""
-    import numpy as np
-
-    width = max(p.width for p in parts)
-    total = sum(len(p) for p in parts)
-    keys = np.zeros((total, width), np.uint8)
-    sizes = np.concatenate([p.key_sizes for p in parts])
-    kinds = np.concatenate([p.kinds for p in parts])
-    trailers = np.zeros(total, np.uint64)
-    value_offsets, row, shift = [], 0, total * width
-    for p in parts:
-        rows = np.frombuffer(p.data, np.uint8, len(p) * p.width).reshape(len(p), p.width)
-        n = len(p)
-        keys[row : row + n, : p.width] = rows[p.key_offsets // p.width]
-        value_offsets.append(p.value_offsets + shift)
-        row += n
-        shift += len(p.data)
-    # The trailer (sequence << 8 | type, little-endian) follows each user key.
-    column = np.arange(width)
-    for i in range(8):
-        trailers |= keys[np.arange(total), sizes + i].astype(np.uint64) << np.uint64(8 * i)
-    keys[column >= sizes[:, None]] = 0
-    words = keys.view(">u8")
-    varying: Any = np.flatnonzero((words != words[:1]).any(axis=0)) if total else []
-    sequence = trailers >> np.uint64(8)
-    order = np.lexsort([~sequence, sizes, *(words[:, w] for w in reversed(varying))])
-    ordered = words[order]
-    same = np.zeros(total, bool)
-    if total:
-        same[1:] = (ordered[1:] == ordered[:-1]).all(axis=1) & (
-            sizes[order][1:] == sizes[order][:-1]
-        )
-    return Records(
-        b"".join([keys.data, *(p.data for p in parts)]),
-        order * width,
-        sizes[order],
-        np.concatenate(value_offsets)[order],
-        np.concatenate([p.value_sizes for p in parts])[order],
-        kinds[order],
-        same,
-        width,
-    )

@@ -43,7 +43,7 @@ from ckpt_cli.replay.bulk import (
     sliced,
 )
 from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.read import MERGE_BYTES, rebuilt_zip, zip_tables
+from ckpt_cli.replay.read import rebuilt_zip, zip_tables
 
 # Changelog formats of puts and deletes only (V2/V4 carry column families and merges).
 _UNTYPED = (1, 3)
@@ -119,7 +119,7 @@ def _zip_batches(
             for flat, sizes in rocksdb.iter_db_flat(tmp, path=f.path, size=size):
                 yield Packed.of_flat(flat, sizes)
         return
-    for got in sst.db_records(tables, MERGE_BYTES):
+    for got in sst.db_records(tables):
         # The newest record of a key decides: a put is its value, a delete drops it.
         put = np.flatnonzero((got.kinds == sst.VALUE) & ~got.repeats)
         yield Packed(

@@ -110,16 +110,14 @@ def _shared_file(ckpt: Checkpoint, f: CheckpointFile, part: Partition, rel: str)
 
 
 # SSTs of one version read into memory by ``zip_tables``; more are read by RocksDB itself.
-# Tables whose key ranges meet are sorted together, all of them decoded at once: fewer.
 TABLE_BYTES = 256 << 20
-MERGE_BYTES = 64 << 20
 
 
 def zip_tables(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> list[sst.Table] | None:
-    """The SSTs of the zip ``f``, for ``formats/sst.db_records``, when it reads the pairs
-    RocksDB would: no write-ahead log to replay, every SST one the module reads, and tables
-    whose key ranges meet at most ``MERGE_BYTES``. None otherwise: ``rebuilt_zip`` then
-    gives RocksDB the directory."""
+    """The SSTs of the zip ``f``, for ``formats/sst.db_records``, when they hold the pairs
+    RocksDB would read: no write-ahead log to replay, every SST one the module reads, and
+    no two whose key ranges meet (a DB just compacted, or written in one flush). None
+    otherwise: ``rebuilt_zip`` then gives RocksDB the directory."""
     contents = rocksdb_zip.read_zip(f.path, ckpt.storage.read_bytes(f.path))
     metadata = contents.metadata
     # A write-ahead log with records (in the zip, or archived under logs/) is replayed by
@@ -139,9 +137,7 @@ def zip_tables(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> list[sst
             return None
         if table.entries:
             tables.append(table)
-    if sst.overlapping(tables) and sum(len(t.data) for t in tables) > MERGE_BYTES:
-        return None
-    return tables
+    return None if sst.overlapping(tables) else tables
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError, LimitExceededError
@@ -90,9 +90,9 @@ def _tables(path: Path) -> list[sst.Table | None]:
     return [sst.open_table(str(p), p.read_bytes()) for p in sorted(path.glob("*.sst"))]
 
 
-def _pairs(tables: list[sst.Table]) -> list[tuple[bytes, bytes]]:
+def _pairs(tables: list[sst.Table], group: int = sst.GROUP_BYTES) -> list[tuple[bytes, bytes]]:
     out = []
-    for got in sst.db_records(tables, 1 << 30):
+    for got in sst.db_records(tables, group):
         for i in range(len(got)):
             if got.kinds[i] == sst.VALUE and not got.repeats[i]:
                 at, size = int(got.value_offsets[i]), int(got.value_sizes[i])
@@ -108,6 +108,28 @@ def _pairs(tables: list[sst.Table]) -> list[tuple[bytes, bytes]]:
     version=st.integers(2, 5),
     restart=st.integers(1, 20),
     snapshots=st.booleans(),
+    group=st.sampled_from([1, 600, sst.GROUP_BYTES]),  # blocks decoded one, a few, all at once
+)
+# A key written three times under snapshots, its newest record a delete, within a restart
+# interval and across one (restart interval 2).
+@example(
+    flushes=[[(b"a", False, b"1"), (b"b", False, b"1"), (b"a", False, b"2"), (b"a", False, None)]],
+    compression="lz4",
+    checksum="xxh3",
+    version=5,
+    restart=2,
+    snapshots=True,
+    group=sst.GROUP_BYTES,
+)
+@example(
+    # values past the block size: a block each, the runs of blocks one block long
+    flushes=[[(b"a", False, b"1" * 300), (b"a", False, b"2" * 300), (b"c", False, b"")]],
+    compression="none",
+    checksum="crc32c",
+    version=4,
+    restart=16,
+    snapshots=True,
+    group=1,
 )
 def test_the_module_reads_what_rocksdb_reads(
     tmp_path_factory: pytest.TempPathFactory,
@@ -117,14 +139,33 @@ def test_the_module_reads_what_rocksdb_reads(
     version: int,
     restart: int,
     snapshots: bool,
+    group: int,
 ) -> None:
+    """Each flush's keys behind their own first byte (tables apart: what the module reads;
+    tables whose ranges meet are RocksDB's, below)."""
     path = tmp_path_factory.mktemp("db") / "db"
-    writes = [[(key + (b"\x00" if pad else b""), value) for key, pad, value in w] for w in flushes]
+    writes = [
+        [(bytes([i]) + key + (b"\x00" if pad else b""), value) for key, pad, value in w]
+        for i, w in enumerate(flushes)
+    ]
     _write_db(path, _options(compression, checksum, version, restart), writes, snapshots)
-    tables = _tables(path)
-    assert all(t is not None for t in tables)  # options Spark can set are all read
-    expected = list(rocksdb.iter_db(path))
-    assert _pairs([t for t in tables if t is not None]) == expected
+    tables = [t for t in _tables(path) if t is not None]
+    assert len(tables) == len(list(path.glob("*.sst")))  # options Spark can set are all read
+    assert not sst.overlapping(tables)
+    assert _pairs(tables, group) == list(rocksdb.iter_db(path))
+
+
+def test_tables_whose_ranges_meet_are_told(tmp_path: Path) -> None:
+    """Two flushes writing one key: the newer table shadows the older; the module does not
+    merge them (RocksDB does, ``read.zip_tables`` leaves such a DB to it)."""
+    path = tmp_path / "db"
+    _write_db(path, _options("lz4", "xxh3", 5, 16), [[(b"a", b"1"), (b"c", b"1")], [(b"b", None)]])
+    tables = [t for t in _tables(path) if t is not None]
+    assert len(tables) == 2 and sst.overlapping(tables)
+    with pytest.raises(ValueError, match="RocksDB's merge"):
+        list(sst.db_records(tables))
+    _write_db(path, _options("lz4", "xxh3", 5, 16), [[(b"d", b"2")]])
+    assert sst.overlapping([t for t in _tables(path) if t is not None])
 
 
 def _one_table(tmp_path: Path, options: Any, pairs: int = 400) -> Path:
