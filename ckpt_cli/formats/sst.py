@@ -2,8 +2,9 @@
 every record of a file as offsets into one buffer, with no Python object per record.
 
 RocksDB's ``table/block_based/`` and ``table/format.{h,cc}`` define the layout; NOTES.md
-("An SST reader for replay") records what was checked against Spark 4.3.0's files
-(rocksdbjni 9.x, ``spark.sql.streaming.stateStore.rocksdb.formatVersion`` 5):
+("An SST reader for replay") records what was checked. Spark writes format_version 5
+(``spark.sql.streaming.stateStore.rocksdb.formatVersion``): the fixtures of Spark 3.3-3.5
+have CRC32C checksums and Snappy blocks, those of Spark 4.0-4.3 XXH3 and LZ4.
 
 * the footer is the last 53 bytes: checksum type, the metaindex and index ``BlockHandle``
   (two varint64 each, zero-padded to 41 bytes), ``format_version`` (uint32) and the magic;
@@ -19,12 +20,14 @@ RocksDB's ``table/block_based/`` and ``table/format.{h,cc}`` define the layout; 
 * the properties block (named in the metaindex) gives the comparator, index type, merge
   operand and range deletion counts, and the number of entries.
 
-This is a fast path, not a second RocksDB: ``open_table`` returns None for anything it does
-not read (another footer or format version, a checksum or compression it does not know,
-partitioned or hash indexes, range deletions, merge operands, a data block hash index), and
-the caller then reads the DB with rocksdict. What it does read it checks as RocksDB does:
-a block whose checksum differs, or whose entries do not parse, is a ``FormatError`` naming
-the file and the block's offset.
+A DB whose tables' key ranges lie apart holds their records in turn (``db_records``);
+tables whose ranges meet hold records that shadow each other by sequence number, RocksDB's
+merge to make (``overlapping``). This is a fast path, not a second RocksDB: ``open_table``
+returns None for anything it does not read (another footer or format version, a checksum
+or compression it does not know, partitioned or hash indexes, range deletions, merge
+operands, a data block hash index), and the caller then reads the DB with rocksdict. What
+it does read it checks as RocksDB does: a block whose checksum differs, or whose entries do
+not parse, is a ``FormatError`` naming the file and the block's offset.
 """
 
 from __future__ import annotations
@@ -394,15 +397,6 @@ def _varints(u8: Any, at: Any, most: int = 5) -> tuple[Any, Any]:
 
 class _BadEntry(Exception):
     pass
-
-
-def _ranges(starts: Any, lengths: Any) -> Any:
-    """The concatenation of ``arange(s, s + n)`` for each start and length."""
-    import numpy as np
-
-    total = int(lengths.sum())
-    ends = np.cumsum(lengths)
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
 
 
 def block_records(path: str, blocks: list[bytes]) -> Records:

@@ -9,14 +9,18 @@ Here the changelogs come first and the zip streams past them:
   families) are decompressed whole, their records framed by offset like deltas
   (``bulk.framed_records``), and reduced to the last record per key (``bulk.last_changes``,
   keys hashed in bulk; their hashes, sorted there, are kept for the lookup);
-* the zip's DB is iterated in chunks (``rocksdb.iter_db_flat``: rocksdict's ``items()``,
-  a pair a step in Rust), each packed into one buffer; its keys are hashed the same way and
-  looked up among the changes' (``searchsorted``, then compared byte for byte): a changed
-  key takes its new value or is dropped;
+* the zip's DB is read in runs of records: from its SSTs by ``formats/sst`` (decoded in
+  bulk, a run of blocks at a time) when ``read.zip_tables`` finds their key ranges apart
+  and nothing RocksDB would add (a write-ahead log), else through RocksDB in chunks
+  (``rocksdb.iter_db_flat``: rocksdict's ``items()``, a pair a step in Rust), each packed
+  into one buffer; its keys are hashed the same way and looked up among the changes'
+  (``searchsorted``, then compared byte for byte): a changed key takes its new value or is
+  dropped;
 * the changes no zip key took, in the order they first appear, come last.
 
 So rows come in ``read.iter_state``'s order (the zip's, then keys new in the changelogs),
-and memory is the changelogs plus one chunk. Anything else returns None and
+and memory is the changelogs plus one chunk (and, read by ``formats/sst``, the version's
+SST files, compressed). Anything else returns None and
 ``read.iter_state`` streams it (naming any problem): row checksums, V2/V4 changelogs (column
 families: merge records), a changelog that does not frame, two changed keys whose hashes
 collide, more than ``bulk.BULK_BYTES`` of changelogs.
