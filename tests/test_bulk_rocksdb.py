@@ -314,3 +314,37 @@ def test_a_zip_whose_tables_meet_is_left_to_rocksdb(tmp_path: Path) -> None:
     assert read.zip_tables(ckpt, plan.base, part) is None
     streamed = list(iter_state(ckpt, plan))
     assert _bulk(ckpt, plan) == streamed and streamed
+
+
+def test_a_zip_left_to_rocksdb_has_its_files_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """zip_tables reads the zip and SSTs before it can tell that their ranges meet; the
+    rebuild for RocksDB takes those bytes instead of reading them again."""
+    from types import SimpleNamespace
+
+    from ckpt_cli.replay import read
+
+    ckpt, plan = _plan(_copy("spark4-rocksdb-changelog", tmp_path / "ckpt"), 8)
+    assert plan.base is not None
+    part = ckpt.operators[0].stores[plan.store].partitions[0]
+    assert read.zip_tables(ckpt, plan.base, part) is None  # tables that meet
+    expected = list(iter_state(ckpt, plan))
+    reads: list[str] = []
+    storage = ckpt.storage
+    real_bytes, real_stream = storage.read_bytes, storage.open_stream
+
+    def read_bytes(path: str) -> bytes:
+        reads.append(path)
+        return real_bytes(path)
+
+    def open_stream(path: str) -> Any:
+        reads.append(path)
+        return real_stream(path)
+
+    monkeypatch.setattr(storage, "read_bytes", read_bytes)
+    monkeypatch.setattr(storage, "open_stream", open_stream)
+    where = SimpleNamespace(operator=0, store=plan.store, partition=0)
+    assert _zip_pairs(ckpt, plan.base, where) == expected
+    assert plan.base.path in reads and sum("/SSTs/" in p for p in reads) > 1
+    assert sorted(reads) == sorted(set(reads))  # each file read once

@@ -163,10 +163,11 @@ def block_checksum(kind: int, block: bytes, last_byte: int) -> int | None:
 
 
 def read_block(
-    path: str, data: bytes, offset: int, size: int, checksum_type: int, most: int = 1 << 32
+    path: str, data: bytes, offset: int, size: int, checksum_type: int, most: int | None = None
 ) -> bytes:
     """The block at ``offset`` (``size`` bytes before its trailer), checked and decompressed
-    to at most ``most`` bytes (a LimitExceededError past them)."""
+    to at most ``most`` bytes (by default what the limits allow the file's size), a
+    LimitExceededError past them."""
     end = offset + size
     if offset < 0 or end + BLOCK_TRAILER_BYTES > len(data):
         raise FormatError(path, f"block of {size} bytes runs past the file's end", offset=offset)
@@ -182,6 +183,8 @@ def read_block(
     raw_size, at = _varint(block, 0, path, 5)
     if compression == SNAPPY:
         at = 0
+    if most is None:
+        most = Limits.current().allowed(len(data))
     if raw_size > most:
         Limits.current().check_inflation(path, len(data), raw_size, "an SST block", declared=True)
         raise FormatError(path, f"block declares {raw_size} bytes", offset=offset)
@@ -201,12 +204,6 @@ def read_block(
     if len(out) != raw_size:
         raise FormatError(path, f"block decompresses to {len(out)} bytes, not {raw_size}")
     return bytes(out)
-
-
-def _restarts(path: str, block: bytes) -> tuple[int, Any]:
-    """The end of a block's entries and its restart offsets."""
-    ends, starts, stops = _intervals(path, block, [len(block)])
-    return int(ends[0]), starts
 
 
 def _intervals(path: str, buf: bytes, sizes: list[int]) -> tuple[Any, Any, Any]:
@@ -250,7 +247,8 @@ def _uint32s(u8: Any, at: Any) -> Any:
 
 def block_entries(path: str, block: bytes) -> list[tuple[bytes, bytes]]:
     """A small block's ``(key, value)`` entries, one at a time (metaindex, properties)."""
-    end, _ = _restarts(path, block)
+    ends, _, _ = _intervals(path, block, [len(block)])
+    end = int(ends[0])
     out: list[tuple[bytes, bytes]] = []
     pos, key = 0, b""
     while pos < end:
@@ -366,10 +364,10 @@ def _open(path: str, data: bytes) -> Table:
     entries = number("num.entries")
     first = last = b""
     if blocks:
-        ends = [read_block(path, data, *blocks[i], checksum_type) for i in (0, -1)]
-        if any(len(b) >= 4 and b[-1] >> 7 for b in ends):  # the restart count's top bit
+        outer = [read_block(path, data, *blocks[i], checksum_type) for i in (0, -1)]
+        if any(len(b) >= 4 and b[-1] >> 7 for b in outer):  # the restart count's top bit
             raise _Unsupported("a data block hash index")
-        head, tail = (block_records(path, [b]) for b in ends)
+        head, tail = (block_records(path, [b]) for b in outer)
         first, last = head.key(0), tail.key(len(tail) - 1)
     return Table(path, data, checksum_type, blocks, entries, first, last)
 

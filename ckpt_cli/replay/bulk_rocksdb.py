@@ -117,13 +117,16 @@ def _zip_batches(
     import numpy as np
 
     part = ckpt.operators[plan.operator].stores[plan.store].partitions[plan.partition]
-    tables = zip_tables(ckpt, f, part)
+    read: dict[str, bytes] = {}  # the files zip_tables read, for the rebuild not to read again
+    tables = zip_tables(ckpt, f, part, read)
     if tables is None:
-        with rebuilt_zip(ckpt, f, part) as tmp:
+        with rebuilt_zip(ckpt, f, part, read) as tmp:
             for flat, sizes in rocksdb.iter_db_flat(tmp, path=f.path, size=size):
                 yield Packed.of_flat(flat, sizes)
         return
-    for got in sst.db_records(tables):
+    records = sst.db_records(tables)
+    del tables  # each table's bytes go once it is read
+    for got in records:
         # The newest record of a key decides: a put is its value, a delete drops it.
         put = np.flatnonzero((got.kinds == sst.VALUE) & ~got.repeats)
         yield Packed(

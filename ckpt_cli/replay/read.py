@@ -113,12 +113,17 @@ def _shared_file(ckpt: Checkpoint, f: CheckpointFile, part: Partition, rel: str)
 TABLE_BYTES = 256 << 20
 
 
-def zip_tables(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> list[sst.Table] | None:
+def zip_tables(
+    ckpt: Checkpoint, f: CheckpointFile, part: Partition, read: dict[str, bytes] | None = None
+) -> list[sst.Table] | None:
     """The SSTs of the zip ``f``, for ``formats/sst.db_records``, when they hold the pairs
     RocksDB would read: no write-ahead log to replay, every SST one the module reads, and
     no two whose key ranges meet (a DB just compacted, or written in one flush). None
-    otherwise: ``rebuilt_zip`` then gives RocksDB the directory."""
-    contents = rocksdb_zip.read_zip(f.path, ckpt.storage.read_bytes(f.path))
+    otherwise: ``rebuilt_zip`` then gives RocksDB the directory, from the files this read
+    left in ``read`` (by path) rather than reading them again."""
+    read = {} if read is None else read
+    read[f.path] = ckpt.storage.read_bytes(f.path)
+    contents = rocksdb_zip.read_zip(f.path, read[f.path])
     metadata = contents.metadata
     # A write-ahead log with records (in the zip, or archived under logs/) is replayed by
     # RocksDB on open; Spark's are empty (it flushes before the checkpoint).
@@ -129,7 +134,7 @@ def zip_tables(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> list[sst
     tables = []
     for shared in metadata.sst_files:
         path = _shared_file(ckpt, f, part, f"SSTs/{shared.dfs_file_name}")
-        data = ckpt.storage.read_bytes(path)
+        read[path] = data = ckpt.storage.read_bytes(path)
         if len(data) != shared.size_bytes:
             raise rocksdb_zip.size_differs(path, len(data), shared.size_bytes, f.path)
         table = sst.open_table(path, data)
@@ -137,23 +142,32 @@ def zip_tables(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> list[sst
             return None
         if table.entries:
             tables.append(table)
-    return None if sst.overlapping(tables) else tables
+    if sst.overlapping(tables):
+        return None
+    read.clear()  # the tables hold what they need
+    return tables
 
 
 @contextmanager
-def rebuilt_zip(ckpt: Checkpoint, f: CheckpointFile, part: Partition) -> Iterator[str]:
-    """A temporary RocksDB directory rebuilt from the zip ``f`` and its SSTs."""
-    zip_bytes = ckpt.storage.read_bytes(f.path)
-
-    def listed(rel: str) -> str:
-        return _shared_file(ckpt, f, part, rel)
+def rebuilt_zip(
+    ckpt: Checkpoint, f: CheckpointFile, part: Partition, read: dict[str, bytes] | None = None
+) -> Iterator[str]:
+    """A temporary RocksDB directory rebuilt from the zip ``f`` and its SSTs: those in
+    ``read`` (by path, as ``zip_tables`` leaves them) written from memory, the others
+    streamed from the checkpoint."""
+    read = {} if read is None else read
+    zip_bytes = read.pop(f.path, None) or ckpt.storage.read_bytes(f.path)
 
     def fetch(rel: str) -> bytes:
-        return ckpt.storage.read_bytes(listed(rel))
+        path = _shared_file(ckpt, f, part, rel)
+        return read.pop(path, None) or ckpt.storage.read_bytes(path)
 
     def copy(rel: str, dest: Path) -> int:
+        path = _shared_file(ckpt, f, part, rel)
+        if (data := read.pop(path, None)) is not None:
+            return dest.write_bytes(data)
         size = 0
-        with ckpt.storage.open_stream(listed(rel)) as src, open(dest, "wb") as out:
+        with ckpt.storage.open_stream(path) as src, open(dest, "wb") as out:
             while chunk := src.read(1 << 20):
                 out.write(chunk)
                 size += len(chunk)

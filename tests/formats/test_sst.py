@@ -238,6 +238,25 @@ def test_a_block_declaring_a_huge_size_is_held_to_the_limits(tmp_path: Path) -> 
         list(hostile.records())
 
 
+def test_a_block_read_at_open_declaring_a_huge_size_is_held_to_the_limits(
+    tmp_path: Path,
+) -> None:
+    """The first data block (read at open for the table's first key), its size varint made
+    to say 4 GiB - 1 in the same number of bytes, its checksum fixed: refused before any
+    allocation, as the blocks read later are."""
+    data = bytearray(_one_table(tmp_path, _options("lz4", "xxh3", 5, 16)).read_bytes())
+    table = sst.open_table("t.sst", bytes(data))
+    assert table is not None
+    offset, size = table.blocks[0]
+    _, at = sst._varint(bytes(data[offset : offset + size]), 0, "t.sst")
+    block = b"\xff\xff\xff\xff\x0f" + bytes(data[offset + at : offset + size - (5 - at)])
+    assert len(block) == size
+    checksum = sst.block_checksum(sst.XXH3, block, sst.LZ4)
+    data[offset : offset + size + 5] = block + struct.pack("<BI", sst.LZ4, checksum)
+    with pytest.raises(LimitExceededError, match=r"^t\.sst"):
+        sst.open_table("t.sst", bytes(data))
+
+
 @settings(max_examples=300, deadline=None)
 @given(blocks=st.lists(st.binary(max_size=200), min_size=1, max_size=4))
 def test_arbitrary_blocks_raise_only_format_errors(blocks: list[bytes]) -> None:
