@@ -90,7 +90,7 @@ def write_csv(
     write(_header(schema.header))
     if rows.changes is not None:
         return _write_batches(_tables_of(itertools.islice(rows, limit), schema), schema, write)
-    columnar = columns.columnar_for(rows.decoder) if rows.matches is None else None
+    columnar = columns.rows_columnar(rows)
     progress.start("Replaying partitions", total=len(rows.plans))
     try:
         if columnar is None:

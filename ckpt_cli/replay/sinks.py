@@ -224,7 +224,7 @@ def write_partitions(
     progress.start("Replaying partitions", total=len(plans))
     try:
         parallel = _side_by_side(rows, workers, limit)
-        columnar = rows.matches is None and columnar_for(decoder) is not None
+        columnar = rows_columnar(rows) is not None
         if parallel and _processes(rows, columnar):
             return _write_parallel(rows, out, workers, progress)
         if parallel and columnar:

@@ -3,7 +3,7 @@ entries, checksums of files that are gone; and, with ``--deep``, every file to d
 
 from __future__ import annotations
 
-from ckpt_cli.model import CHECKSUM_KINDS, FileKind
+from ckpt_cli.model import CHECKSUM_KINDS, CheckpointFile, FileKind
 from ckpt_cli.validate.codes import EMPTY_FILE, ORPHAN_FILE, TEMP_FILE, UNKNOWN_FILE, WARNING
 from ckpt_cli.validate.context import ValidationRun
 
@@ -40,7 +40,7 @@ def check_files(run: ValidationRun) -> None:
                 [f.path],
             )
     if run.deep:
-        _queue_everything(run)
+        _queue_everything(run, sidecars)
     # Log entries a restart does not read (deep: the root metadata file too).
     kinds = [FileKind.OFFSETS, FileKind.COMMIT] + ([FileKind.METADATA] if run.deep else [])
     for f in ckpt.of_kind(*kinds):
@@ -48,13 +48,12 @@ def check_files(run: ValidationRun) -> None:
             run.add(EMPTY_FILE, f"{f.path}: empty file", [f.path], severity=WARNING)
 
 
-def _queue_everything(run: ValidationRun) -> None:
+def _queue_everything(run: ValidationRun, sidecars: list[CheckpointFile]) -> None:
     """``--deep``: every state file, and every other file a checksum sidecar covers
     (operator metadata, schemas, SSTs, RocksDB logs, source logs): Hadoop refuses to read
     one whose .crc differs."""
     for f in run.ckpt.of_kind(FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG, FileKind.ZIP):
         run.queue(f)
-    sidecars = run.ckpt.of_kind(*CHECKSUM_KINDS)
     for target in dict.fromkeys(f.target for f in sidecars if f.target):
         covered = run.ckpt.file(target)
         if (
