@@ -11,6 +11,15 @@ numpy and pyarrow, which release the GIL, so threads share the cores without a p
 its own interpreter) each. An error in a source or its work is raised, as it is, where its
 batch would have come; the sources still running are then stopped, as they are when the
 reader stops early.
+
+Why it cannot deadlock: sources are opened strictly in index order, each only when one of
+the ``workers`` places is free, and each open source has a thread of its own (the pool has a
+thread per place). So the open sources are always the next ones the reader needs: the one
+it waits on is open (it makes progress) or is the next to open, and the places before it
+belong to sources the reader has passed, whose remaining work the doers finish on their
+own. (Before, every source's thread waited for a place at once, and a later source could
+take a place an earlier one freed: with every place held by sources blocked on a full
+queue, the source the reader waited for never started.)
 """
 
 from __future__ import annotations
@@ -37,8 +46,8 @@ def in_order(
     sources: Sequence[Callable[[], Iterator[Callable[[], T]]]], workers: int, depth: int = DEPTH
 ) -> Iterator[T]:
     """What the work of ``sources`` makes, source after source: each source (called once, in
-    a worker thread; up to ``workers`` at a time) gives calls without arguments, and
-    ``workers`` threads make the batches of the source being read."""
+    a worker thread; up to ``workers`` at a time, opened in order) gives calls without
+    arguments, and ``workers`` threads make the batches of the source being read."""
     if workers <= 1 or not sources:
         for source in sources:
             for work in source():
@@ -56,17 +65,9 @@ def _ordered(
 ) -> Iterator[Any]:
     stop = threading.Event()
     queues: list[queue.Queue[tuple[int, Any]]] = [queue.Queue(depth) for _ in sources]
-    # A source is open from its call until all its work is done: at most ``workers`` at
-    # once, so memory holds no more sources' merged files than ``workers`` threads would.
-    open_sources = threading.Semaphore(workers)
 
     def run(index: int) -> None:
         out = queues[index]
-        while not open_sources.acquire(timeout=0.05):
-            if stop.is_set():
-                return
-        if stop.is_set():
-            return
         batches = None
         try:
             batches = sources[index]()  # a source that fails to start is an error too
@@ -81,15 +82,14 @@ def _ordered(
             if close is not None:
                 close()
 
-    # Threads take sources first come first served: when the reader waits on source k,
-    # every source before it has ended, so source k has a thread.
+    # A thread per place: an opened source never waits for a thread.
     pool = ThreadPoolExecutor(max_workers=min(workers, len(sources)))
+    opener = _Opener(len(sources), workers, lambda index: pool.submit(run, index))
     pending: collections.deque[Future[Any]] = collections.deque()
     try:
-        for index in range(len(sources)):
-            pool.submit(run, index)
+        opener.open_more()
         for out in queues:
-            work = _Work(open_sources)  # this source's, given to the doers
+            work = _Work(opener.close_one)  # this source's, given to the doers
             while True:
                 kind, batch = out.get()
                 if kind == _ITEM:
@@ -107,17 +107,49 @@ def _ordered(
             yield pending.popleft().result()
     finally:
         stop.set()
+        opener.shut()
         for future in pending:
             future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Opener:
+    """Opens sources in index order, at most ``places`` at once: ``open_more`` at the start
+    and ``close_one`` each time an open source is done (from any thread)."""
+
+    def __init__(self, count: int, places: int, start: Callable[[int], Any]) -> None:
+        self._lock = threading.Lock()
+        self._count = count
+        self._free = places
+        self._next = 0
+        self._start = start
+        self._shut = False
+
+    def open_more(self) -> None:
+        # Under the lock: sources start in order, and never after ``shut`` (the pool is
+        # being shut down then).
+        with self._lock:
+            while self._free > 0 and self._next < self._count and not self._shut:
+                self._start(self._next)
+                self._next += 1
+                self._free -= 1
+
+    def close_one(self) -> None:
+        with self._lock:
+            self._free += 1
+        self.open_more()
+
+    def shut(self) -> None:
+        with self._lock:
+            self._shut = True
 
 
 class _Work:
     """A source's work not yet done. The source closes (its place among the open ones is
     released) once it has ended and all its work is done: nothing holds its files then."""
 
-    def __init__(self, open_sources: threading.Semaphore) -> None:
-        self._open_sources = open_sources
+    def __init__(self, closed: Callable[[], None]) -> None:
+        self._closed = closed
         self._lock = threading.Lock()
         self._left = 0
         self._ended = False
@@ -133,14 +165,14 @@ class _Work:
             self._ended = True
             closed = self._left == 0
         if closed:
-            self._open_sources.release()
+            self._closed()
 
     def _done(self, _: Future[Any]) -> None:
         with self._lock:
             self._left -= 1
             closed = self._ended and self._left == 0
         if closed:
-            self._open_sources.release()
+            self._closed()
 
 
 def _put(out: queue.Queue[tuple[int, Any]], item: tuple[int, Any], stop: threading.Event) -> bool:
