@@ -39,7 +39,7 @@ def test_healthy_checkpoint(tmp_path: Path) -> None:
     assert h.watermark == iso_ms(latest.batch_watermark_ms) and h.watermark is not None
 
     first = run_cli("versions", str(root)).stdout.splitlines()[0]
-    assert first.startswith(f"last activity {iso_ms(latest.batch_timestamp_ms)[:10]} ")
+    assert first.startswith(f"last activity {str(iso_ms(latest.batch_timestamp_ms))[:10]} ")
     assert "files modified" not in first  # written with the batch: one time is enough
     assert "last committed 19 · restartable: yes" in first
     assert "watermark 2024-01-01 00:35:30" in first

@@ -323,13 +323,13 @@ def test_library_dry_runs_never_refuse(tmp_path: Path) -> None:
     plan_latest_batch(root)
     storage = Storage.from_url(str(root))
     before = snapshot(root)
-    runs = [
-        run_cleanup(storage, retain=1, min_age=60).plan,
-        run_repair(storage, min_age=60).plan,
-    ]
     plan = plan_cleanup(Checkpoint.open(str(root)), retain=1, min_age=60, force=False)
-    for planned in (*runs, plan):
-        low, active = planned.warnings
+    warnings = [
+        run_cleanup(storage, retain=1, min_age=60).plan.warnings,
+        run_repair(storage, min_age=60).plan.warnings,
+        plan.warnings,
+    ]
+    for low, active in warnings:
         assert "is below the default 1h: applying needs force=True" in low
         assert active.startswith("the query looks active (the last batch (9) was planned ")
         assert active.endswith(": applying refuses unless force=True")
