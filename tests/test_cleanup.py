@@ -147,6 +147,8 @@ def test_active_query_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "looks active" in result.stderr
     forced = run_cli("cleanup", str(root), "--retain", "1", "--apply", "--yes", "--force")
     assert forced.exit_code == 0
+    assert "warning: the query looks active (" in forced.stderr
+    assert "): going ahead with --force" in forced.stderr
 
 
 def test_apply_without_yes_needs_a_terminal(tmp_path: Path) -> None:

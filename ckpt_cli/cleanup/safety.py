@@ -230,7 +230,11 @@ def plan_warnings(activity: Activity, *, force: bool | None) -> list[str]:
     if force is False and activity.min_age < DEFAULT_MIN_AGE_SECONDS:
         out.append(f"{_low_min_age(activity.min_age)}: applying needs force=True")
     if activity.active:
-        then = {None: "", False: ": applying refuses unless force=True", True: ": force=True"}
+        then = {
+            None: "",
+            False: ": applying refuses unless force=True",
+            True: ": going ahead with force=True",
+        }
         out.append(activity.refusal() + then[force])
     if activity.note:
         out.append(activity.note)
