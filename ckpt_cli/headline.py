@@ -1,5 +1,5 @@
-"""The one line an operator reads first: when the query last wrote, its watermark, the last
-committed batch, and whether it can restart, and if not, why.
+"""The one line an operator reads first: when the query last ran a batch, its watermark, the
+last committed batch, and whether it can restart, and if not, why.
 
 Restartability is ``validate``'s verdict on a restart (its checks of the logs, the sources'
 logs, the listing and the plan of the state versions a restart loads), without decoding the
@@ -12,20 +12,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.cleanup.safety import query_activity
 from ckpt_cli.errors import FormatError
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.model import Checkpoint
 from ckpt_cli.units import iso_ms
 from ckpt_cli.validate import ERROR, validate
 
-# The log files whose modification time says when the query last did something.
-_ACTIVITY_KINDS = (FileKind.OFFSETS, FileKind.COMMIT)
+# Planning a batch and writing its offsets entry take well under this, and two machines'
+# clocks may differ by seconds: further apart, the files were copied or restored later.
+FILES_APART_MS = 60_000
 
 
 @dataclass(frozen=True)
 class Headline:
-    # The newest offsets/ or commits/ file written (listing mtime), else the newest planned.
+    # When the last batch was planned (its batchTimestampMs: the age `ckpt batches` shows for
+    # it), else when offsets/ was last written; ages in seconds, negative for a time ahead of
+    # this machine's clock.
     last_activity_ms: int | None
     last_activity: str | None
+    last_activity_age_seconds: float | None
+    # When offsets/ was last written (the listing's modification times): apart from the last
+    # activity after a copy, a restore or a download.
+    files_modified_ms: int | None
+    files_modified: str | None
+    files_modified_age_seconds: float | None
     latest_planned: str | None  # batchTimestampMs of the newest readable offsets entry
     watermark: str | None  # its batchWatermarkMs (None: no watermark)
     latest_committed: int | None
@@ -34,27 +44,39 @@ class Headline:
     codes: list[str]
     decoded: bool  # False: state files were planned and found, not decoded
 
+    @property
+    def files_apart(self) -> bool:
+        """Whether offsets/ was written apart from the last activity (worth showing)."""
+        if self.files_modified_ms is None or self.last_activity_ms is None:
+            return False
+        return abs(self.files_modified_ms - self.last_activity_ms) > FILES_APART_MS
+
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def headline(checkpoint: Checkpoint) -> Headline:
+def headline(checkpoint: Checkpoint, *, now: float | None = None) -> Headline:
     """The headline of ``checkpoint``; never raises for a damaged log entry."""
     view = checkpoint.tolerant_view()
     report = validate(view, decode=False)
     errors = report.at_or_above(ERROR)
-    times = [f.entry.mtime for f in checkpoint.of_kind(*_ACTIVITY_KINDS) if f.entry.mtime]
-    activity = int(max(times) * 1000) if times else None
+    # The activity the safety checks judge: the same batch time and file time.
+    activity = query_activity(view, now=now)
     try:
         latest = view.latest_offsets
     except FormatError:  # the tolerant view skips unreadable entries; nothing readable
         latest = None
     watermark = latest.batch_watermark_ms if latest else None
-    if activity is None and latest is not None:
-        activity = latest.batch_timestamp_ms  # a store that gives no modification times
+    last, last_age = activity.planned_ms, activity.planned_age
+    if last is None:  # unreadable, or no batch time: when offsets/ was written
+        last, last_age = activity.written_ms, activity.written_age
     return Headline(
-        last_activity_ms=activity,
-        last_activity=iso_ms(activity),
+        last_activity_ms=last,
+        last_activity=iso_ms(last),
+        last_activity_age_seconds=last_age,
+        files_modified_ms=activity.written_ms,
+        files_modified=iso_ms(activity.written_ms),
+        files_modified_age_seconds=activity.written_age,
         latest_planned=iso_ms(latest.batch_timestamp_ms) if latest else None,
         # 0 is Spark's "no watermark yet".
         watermark=iso_ms(watermark) if watermark else None,

@@ -191,8 +191,10 @@ def _headline_html(head: Headline) -> str:
         if head.restartable
         else f'<span class="error">no</span>, because {html.escape("; ".join(head.because))}'
     )
-    rows = {
-        "Last activity": head.last_activity or "unknown",
+    rows = {"Last activity": head.last_activity or "unknown"}
+    if head.files_apart and head.files_modified:  # a copy or restore: as `ckpt versions` says
+        rows["Files modified"] = head.files_modified
+    rows |= {
         "Watermark": head.watermark or "none",
         "Last committed batch": (
             "none" if head.latest_committed is None else f"{head.latest_committed:,}"

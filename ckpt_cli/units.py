@@ -13,6 +13,19 @@ def iso_ms(ms: int | None) -> str | None:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def seconds_since(ms: int, now: float) -> float:
+    """Seconds from epoch milliseconds ``ms`` to ``now`` (epoch seconds), to the millisecond:
+    the age of a batch or a file. Negative when ``ms`` is after ``now`` (clocks apart)."""
+    return round(now - ms / 1000, 3)
+
+
+def ago(seconds: float) -> str:
+    """An age in words: ``5m 3s ago``, or ``2s in the future`` (another machine's clock)."""
+    if seconds < 0:
+        return f"{human_duration(-seconds)} in the future"
+    return f"{human_duration(seconds)} ago"
+
+
 def human_bytes(n: int) -> str:
     """Binary units, as ``ls -h`` and Spark's UI count: ``1536`` -> ``1.5 KiB``."""
     size = float(n)

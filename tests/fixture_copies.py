@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,40 @@ def age_everything(root: Path, seconds: float = 7200) -> None:
 
 def latest(root: Path) -> int:
     return max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
+
+
+def latest_offsets(root: Path) -> Path:
+    return max(
+        (p for p in (root / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+    )
+
+
+def touch_everything(root: Path, when: float | None = None) -> None:
+    """Every file and directory modified at ``when`` (default now), as ``cp -r``, a restore
+    or a download leaves a checkpoint: its batches keep their old batchTimestampMs."""
+    when = time.time() if when is None else when
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (when, when), follow_symlinks=False)
+
+
+def plan_latest_batch(root: Path, seconds_ago: float = 0.0) -> int:
+    """As a running query leaves it: the newest offsets entry planned ``seconds_ago``
+    (its batchTimestampMs rewritten, its Hadoop .crc with it) and written then. Returns the
+    batchTimestampMs written."""
+    from ckpt_cli.formats.checksums import hadoop_crc_bytes
+
+    entry = latest_offsets(root)
+    stamp = round((time.time() - seconds_ago) * 1000)
+    data, n = re.subn(
+        rb'"batchTimestampMs":\d+', b'"batchTimestampMs":%d' % stamp, entry.read_bytes()
+    )
+    assert n == 1, entry
+    entry.write_bytes(data)
+    crc = entry.parent / f".{entry.name}.crc"
+    if crc.exists():
+        crc.write_bytes(hadoop_crc_bytes(data))
+    os.utime(entry, (stamp / 1000, stamp / 1000))
+    return stamp
 
 
 def truncate_latest_delta(root: Path) -> None:

@@ -22,7 +22,7 @@ from tests.conftest import (
     replay_args,
     run_cli,
 )
-from tests.fixture_copies import age_everything
+from tests.fixture_copies import age_everything, plan_latest_batch
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 
@@ -142,14 +142,13 @@ def test_young_files_are_never_planned(tmp_path: Path) -> None:
 def test_active_query_is_refused(tmp_path: Path) -> None:
     root = copy(HDFS, tmp_path)
     age_everything(root)
-    newest = max(
-        (root / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1
-    )
-    os.utime(newest)  # written just now: the query looks active
+    plan_latest_batch(root)  # planned and written just now: the query looks active
     result = run_cli("cleanup", str(root), "--retain", "1", "--apply", "--yes")
     assert result.exit_code == 2 and "looks active" in result.stderr
     forced = run_cli("cleanup", str(root), "--retain", "1", "--apply", "--yes", "--force")
     assert forced.exit_code == 0
+    assert "warning: the query looks active (" in forced.stderr
+    assert "): going ahead with --force" in forced.stderr
 
 
 def test_apply_without_yes_needs_a_terminal(tmp_path: Path) -> None:

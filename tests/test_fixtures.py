@@ -147,6 +147,9 @@ def test_cli_json_matches_library(case: Case) -> None:
     report: dict[str, Any] = result.json()
     assert report["status"] == "ok"
     library = json.loads(json.dumps(describe_versions(open_case(case)).to_json()))
+    for doc in (report, library):  # ages, measured at each call
+        for key in ("last_activity_age_seconds", "files_modified_age_seconds"):
+            assert isinstance(doc["headline"].pop(key), float)
     assert report == library
     # Every file is counted exactly once across the kinds.
     assert sum(report["files"]["by_kind"].values()) == report["files"]["count"]

@@ -11,6 +11,7 @@ from ckpt_cli.formats import logs
 from ckpt_cli.headline import headline
 from ckpt_cli.units import iso_ms
 from tests.conftest import CASES_DIR, run_cli
+from tests.fixture_copies import plan_latest_batch, touch_everything
 from tests.test_batches import copy_checkpoint
 
 JOIN = CASES_DIR / "spark4-join" / "checkpoint"
@@ -19,22 +20,57 @@ AGG = CASES_DIR / "spark4-hdfs-agg" / "checkpoint"
 
 def test_healthy_checkpoint(tmp_path: Path) -> None:
     root = copy_checkpoint(tmp_path, JOIN)
-    when = 1_795_000_000.25
+    latest = logs.parse_offsets("o", 19, (root / "offsets" / "19").read_bytes())
+    planned = latest.batch_timestamp_ms / 1000
+    # As Spark left them: each entry written as its batch was planned, the commit after.
     for log in ("offsets", "commits"):
         for f in (root / log).iterdir():
-            os.utime(f, (when - 60, when - 60))
-    os.utime(root / "commits" / "19", (when, when))
-    h = headline(ckpt_cli.open(str(root)))
-    latest = logs.parse_offsets("o", 19, (root / "offsets" / "19").read_bytes())
+            os.utime(f, (planned - 60, planned - 60))
+    os.utime(root / "offsets" / "19", (planned + 0.25, planned + 0.25))
+    os.utime(root / "commits" / "19", (planned + 5, planned + 5))
+    h = headline(ckpt_cli.open(str(root)), now=planned + 600)
     assert h.restartable and h.because == [] and h.latest_committed == 19
-    assert h.last_activity_ms == 1_795_000_000_250 and h.last_activity == iso_ms(h.last_activity_ms)
+    # The last activity is the last batch's own time, as `ckpt batches` shows it.
+    assert h.last_activity_ms == latest.batch_timestamp_ms
+    assert h.last_activity == iso_ms(h.last_activity_ms) == h.latest_planned
+    assert h.last_activity_age_seconds == 600.0
+    assert h.files_modified_ms == latest.batch_timestamp_ms + 250  # offsets/, not commits/
+    assert h.files_modified_age_seconds == 599.75 and not h.files_apart
     assert h.watermark == iso_ms(latest.batch_watermark_ms) and h.watermark is not None
-    assert h.latest_planned == iso_ms(latest.batch_timestamp_ms)
 
     first = run_cli("versions", str(root)).stdout.splitlines()[0]
-    assert first.startswith("last activity 2026-11-18 ")
+    assert first.startswith(f"last activity {str(iso_ms(latest.batch_timestamp_ms))[:10]} ")
+    assert "files modified" not in first  # written with the batch: one time is enough
     assert "last committed 19 · restartable: yes" in first
     assert "watermark 2024-01-01 00:35:30" in first
+
+
+def test_a_copy_shows_the_batch_time_and_the_file_time(tmp_path: Path) -> None:
+    root = copy_checkpoint(tmp_path)
+    planned = plan_latest_batch(root, 3 * 86400 + 5 * 3600 + 1800)  # 3d 5h 30m ago
+    touch_everything(root)  # copied just now
+    h = headline(ckpt_cli.open(str(root)))
+    assert h.last_activity_ms == planned and h.files_apart
+    assert h.last_activity_age_seconds is not None and h.files_modified_age_seconds is not None
+    assert 3 * 86400 + 5 * 3600 + 1800 <= h.last_activity_age_seconds < 3 * 86400 + 6 * 3600
+    assert 0 <= h.files_modified_age_seconds < 60
+    first = run_cli("versions", str(root)).stdout.splitlines()[0]
+    assert " UTC (3d 5h ago) · files modified " in first and "s ago · watermark" in first
+
+
+def test_versions_and_batches_show_the_same_age(tmp_path: Path) -> None:
+    root = copy_checkpoint(tmp_path)
+    planned = plan_latest_batch(root, 2 * 86400 + 7 * 3600 + 1800)  # 2d 7h 30m ago
+    touch_everything(root)
+    versions = run_cli("versions", str(root), "--json").json()["headline"]
+    batches = run_cli("batches", str(root), "--json").json()["batches"]
+    assert versions["last_activity_ms"] == batches[-1]["planned_ms"] == planned
+    assert abs(versions["last_activity_age_seconds"] - batches[-1]["age_seconds"]) < 30
+    first = run_cli("versions", str(root)).stdout.splitlines()[0]
+    table = run_cli("batches", str(root), "--last", "1").stdout
+    assert "(2d 7h ago)" in first
+    (row,) = [line for line in table.splitlines() if line.startswith("│     9 ")]
+    assert "│ 2d 7h │" in row
 
 
 def test_unreadable_latest_offsets_still_shows_everything(tmp_path: Path) -> None:

@@ -72,8 +72,13 @@ def normalise(obj: Any, url: str, local: Path) -> Any:
                     "mtime",
                     "modified",
                     # modification times: milliseconds locally, seconds on S3
-                    "last_activity",
-                    "last_activity_ms",
+                    "files_modified",
+                    "files_modified_ms",
+                    "written",
+                    "written_ms",
+                    # ages in words
+                    "note",
+                    "warnings",
                 )
                 and not k.endswith("age_seconds")
             }

@@ -29,6 +29,7 @@ from tests.fixture_copies import (
     age_everything,
     in_memory_store,
     memory_objects,
+    plan_latest_batch,
     truncate_latest_delta,
 )
 from tests.kill_support import tree
@@ -206,10 +207,10 @@ def test_refusals(tmp_path: Path) -> None:
     assert "no repartition to undo" in refusal(str(path), "--undo")
     crashed = copy("spark4-crash-hdfs", tmp_path)
     assert "is not committed" in refusal(str(crashed), "-p", "3")
-    # A query that ran a minute ago looks active: --apply refuses unless --force.
+    # A query that planned a batch a minute ago looks active: --apply refuses unless --force.
     active = tmp_path / "active"
     shutil.copytree(fixture("spark4-hdfs-agg"), active)
-    (active / "offsets" / "9").touch()  # written a moment ago
+    plan_latest_batch(active, 60)
     assert "looks active" in refusal(str(active), "-p", "3", "--apply", "-y")
     # --min-age 0 would switch that check off: as in cleanup and repair, it needs --force.
     assert "below the default" in refusal(str(active), "-p", "3", "--apply", "-y", "--min-age", "0")

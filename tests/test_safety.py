@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -18,15 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli.cleanup import apply_cleanup, plan_cleanup
+from ckpt_cli.cleanup import apply_cleanup, plan_cleanup, run_cleanup
+from ckpt_cli.cleanup.safety import query_activity
 from ckpt_cli.cli.common import parse_duration
 from ckpt_cli.errors import LockHeldError, OutsideCheckpointError, SafetyCheckError, UsageError
 from ckpt_cli.lock import LOCK_NAME, acquire, checkpoint_lock, read_lock, release
 from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.repair import apply_repair, plan_repair
+from ckpt_cli.repair import apply_repair, plan_repair, run_repair
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, REPO, run_cli
-from tests.fixture_copies import age_everything
+from tests.fixture_copies import (
+    age_everything,
+    plan_latest_batch,
+    touch_everything,
+    truncate_latest_delta,
+)
 from tests.kill_support import kill_after
 from tests.servers import AzureServer, S3Server
 
@@ -132,11 +139,12 @@ def test_storage_refuses_paths_that_resolve_outside(tmp_path: Path) -> None:
 def test_apply_cleanup_refuses_an_active_query(tmp_path: Path) -> None:
     root = copy(HDFS, tmp_path)
     age_everything(root)
-    os.utime(root / f"offsets/{latest(root)}")  # written just now: the query is running
+    plan_latest_batch(root, 40)  # planned and written 40 s ago: the query is running
     ckpt = Checkpoint.open(str(root))
     plan = plan_cleanup(ckpt, retain=1)
     assert plan.deletions
-    with pytest.raises(SafetyCheckError, match="looks active"):
+    both = r"batch \(9\) was planned 4\ds ago and offsets/ was last written 4\ds ago, both under"
+    with pytest.raises(SafetyCheckError, match=f"looks active .*{both}"):
         apply_cleanup(ckpt, plan)
     assert all((root / d.path).exists() for d in plan.deletions)
     assert apply_cleanup(ckpt, plan, force=True).deleted == len(plan.deletions)
@@ -164,7 +172,7 @@ def test_apply_repair_has_the_same_guards(tmp_path: Path) -> None:
     n = latest(root)
     delta = root / f"state/0/1/{n + 1}.delta"
     delta.write_bytes(delta.read_bytes()[:-8])  # truncated just now: a rollback is planned
-    os.utime(root / f"offsets/{n}")  # planned just now: the query looks active
+    plan_latest_batch(root)  # planned just now: the query looks active
     ckpt = Checkpoint.open(str(root))
     plan = plan_repair(ckpt)
     assert plan.rollback_to is not None
@@ -191,6 +199,161 @@ def test_cli_repair_refuses_young_temp_files(tmp_path: Path) -> None:
     temp.write_bytes(b"LZ4Block")
     result = run_cli("repair", str(root), "--apply", "--yes")
     assert result.exit_code == 2 and "modified" in result.stderr and temp.exists()
+
+
+# -- the active-query check: when the last batch was planned, when offsets/ was written --------
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_copy_is_not_an_active_query(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    touch_everything(root)  # cp -r, a restore, a download: new files, batches days old
+    activity = query_activity(Checkpoint.open(str(root)))
+    assert not activity.active and activity.signals == ["written"]
+    assert activity.planned_age is not None and activity.planned_age > 86400
+    assert activity.written_age is not None and 0 <= activity.written_age < 60
+    assert activity.note is not None and "(a copy or restore?)" in activity.note
+    before = snapshot(root)
+    result = run_cli("cleanup", str(root), "--retain", "1", "--apply", "--yes", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = result.json()
+    assert doc["query_active"] is False and doc["activity"]["signals"] == ["written"]
+    assert any("a copy or restore?" in w for w in doc["warnings"])
+    # Every file is new: none is deleted (their times cannot tell a write in progress).
+    assert doc["result"]["deleted"] == 0 and doc["kept_too_young"]
+    assert snapshot(root) == before
+    text = run_cli("cleanup", str(root), "--retain", "1")
+    assert text.exit_code == 0 and "looks active" not in text.stderr
+    assert "warning: offsets/ was last written " in text.stderr
+    assert "but the last batch (9) was planned " in text.stderr
+    moved = run_cli("repartition", str(root), "-p", "3", "--apply", "-y")
+    assert moved.exit_code == 0, moved.stderr
+
+
+def test_repairing_a_copy_is_refused_for_its_young_files_only(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    truncate_latest_delta(root)  # a rollback to plan
+    touch_everything(root)
+    result = run_cli("repair", str(root), "--apply", "--yes")
+    assert result.exit_code == 2 and "looks active" not in result.stderr
+    err = one_line(result.stderr)
+    assert ": modified 0 s ago, under --min-age 1h" in err
+    assert "(a copy or restore?)" in err and "every file of a copy is new" in err
+    forced = run_cli("repair", str(root), "--apply", "--yes", "--force")
+    assert forced.exit_code == 0, forced.stderr
+
+
+def test_planned_and_written_just_now_is_refused_naming_both(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    temp = root / "state/0/0/.12.delta.0b3b0a9e-2f5e-4a43-9c7e-3d3b3c1f0a11.tmp"
+    temp.write_bytes(b"LZ4Block")  # something for repair to do
+    age_everything(root)
+    plan_latest_batch(root, 30)
+    before = snapshot(root)
+    both = (
+        r"the query looks active \(the last batch \(9\) was planned 3\ds ago and offsets/ was "
+        r"last written 3\ds ago, both under --min-age 1h\)"
+    )
+    for command, *args in (
+        ("cleanup", "--retain", "1"),
+        ("repair",),
+        ("repartition", "-p", "3"),
+    ):
+        refused = run_cli(command, str(root), *args, "--apply", "--yes")
+        assert refused.exit_code == 2, (command, refused.stdout)
+        assert re.search(both, one_line(refused.stderr)), refused.stderr
+        # The dry run plans, and says what --apply would refuse.
+        dry = run_cli(command, str(root), *args)
+        assert dry.exit_code in (0, 1), (command, dry.stderr)
+        assert re.search(both + ": applying refuses unless --force", one_line(dry.stderr))
+    assert snapshot(root) == before
+
+
+def test_a_batch_time_ahead_of_this_clock_counts_as_young(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    plan_latest_batch(root, -30)  # Spark's machine 30 s ahead of this one
+    activity = query_activity(Checkpoint.open(str(root)))
+    assert activity.active and activity.signals == ["planned", "written"]
+    assert activity.planned_age is not None and -31 < activity.planned_age < -25
+    assert "was planned 2" in activity.evidence() and "s in the future" in activity.evidence()
+
+
+def test_without_a_batch_time_the_file_time_decides(tmp_path: Path) -> None:
+    # Continuous processing writes offsets entries without batch metadata (an empty line).
+    root = copy(HDFS, tmp_path)
+    entry = root / "offsets/9"
+    header, _, sources = entry.read_text().split("\n", 2)
+    entry.write_text(f"{header}\n\n{sources}")
+    (root / "offsets/.9.crc").unlink()
+    age_everything(root)
+    assert not query_activity(Checkpoint.open(str(root))).active
+    os.utime(entry)
+    activity = query_activity(Checkpoint.open(str(root)))
+    assert activity.active and activity.planned_ms is None and activity.signals == ["written"]
+    assert "batch 9's batchTimestampMs cannot be read" in activity.evidence()
+
+
+def test_an_unfinished_repartition_is_judged_by_its_file_time(tmp_path: Path) -> None:
+    # A repartition writes offsets/N+1 with batch N's batchTimestampMs and commits it last:
+    # until then its writer may be running, whatever that time says.
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    assert run_cli("repartition", str(root), "-p", "3", "--apply", "-y").exit_code == 0
+    for name in ("commits/10", "commits/.10.crc"):
+        (root / name).unlink()
+    activity = query_activity(Checkpoint.open(str(root)))
+    assert activity.active and activity.copied_from == 9 and activity.signals == ["written"]
+    assert "repeats batch 9's batchTimestampMs (a repartition" in activity.evidence()
+    refused = run_cli("repartition", str(root), "-p", "3", "--apply", "-y")
+    assert refused.exit_code == 2 and "looks active" in refused.stderr
+    age_everything(root)  # the repartition was left two hours ago
+    assert not query_activity(Checkpoint.open(str(root))).active
+    assert run_cli("repartition", str(root), "-p", "3", "--apply", "-y").exit_code == 0
+
+
+def test_library_dry_runs_never_refuse(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    truncate_latest_delta(root)
+    plan_latest_batch(root)
+    storage = Storage.from_url(str(root))
+    before = snapshot(root)
+    plan = plan_cleanup(Checkpoint.open(str(root)), retain=1, min_age=60, force=False)
+    warnings = [
+        run_cleanup(storage, retain=1, min_age=60).plan.warnings,
+        run_repair(storage, min_age=60).plan.warnings,
+        plan.warnings,
+    ]
+    for low, active in warnings:
+        assert "is below the default 1h: applying needs force=True" in low
+        assert active.startswith("the query looks active (the last batch (9) was planned ")
+        assert active.endswith(": applying refuses unless force=True")
+    assert snapshot(root) == before
+    with pytest.raises(SafetyCheckError, match="below the default"):
+        run_cleanup(storage, retain=1, min_age=0, apply=True)
+    with pytest.raises(SafetyCheckError, match="looks active"):
+        run_repair(storage, apply=True)
+    assert snapshot(root) == before
+
+
+def test_repartition_dry_run_warns_of_a_low_min_age(tmp_path: Path) -> None:
+    root = copy(HDFS, tmp_path)
+    age_everything(root)
+    dry = run_cli("repartition", str(root), "-p", "3", "--min-age", "0", "--json")
+    assert dry.exit_code == 0, dry.stderr
+    assert dry.json()["warnings"] == [
+        "min_age=0s is below the default 1h: applying needs force=True"
+    ]
+    text = run_cli("repartition", str(root), "-p", "3", "--min-age", "0")
+    assert text.exit_code == 0
+    assert "warning: --min-age 0s is below the default 1h: applying needs --force" in text.stderr
+    refused = run_cli("repartition", str(root), "-p", "3", "--min-age", "0", "--apply", "-y")
+    assert refused.exit_code == 2 and "below the default 1h" in refused.stderr
 
 
 # -- --min-age ----------------------------------------------------------------------------------
@@ -227,12 +390,25 @@ def test_min_age_below_default_needs_force(tmp_path: Path) -> None:
     root = copy(HDFS, tmp_path)
     age_everything(root)
     before = snapshot(root)
-    for args in (["--min-age", "0s", "--apply", "--yes"], ["--min-age", "30m"], ["--min-age", "0"]):
-        result = run_cli("cleanup", str(root), "--retain", "1", *args)
-        assert result.exit_code == 2, args
+    for min_age in ("0s", "30m"):
+        result = run_cli(
+            "cleanup", str(root), "--retain", "1", "--min-age", min_age, "--apply", "-y"
+        )
+        assert result.exit_code == 2, min_age
         assert "below the default 1h" in result.stderr and "still writing" in result.stderr
     result = run_cli("repair", str(root), "--min-age", "10m", "--apply", "--yes")
     assert result.exit_code == 2 and "below the default 1h" in result.stderr
+    # A dry run plans, and warns of what --apply would refuse.
+    for min_age in ("0", "30m"):
+        dry = run_cli("cleanup", str(root), "--retain", "1", "--min-age", min_age)
+        assert dry.exit_code == 0 and "OLD_VERSION" in dry.stdout, dry.stderr
+        warning = f"warning: --min-age {min_age.rstrip('s')}"
+        assert (
+            warning in dry.stderr and "below the default 1h: applying needs --force" in dry.stderr
+        )
+    plan = run_cli("cleanup", str(root), "--retain", "1", "--min-age", "0", "--json").json()
+    assert plan["applied"] is False and plan["files"] > 0
+    assert plan["warnings"] == ["min_age=0s is below the default 1h: applying needs force=True"]
     assert snapshot(root) == before
     # orphans only reports: any --min-age is fine there.
     assert run_cli("orphans", str(root), "--retain", "1", "--min-age", "0").exit_code == 1

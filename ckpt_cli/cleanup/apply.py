@@ -13,6 +13,7 @@ from ckpt_cli.cleanup.plan import CleanupPlan, Deletion
 from ckpt_cli.cleanup.retention import plan_cleanup
 from ckpt_cli.cleanup.safety import (
     DEFAULT_MIN_AGE_SECONDS,
+    check_min_age,
     check_old_enough,
     check_stopped,
 )
@@ -69,8 +70,9 @@ def apply_cleanup(
     """Write the manifest, then delete the plan's files in its order, in batches.
 
     The safety checks are here, whatever the caller: a ``plan.min_age`` below the default, an
-    active query (newest offsets entry younger than ``plan.min_age``) and files younger than it
-    are refused unless ``force``; files resolving outside the checkpoint are left alone and
+    active query (its last batch planned and offsets/ written within ``plan.min_age``, see
+    :func:`~ckpt_cli.cleanup.safety.query_activity`) and files younger than it are refused
+    unless ``force``; files resolving outside the checkpoint are left alone and
     returned in ``refused``; the checkpoint lock is held while deleting (``break_lock``: take
     over a stale one, see :mod:`ckpt_cli.lock`).
     """
@@ -129,7 +131,10 @@ def run_cleanup(
 ) -> CleanupRun:
     """``ckpt cleanup`` as one call: plan, and with ``apply`` delete. Applying lists and plans
     under the checkpoint lock, so a second cleanup cannot act on a stale plan; the lock is
-    released before this returns."""
+    released before this returns. A dry run never refuses for safety: the plan's
+    ``warnings`` say what applying would refuse."""
+    if apply:
+        check_min_age(min_age, force=force)  # before listing
     lock = checkpoint_lock(storage, "ckpt cleanup", break_lock=break_lock)
     with lock if apply else nullcontext():
         ckpt = Checkpoint.open(storage, progress=progress)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_cli.results import Result
+
+if TYPE_CHECKING:
+    from ckpt_cli.cleanup.safety import Activity
 
 # Deletion classes (codes in the JSON, like validate's finding codes), in the order they are
 # deleted.
@@ -103,8 +106,14 @@ class CleanupPlan(Result):
     # Files no retained version needs that Spark's own rules keep (shown, never deleted).
     kept: list[Deletion] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
-    query_active: bool = False
-    newest_offsets_age: float | None = None
+    activity: Activity | None = None  # whether the query looks active, and why
+    # What applying would refuse, said instead (a dry run never refuses), and signals that
+    # disagree (a copy or restore).
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def query_active(self) -> bool:
+        return self.activity is not None and self.activity.active
 
     @property
     def bytes(self) -> int:
@@ -130,7 +139,8 @@ class CleanupPlan(Result):
             "min_age_seconds": self.min_age,
             "latest_committed": self.latest_committed,
             "query_active": self.query_active,
-            "newest_offsets_age_seconds": self.newest_offsets_age,
+            "activity": self.activity.to_json() if self.activity is not None else None,
+            "warnings": self.warnings,
             "files": len(self.deletions),
             "bytes": self.bytes,
             "by_class": self.by_class(),

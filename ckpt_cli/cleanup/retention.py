@@ -45,7 +45,7 @@ from ckpt_cli.cleanup.plan import (
     Skipped,
     delete_order,
 )
-from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_min_age, newest_offsets_age
+from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, plan_warnings, query_activity
 from ckpt_cli.cleanup.untracked import unchosen_attempt, untracked_shared_files, zip_names
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs, rocksdb_zip
@@ -370,22 +370,20 @@ def plan_cleanup(
     force: bool | None = None,
 ) -> CleanupPlan:
     """Decide what ``cleanup`` would delete; reads only the log entries and zips it needs.
+    Never refuses for safety: that is :func:`apply_cleanup`'s to do.
 
-    ``force``: given for a plan meant to be applied (``ckpt cleanup``, dry run or not), which
-    refuses a ``min_age`` below the default unless True, as :func:`apply_cleanup` would;
-    None for a plan that is only a report (``ckpt orphans``), where any ``min_age`` is fine.
+    ``force``: given for a plan meant to be applied (``ckpt cleanup``, dry run or not), whose
+    ``warnings`` then say what applying would refuse without it (a ``min_age`` below the
+    default, an active query); None for a plan that is only a report (``ckpt orphans``).
     """
-    if force is not None:
-        check_min_age(min_age, force=force)
     # Cleaning a damaged checkpoint could make it worse: the logs must read (the error names
     # the file; `ckpt validate` and `ckpt repair` deal with damage).
     _ = ckpt.query_id, ckpt.latest_offsets, ckpt.latest_commit
     n, source = retention_of(ckpt, retain)
     now = time.time() if now is None else now
     plan = CleanupPlan(ckpt.storage.url, n, source, min_age, now, ckpt.batches.latest_committed)
-    plan.newest_offsets_age = newest_offsets_age(ckpt, now)
-    if plan.newest_offsets_age is not None:
-        plan.query_active = plan.newest_offsets_age < min_age
+    plan.activity = query_activity(ckpt, min_age=min_age, now=now)
+    plan.warnings = plan_warnings(plan.activity, force=force)
     planner = _Planner(ckpt, n, min_age, now)
     planner.plan_temp()
     planner.plan_state()

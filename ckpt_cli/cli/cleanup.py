@@ -114,9 +114,10 @@ def cleanup(
     With --apply (and --yes for cron), writes a manifest of the plan, then deletes in an order
     that keeps every retained version loadable if interrupted: temp files, unchosen format-v2
     attempts and old versions' own files first, old log entries next, the SST/log files they
-    referenced last. Files younger than --min-age are never deleted, and --apply refuses when
-    the newest offsets entry is younger than --min-age (a running query) unless --force; a
-    --min-age below the default 1h needs --force too. --apply holds the checkpoint lock
+    referenced last. Files younger than --min-age are never deleted, and --apply refuses while
+    the query looks active (its last batch planned and offsets/ written within --min-age; a
+    copy's new files alone are not) unless --force; a --min-age below the default 1h needs
+    --force too. The dry run warns of these instead. --apply holds the checkpoint lock
     (.ckpt-lock): a second cleanup or repair fails naming the holder.
 
     [bold]Examples[/]

@@ -69,8 +69,8 @@ def repair(
         typer.Option(
             "--min-age",
             help="Refuse to move or rewrite files modified more recently than this, and to "
-            "repair while the newest offsets entry is (a running query). Below the default 1h "
-            "needs --force.",
+            "repair while the last batch was planned and offsets/ written within it (a running "
+            "query). Below the default 1h, --apply needs --force.",
         ),
     ] = "1h",
     force: ForceOpt = False,
@@ -89,7 +89,7 @@ def repair(
     and `ckpt repair --undo MANIFEST` restores the checkpoint byte for byte. Every apply ends
     with a validation. --apply and --undo hold the checkpoint lock (.ckpt-lock), and --apply
     refuses while the query looks active or a file to change is younger than --min-age,
-    unless --force.
+    unless --force (the dry run warns instead).
 
     Exit code 0 when the checkpoint is (now) healthy or there is nothing to do, 1 when the
     plan has repairs to apply or the checkpoint still has errors, 2 when repair refuses or

@@ -59,8 +59,9 @@ def repartition(
         str,
         typer.Option(
             "--min-age",
-            help="Refuse to apply while the newest offsets entry is younger than this (a "
-            "running query), unless --force.",
+            help="Refuse to apply while the last batch was planned and offsets/ written within "
+            "this (a running query), unless --force. Below the default 1h, --apply needs "
+            "--force.",
         ),
     ] = "1h",
     force: ForceOpt = False,
@@ -81,7 +82,8 @@ def repartition(
 
     A dry run by default: prints the plan (keys and bytes per new partition, the skew before
     and after, files to write). --apply writes it (asks first unless --yes; refuses while the
-    query looks active unless --force; holds the checkpoint lock) and ends with a validation.
+    query looks active unless --force, of which the dry run warns; holds the checkpoint lock)
+    and ends with a validation.
     A repartition left unfinished (by ckpt or Spark) is finished by running it again with the
     same count. --undo restores every byte from the manifest.
 

@@ -15,6 +15,8 @@ from ckpt_cli.cleanup.safety import (
     check_not_active,
     check_old_enough,
     check_stopped,
+    plan_warnings,
+    query_activity,
 )
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
@@ -199,8 +201,10 @@ def run_repair(
 ) -> RepairRun:
     """``ckpt repair`` as one call: validate and plan, and with ``apply`` carry the plan out.
     Applying validates and plans under the checkpoint lock, so a second repair cannot act on a
-    stale plan; the lock is released before this returns."""
-    check_min_age(min_age, force=force)
+    stale plan; the lock is released before this returns. A dry run never refuses for safety:
+    the plan's ``warnings`` say what applying would refuse."""
+    if apply:
+        check_min_age(min_age, force=force)  # before listing
     lock = checkpoint_lock(storage, "ckpt repair", break_lock=break_lock)
     with lock if apply else nullcontext():
         ckpt = Checkpoint.open(storage, progress=progress)
@@ -210,6 +214,7 @@ def run_repair(
                 f"{storage.url}: cannot repair: {plan.refused[0]}",
                 hint="ckpt validate shows every finding",
             )
+        plan.warnings = plan_warnings(query_activity(ckpt, min_age=min_age), force=force)
         if not apply or not plan.actions:
             return RepairRun(plan)
         check_not_active(ckpt, min_age=min_age, now=time.time(), force=force)  # before asking

@@ -90,6 +90,9 @@ class RepairPlan(Result):
     rollback_to: int | None = None
     refused: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # What applying would refuse, said instead (a dry run never refuses), and signals of the
+    # query's activity that disagree (a copy or restore).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -103,6 +106,7 @@ class RepairPlan(Result):
             "actions": [a.to_json() for a in self.actions],
             "refused": self.refused,
             "notes": self.notes,
+            "warnings": self.warnings,
             "findings_before": [f.to_json() for f in self.findings],
         }
 

@@ -101,6 +101,9 @@ class RepartitionPlan(Result):
     log_files: list[str] = field(default_factory=list)  # offsets/commits/metadata written
     finishing: UnfinishedRepartition | None = None
     notes: list[str] = field(default_factory=list)
+    # What applying would refuse, said instead (a dry run never refuses), and signals of the
+    # query's activity that disagree (a copy or restore).
+    warnings: list[str] = field(default_factory=list)
     staged: dict[tuple[int, str, int], Path] = field(default_factory=dict, repr=False)
     # engine=spark: the records and built files staged on the checkpoint's own filesystem.
     staging: Storage | None = field(default=None, repr=False)
@@ -137,6 +140,7 @@ class RepartitionPlan(Result):
             "left_over": self.left_over,
             "finishing": self.finishing.to_json() if self.finishing else None,
             "notes": self.notes,
+            "warnings": self.warnings,
         }
 
     def discard(self) -> None:

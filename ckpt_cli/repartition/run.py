@@ -8,7 +8,13 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_stopped, links_refused
+from ckpt_cli.cleanup.safety import (
+    DEFAULT_MIN_AGE_SECONDS,
+    check_stopped,
+    links_refused,
+    plan_warnings,
+    query_activity,
+)
 from ckpt_cli.errors import CheckpointNotFound, CkptError, SafetyCheckError
 from ckpt_cli.lock import checkpoint_lock
 from ckpt_cli.model import Checkpoint
@@ -56,7 +62,8 @@ def run_repartition(
     """Plan, and with ``apply`` write, the repartition to ``partitions``. Applying plans under
     the checkpoint lock and reads the state once (the plan stages the records it places).
     ``engine``: where partitions are read and written (Spark: as tasks, see
-    :mod:`ckpt_cli.repartition.tasks`); the results are the same."""
+    :mod:`ckpt_cli.repartition.tasks`); the results are the same. A dry run never refuses for
+    safety: the plan's ``warnings`` say what applying would refuse."""
     lock = checkpoint_lock(storage, "ckpt repartition", break_lock=break_lock)
     with lock if apply else nullcontext():
         ckpt = Checkpoint.open(storage, progress=progress)
@@ -67,6 +74,8 @@ def run_repartition(
             plan = staged_plan(ckpt, partitions, where, engine, progress)
         else:
             plan = plan_repartition(ckpt, partitions=partitions, engine=engine, progress=progress)
+        activity = query_activity(ckpt, min_age=min_age, now=now)
+        plan.warnings = plan_warnings(activity, force=force)
         try:
             if not apply:
                 return RepartitionRun(plan)

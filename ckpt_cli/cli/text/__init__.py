@@ -54,3 +54,17 @@ def plan_first(plan: Result, out: TextRenderer, *, applied: bool, dry_run: str) 
         out.render(plan)
     if not applied and dry_run:
         out.console.print(f"[dim]{dry_run}[/]")
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """A plan's warnings, on stderr (stdout carries the plan), in the command line's words."""
+    if not warnings:
+        return
+    from rich.markup import escape
+
+    from ckpt_cli.cli.common import stderr_console
+    from ckpt_cli.cli.output import cli_words
+
+    err = stderr_console()
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {escape(cli_words(warning))}", soft_wrap=True)

@@ -9,7 +9,7 @@ from rich.table import Table
 from ckpt_cli.cleanup import CleanupPlan, CleanupRun, OrphanScan, ScanFailure
 from ckpt_cli.cleanup.plan import DESCRIPTIONS
 from ckpt_cli.cli.common import STATE, stderr_console
-from ckpt_cli.cli.text import plan_first, render_text
+from ckpt_cli.cli.text import plan_first, print_warnings, render_text
 from ckpt_cli.units import human_bytes
 
 if TYPE_CHECKING:
@@ -48,11 +48,7 @@ def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
         f"{plan.latest_committed if plan.latest_committed is not None else 'none'} · retaining "
         f"{plan.retain} batches ({plan.retain_source})"
     )
-    if plan.query_active:
-        console.print(
-            f"[yellow]The query looks active: newest offsets entry written "
-            f"{plan.newest_offsets_age:.0f} s ago.[/]"
-        )
+    print_warnings(plan.warnings)
     by_class = plan.by_class()
     if not by_class:
         console.print("[green]Nothing to remove.[/]")

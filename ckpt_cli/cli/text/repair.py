@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from ckpt_cli.cli.output import cli_words
-from ckpt_cli.cli.text import plan_first, render_text
+from ckpt_cli.cli.text import plan_first, print_warnings, render_text
 from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ def _plan(plan: RepairPlan, out: TextRenderer) -> None:
         console.print("[green]Nothing to repair.[/]")
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {cli_words(note)}")
+    print_warnings(plan.warnings)
     for reason in plan.refused:
         console.print(f"[red]refused:[/] {cli_words(reason)}")
 

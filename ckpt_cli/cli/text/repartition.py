@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from ckpt_cli.cli.output import cli_words
-from ckpt_cli.cli.text import plan_first, render_text
+from ckpt_cli.cli.text import plan_first, print_warnings, render_text
 from ckpt_cli.repartition.plan import RepartitionPlan, skew
 from ckpt_cli.repartition.run import RepartitionRun
 from ckpt_cli.units import human_bytes
@@ -64,6 +64,7 @@ def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
     )
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {cli_words(note)}")
+    print_warnings(plan.warnings)
 
 
 @render_text.register(RepartitionRun)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -12,7 +11,7 @@ from rich.table import Table
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.cli.text.batches import when
 from ckpt_cli.headline import Headline
-from ckpt_cli.units import human_bytes, human_duration
+from ckpt_cli.units import ago, human_bytes
 from ckpt_cli.versions import OperatorVersions, VersionsReport
 
 if TYPE_CHECKING:
@@ -35,25 +34,28 @@ def ranges(values: Sequence[int]) -> str:
     return ", ".join(out)
 
 
-def headline_text(h: Headline, now_ms: int) -> str:
+def headline_text(h: Headline) -> str:
     """The headline as one line of Rich markup: activity, watermark, last commit, verdict."""
     activity = "unknown"
-    if h.last_activity_ms is not None:
-        ago = human_duration((now_ms - h.last_activity_ms) / 1000)
-        activity = f"{when(h.last_activity)} UTC ({ago} ago)"
+    if h.last_activity_ms is not None and h.last_activity_age_seconds is not None:
+        activity = f"{when(h.last_activity)} UTC ({ago(h.last_activity_age_seconds)})"
+    facts = [f"last activity {activity}"]
+    if h.files_apart and h.files_modified_age_seconds is not None:
+        facts.append(f"files modified {ago(h.files_modified_age_seconds)}")
     committed = "none" if h.latest_committed is None else f"{h.latest_committed:,}"
-    facts = f"last activity {activity} · watermark {when(h.watermark)} · last committed {committed}"
+    facts += [f"watermark {when(h.watermark)}", f"last committed {committed}"]
+    facts_text = " · ".join(facts)
     if h.restartable:
-        return f"{facts} · [bold green]restartable: yes[/]"
+        return f"{facts_text} · [bold green]restartable: yes[/]"
     more = len(h.because) - 1
     also = f" (and {more:,} more: ckpt validate)" if more else ""
-    return f"{facts} · [bold red]restartable: no[/], because {escape(h.because[0])}{also}"
+    return f"{facts_text} · [bold red]restartable: no[/], because {escape(h.because[0])}{also}"
 
 
 @render_text.register(VersionsReport)
 def _versions(report: VersionsReport, out: TextRenderer) -> None:
     console = out.console
-    console.print(headline_text(report.headline, int(time.time() * 1000)), soft_wrap=True)
+    console.print(headline_text(report.headline), soft_wrap=True)
     console.print()
     b = report.batches
     s = report.settings
