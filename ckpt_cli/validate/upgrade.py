@@ -157,7 +157,7 @@ def check_zip_metadata_v2(run: ValidationRun) -> None:
             "Spark 4.1 and later restart this query",
             v2_zips,
             severity=INFO,
-            hint=f"an upgrade works; {_LEFT_BEHIND}",
+            hint=f"a restart is not affected; {_LEFT_BEHIND}",
             upgrade={"4.1": "restarts", "4.2+": "restarts"},
             restart_version=target,
         )
@@ -199,8 +199,9 @@ def _report_loaded(
         zips,
         severity=WARNING,
         hint=f"upgrade to Spark 4.2 or later, not 4.1, while changelogs {(repair.base or 0) + 1}-"
-        f"{target} are retained (Spark 4.0 deletes old ones as batches run: validate again "
-        f"just before); Spark 4.0 restarts it as it is. After an upgrade, {_LEFT_BEHIND}",
+        f"{target} are retained (Spark 4.0's maintenance and ckpt cleanup delete old ones: "
+        f"validate again just before); Spark 4.0 restarts it as it is. After an upgrade the "
+        f"v2 zips stay, and {_LEFT_BEHIND}",
         upgrade={"4.1": "fails", "4.2+": "restarts"},
         restart_version=target,
     )
@@ -210,9 +211,9 @@ def _report_loaded(
 # maintenance (RocksDBFileManager.deleteOldVersions) reads every zip, fails on them, logs
 # "Ignoring error while performing cleanup maintenance" and deletes nothing.
 _LEFT_BEHIND = (
-    "these zips stay, and Spark 4.1 and later fail wherever they read one: the maintenance "
-    "of 4.2 and 4.3 reads every zip, so it deletes no old state file while one is there; "
-    "ckpt cleanup removes them once no retained batch needs them"
+    "Spark 4.1 and later fail wherever they read a v2 zip: the maintenance of 4.2 and 4.3 "
+    "reads every zip, so it deletes no old state file while one is there; ckpt cleanup "
+    "removes them once no retained batch needs them"
 )
 
 
