@@ -14,16 +14,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CANNOT_RESTART, CASES, Case, run_cli
+from tests.conftest import CANNOT_RESTART, CASES, UPGRADE_WARNING, Case, run_cli
 from tests.fixture_copies import age_everything
 from tests.fixture_queries import GEN, recorded_input, restart
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
 
-# Spark 4.1+ cannot load Spark 4.0's "v2" zip metadata (CANNOT_READ_CHECKPOINT, checked with
-# 4.3.0): only Spark 4.0 restarts this case.
-ONLY_SPARK40_RESTARTS = "spark40-rocksdb-v2"
+# A restart of these loads Spark 4.0's "v2" zip metadata and no 4.1+ rebuilds it
+# (UPGRADE_WARNING): only Spark 4.0 restarts them.
 # The Spark 4.3 cases of issue 16 restart here two store layouts (each restart is a Spark
 # query: the slow tier's time; test_cleanup replays every case after a cleanup): column
 # families (join format 4) and prefix-scan keys (session windows). Not transformWithState:
@@ -34,7 +33,7 @@ SPARK4 = [
     pytest.param(c, id=c.name)
     for c in CASES
     if c.expected.get("spark_version", "").startswith("4") and "crash" not in c.name
-    if c.name != ONLY_SPARK40_RESTARTS and c.name not in CANNOT_RESTART
+    if c.name not in UPGRADE_WARNING and c.name not in CANNOT_RESTART
     if not GEN.CASES_BY_NAME[c.name].all_options or c.name in ISSUE16_RESTARTED
 ]
 

@@ -173,14 +173,17 @@ def test_spark40_format_v2_zip_metadata_is_v2_and_read() -> None:
         meta = parse_zip_metadata(str(path), text)
         assert meta.version == 2 and meta.sst_files
     for mode in ([], ["--all-versions", "--deep"]):
-        result = run_cli("validate", str(SPARK40_V2), "--json", "--fail-on", "warning", *mode)
-        assert result.exit_code == 0, result.stdout
+        result = run_cli("validate", str(SPARK40_V2), "--json", *mode)
+        assert result.exit_code == 0, result.stdout  # healthy: Spark 4.0 restarts it
         found = json.loads(result.stdout)["findings"]
-        assert all(f["severity"] == "info" for f in found), found
-        # Said once, as information: Spark 4.1+ cannot load these zips (verified on 4.3.0).
+        assert all(f["severity"] == "info" for f in found if f["code"] != "ZIP_METADATA_V2")
+        # A restart loads version 6's zips, and changelogs go back only to version 4: no
+        # Spark 4.1+ restarts it (fixtures/v2upgrade, shape zip-short; tests/test_v2_upgrade).
         (note,) = [f for f in found if f["code"] == "ZIP_METADATA_V2"]
+        assert note["severity"] == "warning"
+        assert note["upgrade"] == {"4.1": "fails", "4.2+": "fails"}
         assert set(note["paths"]) <= {str(p.relative_to(SPARK40_V2)) for p in zips}
-        assert "Spark 4.1 and later" in note["hint"]
+        assert "Spark 4.1 and later" in note["message"]
         no_blame(note["message"] + " " + note["hint"])
 
 

@@ -15,7 +15,15 @@ import pytest
 from ckpt_cli.errors import FormatError
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.validate import CODES, validate
-from tests.conftest import CANNOT_RESTART, CASES, CASES_DIR, Case, case_params, run_cli
+from tests.conftest import (
+    CANNOT_RESTART,
+    CASES,
+    CASES_DIR,
+    UPGRADE_WARNING,
+    Case,
+    case_params,
+    run_cli,
+)
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
 
@@ -48,6 +56,11 @@ def test_healthy_fixtures_have_no_error_or_warning(case: Case, mode: list[str]) 
         # Not healthy: the one finding is why Spark cannot restart it.
         assert code == 1
         assert {f["code"] for f in found if f["severity"] != "info"} == {CANNOT_RESTART[case.name]}
+        return
+    if case.name in UPGRADE_WARNING:
+        assert code == 1
+        assert {f["code"] for f in found if f["severity"] != "info"} == {UPGRADE_WARNING[case.name]}
+        assert all(f["severity"] != "error" for f in found)
         return
     assert code == 0, found
     assert all(f["severity"] == "info" for f in found)

@@ -15,7 +15,10 @@ The rules work from the one listing and read only what they need:
 * in every scope, the files no version needs, as info (decided by ``retention``, as
   ``ckpt orphans`` decides): files of attempts the commit log did not choose, SSTs/logs no
   zip names. The restart scope reads the commits of versions with several attempts only, and
-  the older zips of partitions with few of them (``RESTART_SCOPE_ZIP_READS``).
+  the older zips of partitions with few of them (``RESTART_SCOPE_ZIP_READS``);
+* where a restart loads a zip of Spark 4.0's ``v2`` metadata, which Spark 4.1 and later
+  cannot read: whether 4.1, and 4.2+ with its auto snapshot repair, would restart the query
+  (``upgrade``: the older zips and changelog lineage lines that repair would read).
 
 Findings carry a stable code, a severity, the paths, a message and a hint. The reading of
 files runs in a pool: threads for I/O, processes for ``--deep`` decoding of many files.
@@ -23,7 +26,8 @@ files runs in a pool: threads for I/O, processes for ``--deep`` decoding of many
 Modules, in the order ``validate()`` runs them: ``logs`` (metadata, offsets, commits),
 ``sources`` (source logs), ``state`` (versions a restart loads, operator metadata, schemas)
 with ``lineage`` (format-v2 changelog lineage), ``listing`` (what the listing alone shows),
-``pool`` (decoding the queued files, ``files`` in the workers), ``orphans``, ``links``
+``pool`` (decoding the queued files, ``files`` in the workers), ``upgrade`` (Spark 4.0's
+v2 zips on Spark 4.1+), ``orphans``, ``links``
 (symbolic links). ``context.ValidationRun`` is the state they share, ``codes`` every code
 and severity, ``report`` the result.
 """

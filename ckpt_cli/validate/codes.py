@@ -127,10 +127,13 @@ CODES: dict[str, tuple[str, str]] = {
     # Not corruption: a version header ckpt does not know, in a log entry, a source log or a
     # state file. An error all the same, because ckpt could not check what Spark needs.
     UNSUPPORTED_VERSION: (ERROR, unsupported_hint()),
+    # Info where no restart loads such a zip (the finding's hint says what the zips still do).
     ZIP_METADATA_V2: (
-        INFO,
-        "Spark 4.0 restarts from these zips; Spark 4.1 and later expect 'v1' and fail with "
-        "CANNOT_LOAD_STATE_STORE.CANNOT_READ_CHECKPOINT, so keep this query on Spark 4.0",
+        WARNING,
+        "Spark 4.1 and later read only v1 RocksDB zip metadata: the finding says whether a "
+        "restart on 4.1, and on 4.2+ (whose auto snapshot repair can rebuild from changelogs "
+        "1 to the restart version), would load a Spark 4.0 v2 zip; Spark 4.0 restarts it, and "
+        "no ckpt command rewrites zip metadata yet",
     ),
     CRC_MISMATCH: (
         ERROR,

@@ -12,7 +12,7 @@ from ckpt_cli.cleanup.untracked import unchosen_attempt
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.replay.plan import codec_of
+from ckpt_cli.replay.plan import ReplayPlan, codec_of
 from ckpt_cli.validate.codes import CODES
 from ckpt_cli.validate.files import FileTask
 from ckpt_cli.validate.report import Finding
@@ -40,6 +40,8 @@ class ValidationRun:
         # Restart scope: SST/log files the zips read within the budget leave unnamed.
         self.orphans_unresolved = 0
         self.zip_metadata: dict[str, rocksdb_zip.RocksDBCheckpointMetadata] = {}
+        # The plans of the version a restart loads, one per store partition.
+        self.restart_plans: list[ReplayPlan] = []
         # Changelogs whose lineage is checked: one read and one finding each.
         self.lineage_checked: set[str] = set()
         self.sidecars_checked: set[str] = set()  # verified outside the pool (source logs)
@@ -59,11 +61,12 @@ class ValidationRun:
         paths: Iterable[str] = (),
         *,
         severity: str | None = None,
+        hint: str | None = None,
         **details: Any,
     ) -> None:
-        default, hint = CODES[code]
+        default, default_hint = CODES[code]
         self.findings.append(
-            Finding(code, severity or default, message, list(paths), hint, details)
+            Finding(code, severity or default, message, list(paths), hint or default_hint, details)
         )
 
     def target_version(self) -> int | None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.progress import ProgressSink
-from ckpt_cli.validate.codes import MISSING_SST, SST_SIZE_MISMATCH, ZIP_METADATA_V2
+from ckpt_cli.validate.codes import MISSING_SST, SST_SIZE_MISMATCH
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.files import FileResult, FileTask, check_file, check_in_worker, init_worker
 
@@ -21,7 +21,6 @@ def run_file_checks(run: ValidationRun, engine: Engine, progress: ProgressSink) 
         return 0, 0
     progress.start("Reading state files", total=len(tasks))
     reads = nbytes = 0
-    v2_zips: list[str] = []
     try:
         for result in _map(run, engine, tasks, progress):
             reads += result.reads
@@ -31,20 +30,8 @@ def run_file_checks(run: ValidationRun, engine: Engine, progress: ProgressSink) 
             if result.zip_metadata is not None:
                 run.zip_metadata[result.path] = result.zip_metadata
                 _check_zip_files(run, result.path, result.zip_metadata)
-                if result.zip_metadata.version == 2:
-                    v2_zips.append(result.path)
     finally:
         progress.close()
-    if v2_zips:
-        v2_zips.sort()
-        run.add(
-            ZIP_METADATA_V2,
-            f"{v2_zips[0]}"
-            + (f" and {len(v2_zips) - 1} more zips" if len(v2_zips) > 1 else "")
-            + ": RocksDB checkpoint metadata v2, as Spark 4.0 writes it in checkpoint "
-            "format v2 (healthy)",
-            v2_zips,
-        )
     return reads, nbytes
 
 

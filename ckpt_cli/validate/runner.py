@@ -20,6 +20,7 @@ from ckpt_cli.validate.report import ValidationReport
 from ckpt_cli.validate.sources import check_sources
 from ckpt_cli.validate.spark4 import check_column_families, check_rows_decodable
 from ckpt_cli.validate.state import check_state
+from ckpt_cli.validate.upgrade import check_zip_metadata_v2
 
 
 def validate(
@@ -63,6 +64,7 @@ def validate(
         pool_reads = pool_bytes = 0
         if decode:
             pool_reads, pool_bytes = run_file_checks(run, engine or LocalEngine(workers), progress)
+            check_zip_metadata_v2(run)
             progress.start("Checking column families, rows and orphans")
             check_column_families(run)
             check_rows_decodable(run)

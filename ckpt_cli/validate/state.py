@@ -186,6 +186,8 @@ def _check_version(run: ValidationRun, op: int, store: str, part: int, version: 
         return
     if plan.unique_id is not None:
         check_plan_lineage(run, plan)
+    if version == run.target_version():
+        run.restart_plans.append(plan)
     for f in plan.files:
         run.queue(f)
 
