@@ -1,9 +1,10 @@
 """Benchmark: `ckpt versions` on a checkpoint of 200 partitions x 100 state versions.
 
-Builds (once, under benchmarks/.data/) a checkpoint with the file layout an HDFS-backed
-aggregation leaves on local disk: 100 offsets/commits entries, per partition 100 deltas and a
-snapshot every 10 versions, each with its Hadoop .crc sidecar (about 45,000 files). Only names
-and sizes matter to `versions`; the state files' contents are placeholders.
+Builds (once, under benchmarks/.data/, shared with bench_validate.py) the checkpoint an
+HDFS-backed aggregation leaves on local disk: 100 offsets/commits entries, per partition 100
+deltas and a snapshot every 10 versions, each with its Hadoop .crc sidecar (about 45,000
+files), real records in every file: the headline decodes what a restart loads, as
+`validate` does.
 
 Measures (benchmarks/common.py, alternating, ``--repeat`` rounds): opening the checkpoint and
 building the versions report in a forked child (the work after interpreter start-up), the
@@ -24,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from bench_validate import build  # noqa: E402
 from common import (  # noqa: E402
     Case,
     Measurement,
@@ -39,39 +41,6 @@ from common import (  # noqa: E402
 
 from ckpt_cli.model import Checkpoint  # noqa: E402
 from ckpt_cli.versions import describe_versions  # noqa: E402
-
-
-def build(root: Path, partitions: int, versions: int) -> int:
-    marker = root / ".complete"
-    if marker.exists():
-        return int(marker.read_text())
-    count = 0
-
-    def write(rel: str, data: bytes) -> None:
-        nonlocal count
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        crc = path.parent / f".{path.name}.crc"
-        crc.write_bytes(b"crc\x00\x00\x00\x02\x00" + b"\x00" * 4)
-        count += 2
-
-    write("metadata", b'{"id":"00000000-0000-0000-0000-000000000000"}')
-    conf = f'{{"spark.sql.shuffle.partitions":"{partitions}"}}'
-    for batch in range(versions):
-        write(
-            f"offsets/{batch}",
-            f'v1\n{{"batchWatermarkMs":0,"batchTimestampMs":{batch},"conf":{conf}}}\n'
-            f'{{"logOffset":{batch}}}'.encode(),
-        )
-        write(f"commits/{batch}", b'v1\n{"nextBatchWatermarkMs":0}')
-    for part in range(partitions):
-        for version in range(1, versions + 1):
-            write(f"state/0/{part}/{version}.delta", b"\x00" * 64)
-            if version % 10 == 0:
-                write(f"state/0/{part}/{version}.snapshot", b"\x00" * 256)
-    marker.write_text(str(count))
-    return count
 
 
 def open_and_report(root: str) -> tuple[int, int, int]:
@@ -90,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.partitions, args.versions = 10, 10
-    root = data_dir(f"versions-{args.partitions}x{args.versions}")
+    root = data_dir(f"validate-{args.partitions}x{args.versions}")
     files = build(root, args.partitions, args.versions)
     counts: list[tuple[int, int, int]] = []
 
@@ -113,7 +82,10 @@ def main(argv: list[str] | None = None) -> None:
             ],
             args.repeat,
         )
-        assert json.loads(out.read_text())["operators"], "the CLI reported no operators"
+        written = json.loads(out.read_text())
+        assert written["operators"], "the CLI reported no operators"
+        # The restart's state files were decoded (the headline's "yes"), as validate's are.
+        assert written["headline"]["restartable"] is True, written["headline"]
     parts, lists, reads = counts[-1]
     assert parts == args.partitions, parts
     report(

@@ -1,10 +1,13 @@
 """The one line an operator reads first: when the query last ran a batch, its watermark, the
 last committed batch, and whether it can restart, and if not, why.
 
-Restartability is ``validate``'s verdict on a restart (its checks of the logs, the sources'
-logs, the listing and the plan of the state versions a restart loads), without decoding the
-state files (``decode=False``): a listing and a few small reads. Read tolerantly, so that an
-unreadable latest offsets entry is a reason, not an error.
+Restartability is ``validate``'s verdict in its default scope, what a restart loads: the same
+call, so ``ckpt versions``, ``ckpt report``, ``ckpt validate`` and ``ckpt repair`` give one
+answer. One difference, for speed on large states: when the deltas, snapshots and changelogs
+a restart loads total more than ``DECODE_BYTES``, they are planned and found but not
+decoded, and the headline says "not known" with what it did not check rather than "yes"
+(RocksDB zips, and the SSTs and logs they name, are always read). Read tolerantly, so that
+an unreadable latest offsets entry is a reason, not an error.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from typing import Any
 from ckpt_cli.cleanup.safety import query_activity
 from ckpt_cli.errors import FormatError
 from ckpt_cli.model import Checkpoint
-from ckpt_cli.units import iso_ms
-from ckpt_cli.validate import ERROR, validate
+from ckpt_cli.units import human_bytes, iso_ms
+from ckpt_cli.validate import ERROR, ValidationReport, validate
 
 # Planning a batch and writing its offsets entry take well under this, and two machines'
 # clocks may differ by seconds: further apart, the files were copied or restored later.
 FILES_APART_MS = 60_000
+# The restart's state files decoded for the headline at most (about a second of work).
+DECODE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -39,10 +44,13 @@ class Headline:
     latest_planned: str | None  # batchTimestampMs of the newest readable offsets entry
     watermark: str | None  # its batchWatermarkMs (None: no watermark)
     latest_committed: int | None
-    restartable: bool
+    # validate's verdict; None: nothing found, but the state files were not decoded.
+    restartable: bool | None
     because: list[str]  # validate's errors, most severe first; empty when restartable
     codes: list[str]
-    decoded: bool  # False: state files were planned and found, not decoded
+    decoded: bool  # False: the restart's state files were planned and found, not decoded
+    # The files not decoded ({"files", "bytes"}); None when every one was.
+    not_decoded: dict[str, int] | None = None
 
     @property
     def files_apart(self) -> bool:
@@ -51,15 +59,32 @@ class Headline:
             return False
         return abs(self.files_modified_ms - self.last_activity_ms) > FILES_APART_MS
 
+    @property
+    def unchecked(self) -> str:
+        """What the verdict did not check ("" when it checked everything a restart loads)."""
+        if not self.not_decoded:
+            return ""
+        files, size = self.not_decoded["files"], human_bytes(self.not_decoded["bytes"])
+        return (
+            f"{files:,} state files ({size}) a restart loads were found, not decoded; "
+            "ckpt validate decodes them"
+        )
+
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def headline(checkpoint: Checkpoint, *, now: float | None = None) -> Headline:
-    """The headline of ``checkpoint``; never raises for a damaged log entry."""
+def headline(
+    checkpoint: Checkpoint, *, now: float | None = None, report: ValidationReport | None = None
+) -> Headline:
+    """The headline of ``checkpoint``; never raises for a damaged log entry. ``report``:
+    ``validate``'s default-scope report of it, when the caller has one (nothing is checked
+    twice)."""
     view = checkpoint.tolerant_view()
-    report = validate(view, decode=False)
+    if report is None:
+        report = validate(view, decode_limit=DECODE_BYTES)
     errors = report.at_or_above(ERROR)
+    not_decoded = report.target.get("not_decoded")
     # The activity the safety checks judge: the same batch time and file time.
     activity = query_activity(view, now=now)
     try:
@@ -81,8 +106,9 @@ def headline(checkpoint: Checkpoint, *, now: float | None = None) -> Headline:
         # 0 is Spark's "no watermark yet".
         watermark=iso_ms(watermark) if watermark else None,
         latest_committed=checkpoint.batches.latest_committed,
-        restartable=not errors,
+        restartable=False if errors else (None if not_decoded else True),
         because=[f.message for f in errors],
         codes=sorted({f.code for f in errors}),
-        decoded=False,
+        decoded=not not_decoded,
+        not_decoded=not_decoded,
     )

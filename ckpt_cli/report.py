@@ -94,10 +94,10 @@ def write_report(
 ) -> HtmlReport:
     """Write the HTML report of ``checkpoint`` to ``output`` (a local path or a URL)."""
     view = checkpoint.tolerant_view()
-    head = headline(checkpoint)
+    findings = validate(view)
+    head = headline(checkpoint, report=findings)  # one verdict: the findings shown below
     timeline = batch_timeline(view, now_ms=now_ms)
     usage = disk_usage(view)
-    findings = validate(view)
     sizes = state_sizes(view)
     page = render_html(checkpoint.storage.url, head, timeline, usage, findings, sizes)
     data = page.encode("utf-8")
@@ -189,6 +189,8 @@ def _headline_html(head: Headline) -> str:
     restart = (
         '<span class="ok">yes</span>'
         if head.restartable
+        else f'<span class="warning">not known</span>: {html.escape(head.unchecked)}'
+        if head.restartable is None
         else f'<span class="error">no</span>, because {html.escape("; ".join(head.because))}'
     )
     rows = {"Last activity": head.last_activity or "unknown"}

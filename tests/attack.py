@@ -2,8 +2,9 @@
 
 Shared by ``tests/test_attack_sweep.py`` (a few seeded runs) and ``scripts/attack.py``
 (hundreds, by hand). A run fails when a command crashes, exits outside {0, 1, 2}, prints
-more than one error line, takes 30 s, writes invalid ``--json``, or when ``validate --deep``
-says ok although a file's bytes no longer match its checksum sidecar.
+more than one error line, takes 30 s, writes invalid ``--json``, when ``validate --deep``
+says ok although a file's bytes no longer match its checksum sidecar, or when the headline's
+``restartable`` is not ``validate``'s verdict.
 """
 
 from __future__ import annotations
@@ -251,9 +252,16 @@ def attack_once(case: Case, seed: int, work: Path) -> Outcome:
     if hurt.target.exists() or hurt.target.is_symlink():
         commands.append((["inspect", str(hurt.target), "-c", ck, "--json"], True))
         commands.append((["inspect", str(hurt.target), "-c", ck], False))
+    results: dict[str, CliResult | None] = {}
     for args, is_json in commands:
-        _check(fail, args, is_json)
+        results[" ".join(args[:1] + args[2:])] = _check(fail, args, is_json)
         outcome.runs += 1
+    # One verdict: the headline's restartable is validate's default scope's.
+    head, verdict = results.get("versions --json"), results.get("validate --json")
+    if head and verdict and head.exit_code == 0 and verdict.exit_code in (0, 1):
+        restartable = head.json()["headline"]["restartable"]
+        if restartable is not (verdict.exit_code == 0):
+            fail(["versions", ck, "--json"], f"restartable={restartable}, validate disagrees", head)
     deep = _check(fail, ["validate", ck, "--deep", "--json"], True)
     outcome.runs += 1
     rel = hurt.target.relative_to(root).as_posix()

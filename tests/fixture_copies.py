@@ -86,3 +86,33 @@ def in_memory_store(src: Path, name: str) -> Iterator[tuple[Any, dict[str, bytes
         for root in (f"/{name}", f"/{name}.ckpt-quarantine"):
             if fs.exists(root):
                 fs.rm(root, recursive=True)
+
+
+def restart_zip(root: Path, partition: int = 0) -> Path:
+    """The zip a restart of a RocksDB checkpoint (format v1, a zip per version) loads in
+    ``partition``: that of the latest committed batch + 1."""
+    zip_path = root / "state" / "0" / str(partition) / f"{latest(root) + 1}.zip"
+    assert zip_path.exists(), zip_path
+    return zip_path
+
+
+def remove_restart_sst(root: Path, partition: int = 0) -> Path:
+    """Delete an SST the restart zip of ``partition`` names (and its checksum); returns it."""
+    from ckpt_cli.formats.rocksdb_zip import read_zip
+
+    zip_path = restart_zip(root, partition)
+    meta = read_zip(str(zip_path), zip_path.read_bytes()).metadata
+    assert meta.sst_files, f"{zip_path} names no SST"
+    sst = zip_path.parent / "SSTs" / meta.sst_files[0].dfs_file_name
+    sst.unlink()
+    for crc in (sst.parent / f".{sst.name}.crc", sst.parent / f"{sst.name}.crc"):
+        crc.unlink(missing_ok=True)
+    return sst
+
+
+def truncate_restart_zip(root: Path, partition: int = 0) -> Path:
+    """Cut the restart zip of ``partition`` in half (an interrupted copy); returns it."""
+    zip_path = restart_zip(root, partition)
+    data = zip_path.read_bytes()
+    zip_path.write_bytes(data[: len(data) // 2])
+    return zip_path

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+
+import pytest
 
 import ckpt_cli
 from ckpt_cli.formats import logs
@@ -106,12 +109,36 @@ def test_reasons_are_validates_errors(tmp_path: Path) -> None:
     assert "restartable: no, because" in first and f"(and {len(h.because) - 1} more" in first
 
 
-def test_damaged_state_bytes_are_left_to_validate(tmp_path: Path) -> None:
-    # The headline plans the restart without decoding state files: a truncated delta is
-    # validate's to find (the JSON says the files were not decoded).
+def test_damaged_state_bytes_are_found_as_validate_finds_them(tmp_path: Path) -> None:
+    # One verdict: the headline decodes what a restart loads, as validate does.
     root = copy_checkpoint(tmp_path)
     delta = root / "state" / "0" / "0" / "10.delta"
     delta.write_bytes(delta.read_bytes()[:-10])
     h = headline(ckpt_cli.open(str(root)))
-    assert h.restartable and h.decoded is False
-    assert not ckpt_cli.open(str(root)).validate().ok
+    report = ckpt_cli.open(str(root)).validate()
+    assert h.restartable is False and h.decoded and not report.ok
+    assert h.codes == ["TRUNCATED_FILE"] == sorted({f.code for f in report.at_or_above("error")})
+    first = run_cli("versions", str(root)).stdout.split("\n\n")[0]
+    assert "restartable: no, because" in first and "10.delta" in first
+
+
+def test_a_large_restart_state_is_not_called_restartable_undecoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Over the headline's decoding budget the state files are planned and found, not
+    # decoded: the verdict is "not known", saying what was not checked, never "yes".
+    monkeypatch.setattr("ckpt_cli.headline.DECODE_BYTES", 0)
+    root = copy_checkpoint(tmp_path)
+    delta = root / "state" / "0" / "0" / "10.delta"
+    delta.write_bytes(delta.read_bytes()[:-10])
+    h = headline(ckpt_cli.open(str(root)))
+    assert h.restartable is None and not h.decoded and h.codes == []
+    assert h.not_decoded is not None and h.not_decoded["files"] >= 2
+    assert "not decoded; ckpt validate decodes them" in h.unchecked
+    first = run_cli("versions", str(root)).stdout.split("\n\n")[0]
+    assert "restartable: not known" in first and "restartable: yes" not in first
+    data = json.loads(run_cli("versions", str(root), "--json").stdout)["headline"]
+    assert data["restartable"] is None and data["not_decoded"] == h.not_decoded
+    # Damage the budget does not hide: the zips and logs are still read.
+    (root / "commits" / "9").write_text("v1\n{garbage")
+    assert headline(ckpt_cli.open(str(root))).restartable is False

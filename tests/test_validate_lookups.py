@@ -87,6 +87,6 @@ def test_orphan_sidecar_is_reported(tmp_path: Path) -> None:
     root = _copy(V2, tmp_path)
     (root / "state/0/0/.999.changelog.crc").write_bytes(b"crc\x00\x00\x00\x02\x00")
     (root / "state/0/0/999_x.zip.crc").write_text('{"algorithm":"CRC32C","value":1}')
-    report = validate(Checkpoint.open(str(root)), decode=False)
+    report = validate(Checkpoint.open(str(root)), decode_limit=0)
     orphans = {p for f in report.findings if f.code == "ORPHAN_FILE" for p in f.paths}
     assert {"state/0/0/.999.changelog.crc", "state/0/0/999_x.zip.crc"} <= orphans

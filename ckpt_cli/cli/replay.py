@@ -35,7 +35,7 @@ from ckpt_cli.replay import StateRows
 from ckpt_cli.replay.datasets import DATASET_FORMATS, write_dataset
 from ckpt_cli.replay.rows import require_pyarrow
 from ckpt_cli.replay.sinks import open_output, write_partitions, write_state_parquet
-from ckpt_cli.replay.source import requested_store, target_rows
+from ckpt_cli.replay.source import read_hints, requested_store, target_rows
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target
 from ckpt_cli.secrets import scrub
 
@@ -239,58 +239,67 @@ def replay(
         require_pyarrow("--format parquet")
     pairs = _parse_where(where)
     ckpt = run.open(path)
-    with _in_option_names():
-        store, family = requested_store(ckpt, operator, store, join_side)
-        target = resolve_target(
-            ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partition
-        )
-        rows = target_rows(
-            ckpt,
-            target,
-            change_start_batch=from_batch if changes else None,
-            change_end_batch=to_batch if changes else None,
-            where=pairs,
-            raw=raw,
-            best_effort=best_effort,
-            state_var=state_var,
-            timers=timers,
-            flatten=flatten,
-            join_side=join_side is not None,
-            join_family=family,
-        )
-    _print_notes(target)
-    if join_side is not None and rows.family is None:
-        workers = 1  # worker processes decode a store's own rows, not a join side's
-        if output is not None and _is_dataset(output, engine):
-            raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
-    if not changes and output is not None and _is_dataset(output, engine):
-        _write_dataset(rows, output, fmt, engine, workers, master, run, json_output)
-    elif not changes and engine != "local":
-        raise CkptError("--engine spark writes a dataset: give --output DIR/")
-    elif json_output:
-        got = list(islice(rows, limit))
-        write_json(
-            {
-                "status": "ok",
-                "target": target.to_json(),
-                "notes": target.notes,
-                "row_count": len(got),
-                "rows": got,
-            }
-        )
-    elif fmt is OutputFormat.parquet:
-        assert output is not None
-        with open_output(output, binary=True) as fh, _pandas_left_out():
-            write_state_parquet(rows, fh, limit, workers)
-    elif fmt is OutputFormat.table:
-        shown = limit if limit is not None else TABLE_LIMIT
-        got = list(islice(rows, shown + 1))
-        render_table(got[:shown], stdout_console(), target, more=len(got) > shown, changes=changes)
-    else:
-        with _open_text(output) as out, _pandas_left_out():
-            write_partitions(
-                rows, out, fmt.value, limit=limit, workers=workers, progress=run.progress
+    # A damaged file met while reading: its error says what fixes it.
+    with read_hints():
+        with _in_option_names():
+            store, family = requested_store(ckpt, operator, store, join_side)
+            target = resolve_target(
+                ckpt,
+                batch=batch,
+                version=version,
+                operator=operator,
+                store=store,
+                partitions=partition,
             )
+            rows = target_rows(
+                ckpt,
+                target,
+                change_start_batch=from_batch if changes else None,
+                change_end_batch=to_batch if changes else None,
+                where=pairs,
+                raw=raw,
+                best_effort=best_effort,
+                state_var=state_var,
+                timers=timers,
+                flatten=flatten,
+                join_side=join_side is not None,
+                join_family=family,
+            )
+        _print_notes(target)
+        if join_side is not None and rows.family is None:
+            workers = 1  # worker processes decode a store's own rows, not a join side's
+            if output is not None and _is_dataset(output, engine):
+                raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
+        if not changes and output is not None and _is_dataset(output, engine):
+            _write_dataset(rows, output, fmt, engine, workers, master, run, json_output)
+        elif not changes and engine != "local":
+            raise CkptError("--engine spark writes a dataset: give --output DIR/")
+        elif json_output:
+            got = list(islice(rows, limit))
+            write_json(
+                {
+                    "status": "ok",
+                    "target": target.to_json(),
+                    "notes": target.notes,
+                    "row_count": len(got),
+                    "rows": got,
+                }
+            )
+        elif fmt is OutputFormat.parquet:
+            assert output is not None
+            with open_output(output, binary=True) as fh, _pandas_left_out():
+                write_state_parquet(rows, fh, limit, workers)
+        elif fmt is OutputFormat.table:
+            shown = limit if limit is not None else TABLE_LIMIT
+            got = list(islice(rows, shown + 1))
+            render_table(
+                got[:shown], stdout_console(), target, more=len(got) > shown, changes=changes
+            )
+        else:
+            with _open_text(output) as out, _pandas_left_out():
+                write_partitions(
+                    rows, out, fmt.value, limit=limit, workers=workers, progress=run.progress
+                )
 
 
 # The CLI's options for the library's arguments, in library errors.

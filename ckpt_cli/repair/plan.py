@@ -93,10 +93,17 @@ class RepairPlan(Result):
     # What applying would refuse, said instead (a dry run never refuses), and signals of the
     # query's activity that disagree (a copy or restore).
     warnings: list[str] = field(default_factory=list)
+    # The errors repair leaves as they are, each with why: {code, paths, message, why,
+    # restart} (restart: whether a restart from the latest batch needs what it is about).
+    left: list[dict[str, Any]] = field(default_factory=list)
+    # What the plan judged, in words (the scopes of validate it read).
+    scope: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.actions
+        # Problems while there is something to repair, or errors a restart hits that no
+        # repair here cures (left, with why).
+        return not self.actions and not any(f["restart"] for f in self.left)
 
     def body_json(self) -> dict[str, Any]:
         # Also what manifests and the repair's own document hold.
@@ -106,6 +113,8 @@ class RepairPlan(Result):
             "actions": [a.to_json() for a in self.actions],
             "refused": self.refused,
             "notes": self.notes,
+            "left": self.left,
+            "scope": self.scope,
             "warnings": self.warnings,
             "findings_before": [f.to_json() for f in self.findings],
         }
@@ -241,6 +250,7 @@ def plan_repair(
             add(REWRITE_CRC, crc, f"does not match {main}, which reads correctly", 0, covers=main)
     if snapshot:
         _plan_snapshots(ckpt, plan, add)
+    _explain_left(ckpt, plan, report.findings, planned)
     if plan.rollback_to is not None and not repartition_only:
         plan.notes.append(
             f"Rolling back makes batch {plan.rollback_to} the last committed one: Spark re-runs "
@@ -250,6 +260,57 @@ def plan_repair(
         )
     plan.actions.sort(key=lambda a: a.order)
     return plan
+
+
+def _explain_left(
+    ckpt: Checkpoint, plan: RepairPlan, findings: list[Finding], planned: set[str]
+) -> None:
+    """Say, for every error repair does not cure, why it leaves it: the restart's own errors
+    that no action here cures, and the errors of versions a restart does not load (found by
+    validate's every-version scope, whose plans and lineage lines are read but whose state
+    files are not decoded, as ``validate --deep`` would)."""
+    latest = ckpt.batches.latest_committed
+    restart = f"a restart from batch {latest}" if latest is not None else "a restart"
+    plan.scope = (
+        f"what {restart} loads (decoded), and the plan and lineage of every retained "
+        "version (not decoded: ckpt validate --deep decodes every file)"
+    )
+    seen = {(f.code, tuple(f.paths)) for f in findings}
+    for f in findings:
+        if f.severity != ERROR or _cured(f, plan, planned):
+            continue
+        plan.left.append(_left(f, f"no repair here cures it: {f.hint}", restart=True))
+    wider = validate(ckpt, all_versions=True, decode_limit=0)
+    for f in wider.findings:
+        if f.severity != ERROR or (f.code, tuple(f.paths)) in seen:
+            continue
+        if _cured(f, plan, planned, by_rollback=False):
+            continue
+        if f.code in _REFUSE_CODES:
+            continue  # about the whole checkpoint, not one version: validate says it
+        version = f.details.get("version") or f.details.get("lineage_version")
+        which = f"version {version}" if version is not None else "an older version"
+        plan.left.append(
+            _left(
+                f,
+                f"not needed by {restart} ({which} is not one it loads); a rollback to "
+                f"an earlier batch (--rollback-to), or a replay or change feed of the "
+                f"versions it concerns, would fail. {f.hint}",
+                restart=False,
+            )
+        )
+
+
+def _cured(f: Finding, plan: RepairPlan, planned: set[str], *, by_rollback: bool = True) -> bool:
+    """Whether the plan's actions take care of ``f``: a rollback cures the restart's errors
+    it is for, and a quarantined or rewritten file what is about it."""
+    if by_rollback and plan.rollback_to is not None and f.code in _ROLLBACK_CODES:
+        return True
+    return any(p in planned for p in f.paths)
+
+
+def _left(f: Finding, why: str, *, restart: bool) -> dict[str, Any]:
+    return {"code": f.code, "paths": f.paths, "message": f.message, "why": why, "restart": restart}
 
 
 def _plan_rollback(ckpt: Checkpoint, plan: RepairPlan, target: int, add: Any) -> None:

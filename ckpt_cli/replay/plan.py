@@ -24,6 +24,12 @@ from ckpt_cli.formats import compression, records
 from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Partition, Store
 
 COMPRESSION_CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
+# What to do when a version's state cannot be loaded or read: every such error says it.
+REPAIR_HINT = (
+    "ckpt validate names every problem; ckpt repair rolls the checkpoint back to the newest "
+    "batch whose state loads (without --apply it shows the plan); replay --best-effort "
+    "reads each partition's newest version that loads"
+)
 
 
 class StateUnavailable(CkptError):
@@ -44,7 +50,7 @@ class StateUnavailable(CkptError):
         reason: str = "MISSING_STATE_FILE",
         paths: tuple[str, ...] = (),
     ) -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint or REPAIR_HINT)
         self.reason = reason
         self.paths = paths
 

@@ -9,12 +9,15 @@ Choosing happens before any row: the target is resolved and every partition plan
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.errors import FormatError, LimitExceededError, UnsupportedVersionError
 from ckpt_cli.layout import DEFAULT_STORE
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay import loadable
 from ckpt_cli.replay.columns import state_tables
 from ckpt_cli.replay.families import (
     FamilyRead,
@@ -25,6 +28,7 @@ from ckpt_cli.replay.families import (
 )
 from ckpt_cli.replay.join_families import JoinFamily, join_families, join_family, join_format
 from ckpt_cli.replay.plan import (
+    REPAIR_HINT,
     ReplayPlan,
     StateUnavailable,
     change_file,
@@ -285,27 +289,54 @@ def _open(checkpoint: Checkpoint | str, storage_options: Mapping[str, Any] | Non
 # -- the plans of a target, with best-effort fallbacks -----------------------------------------
 
 
+@contextmanager
+def read_hints() -> Iterator[None]:
+    """A damaged state file met while reading rows is an error whose hint names what fixes
+    it, as a missing one's (``StateUnavailable``) does: not a version ckpt does not read, nor
+    a file beyond its limits, which no repair cures."""
+    try:
+        yield
+    except FormatError as exc:
+        if exc.hint is None and not isinstance(exc, (UnsupportedVersionError, LimitExceededError)):
+            exc.hint = REPAIR_HINT
+        raise
+
+
 def plan_partition(
     ckpt: Checkpoint, target: ReplayTarget, partition: int, *, best_effort: bool = False
 ) -> ReplayPlan:
-    """The plan for one partition of ``target``; with ``best_effort`` the newest loadable
-    version at or below the target (a note says so) instead of an error."""
-    try:
-        return plan_version(ckpt, target.operator, partition, target.version, store=target.store)
-    except StateUnavailable as exc:
-        if not best_effort:
-            raise
-        first_error = exc
-    part = ckpt.operators[target.operator].stores[target.store].partitions[partition]
-    for v in reversed([v for v in part.version_ids if v < target.version]):
+    """The plan for one partition of ``target``; with ``best_effort`` the newest version at
+    or below the target whose files load (planned, and their bytes checked before any row
+    is read: a missing or resized SST, a damaged zip, delta, snapshot or changelog, a broken
+    lineage) instead of an error, and a note in ``target.notes`` says which version."""
+    versions = [target.version]
+    if best_effort:
+        part = ckpt.operators[target.operator].stores[target.store].partitions[partition]
+        versions += reversed([v for v in part.version_ids if v < target.version])
+    first_error: StateUnavailable | None = None
+    for v in versions:
         try:
             plan = plan_version(ckpt, target.operator, partition, v, store=target.store)
-        except StateUnavailable:
+        except StateUnavailable as exc:
+            if not best_effort:
+                raise
+            first_error = first_error or exc
             continue
-        target.notes.append(
-            f"{first_error.message}; replayed version {v} ({state_time(v)}) instead"
-        )
+        if not best_effort:
+            return plan
+        found = loadable.problems(ckpt, plan)
+        if found:
+            code, message, paths = found[0]
+            first_error = first_error or StateUnavailable(message, reason=code, paths=tuple(paths))
+            continue
+        if v != target.version:
+            assert first_error is not None
+            target.notes.append(
+                f"partition {partition}: version {target.version} does not load "
+                f"({first_error.message}); replayed version {v} ({state_time(v)}) instead"
+            )
         return plan
+    assert first_error is not None
     raise first_error
 
 

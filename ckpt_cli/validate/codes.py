@@ -55,6 +55,12 @@ UNFINISHED_REPARTITION = "UNFINISHED_REPARTITION"
 _ROLL_BACK = (
     "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"
 )
+# The hint of every finding ``ckpt repair`` can cure by a rollback (repair/plan.py's
+# _ROLLBACK_CODES; tests/test_one_verdict.py holds the two lists together).
+_REPAIR = (
+    "if a restart needs it, ckpt repair rolls back to the newest batch whose state loads "
+    "(without --apply it shows the plan)"
+)
 
 # code -> (default severity, hint). The severity of some codes depends on where they occur.
 CODES: dict[str, tuple[str, str]] = {
@@ -68,31 +74,35 @@ CODES: dict[str, tuple[str, str]] = {
     CORRUPT_COMMIT: (ERROR, _ROLL_BACK),
     COMMIT_WITHOUT_OFFSETS: (
         ERROR,
-        "a commit entry has no offsets entry; the logs were edited or copied partially",
+        "a commit entry has no offsets entry; the logs were edited or copied partially; " + _REPAIR,
     ),
-    BATCH_GAP: (WARNING, "log entries are missing inside the retained range"),
+    BATCH_GAP: (WARNING, "log entries are missing inside the retained range; " + _REPAIR),
     UNCOMMITTED_BATCH: (
         INFO,
         "Spark re-runs the last planned batch on restart; nothing to do",
     ),
     MISSING_STATE_FILE: (
         ERROR,
-        "restore the file from a backup, or restart from an older batch whose state is "
-        "complete (ckpt validate --all-versions shows which ones)",
+        "the version cannot be loaded; " + _REPAIR + ", or restore the file from a backup",
     ),
-    MISSING_SST: (ERROR, "restore the SST from a backup; the version cannot be loaded"),
+    MISSING_SST: (
+        ERROR,
+        "Spark cannot load the version; " + _REPAIR + ", or restore the SST from a backup",
+    ),
     SST_SIZE_MISMATCH: (
         ERROR,
-        "Spark refuses a version whose SST size differs from its zip's metadata; restore the file",
+        "Spark refuses a version whose SST size differs from its zip's metadata; "
+        + _REPAIR
+        + ", or restore the file",
     ),
     LINEAGE_MISMATCH: (
         ERROR,
         "the commit log's uniqueIds and the changelog lineage disagree; Spark fails with "
-        "CANNOT_LOAD_STATE_STORE",
+        "CANNOT_LOAD_STATE_STORE; " + _REPAIR,
     ),
     MISSING_UNIQUE_ID_FILE: (
         ERROR,
-        "the commit log names a state file version that is not in the checkpoint",
+        "the commit log names a state file version that is not in the checkpoint; " + _REPAIR,
     ),
     UNKNOWN_UNIQUE_ID: (
         INFO,
@@ -108,12 +118,20 @@ CODES: dict[str, tuple[str, str]] = {
         WARNING,
         "left by an interrupted write; Spark ignores it, ckpt cleanup removes it",
     ),
-    EMPTY_FILE: (ERROR, "a zero-byte file where Spark wrote content; restore it or roll back"),
+    EMPTY_FILE: (
+        ERROR,
+        "a zero-byte file where Spark wrote content; " + _REPAIR + ", or restore it",
+    ),
     TRUNCATED_FILE: (
         ERROR,
-        "the file ends before its end marker (an interrupted copy or write); restore it",
+        "the file ends before its end marker (an interrupted copy or write); "
+        + _REPAIR
+        + ", or restore it",
     ),
-    CORRUPT_FILE: (ERROR, "the file cannot be decoded; restore it from a backup"),
+    CORRUPT_FILE: (
+        ERROR,
+        "the file cannot be decoded; " + _REPAIR + ", or restore it from a backup",
+    ),
     MISSING_SOURCE_LOG: (
         ERROR,
         "the file source reads this log batch on restart and fails without it; restore it from "

@@ -18,6 +18,7 @@ from ckpt_cli.validate.files import FileTask
 from ckpt_cli.validate.report import Finding
 
 _entry_path = attrgetter("entry.path")
+_STREAM_KINDS = (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG)
 
 
 class ValidationRun:
@@ -88,6 +89,16 @@ class ValidationRun:
         self.tasks[f.path] = FileTask(
             f.path, f.kind, f.entry.size, codec_of(self.ckpt), sidecars, self.deep, shared
         )
+
+    def hold_back_streams(self, limit: int) -> list[FileTask]:
+        """Take the deltas, snapshots and changelogs out of the queue when they total more
+        than ``limit`` bytes (a quick verdict does not decode them); returns them."""
+        streams = [t for t in self.tasks.values() if t.kind in _STREAM_KINDS]
+        if sum(t.size for t in streams) <= limit:
+            return []
+        for t in streams:
+            del self.tasks[t.path]
+        return streams
 
     @functools.cached_property
     def _shared_by_dir(self) -> dict[str, tuple[tuple[str, int], ...]]:

@@ -6,15 +6,14 @@ disk): a :class:`FileTask` in, a :class:`FileResult` of plain findings out, so b
 
 from __future__ import annotations
 
-import contextlib
-import io
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import checksums, compression, records, rocksdb_zip
+from ckpt_cli.formats import checksums, rocksdb_zip
 from ckpt_cli.model import FileKind
+from ckpt_cli.replay.loadable import decode_stream
 from ckpt_cli.replay.plan import StateUnavailable
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate.codes import CRC_MISMATCH, EMPTY_FILE, format_error_code
@@ -72,7 +71,7 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
         if task.size == 0:
             result.findings.append((EMPTY_FILE, f"{task.path}: empty file", [task.path]))
         elif task.kind in (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG):
-            _decode_stream(storage, task, data)
+            decode_stream(storage, task.path, task.kind, task.codec, data)
         elif task.kind is FileKind.ZIP:
             result.zip_metadata = _decode_zip(storage, task, data)
         elif task.kind is FileKind.STATE_SCHEMA:
@@ -86,23 +85,6 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
     except StateUnavailable as exc:
         result.findings.append((exc.reason, exc.message, list(exc.paths)))
     return result
-
-
-def _decode_stream(storage: Storage, task: FileTask, data: bytes | None) -> None:
-    with contextlib.ExitStack() as stack:
-        fh = (
-            io.BytesIO(data)
-            if data is not None
-            else stack.enter_context(storage.open_stream(task.path))
-        )
-        chunks = compression.decompressed_chunks(task.path, fh, codec=task.codec)
-        if task.kind is FileKind.CHANGELOG:
-            for _ in records.open_changelog(task.path, chunks).records():
-                pass
-        else:
-            snapshot = task.kind is FileKind.SNAPSHOT
-            for _ in records.iter_kv_records(task.path, chunks, snapshot=snapshot):
-                pass
 
 
 def _decode_zip(

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.progress import ProgressSink
-from ckpt_cli.validate.codes import MISSING_SST, SST_SIZE_MISMATCH
+from ckpt_cli.replay.loadable import shared_file_problems
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.files import FileResult, FileTask, check_file, check_in_worker, init_worker
 
@@ -59,20 +59,5 @@ def _check_zip_files(
     run: ValidationRun, zip_path: str, meta: rocksdb_zip.RocksDBCheckpointMetadata
 ) -> None:
     """Every SST and RocksDB log a zip names is present, with the size it records."""
-    store_dir = zip_path.rsplit("/", 1)[0]
-    for subdir, files in (("SSTs", meta.sst_files), ("logs", meta.log_files)):
-        for f in files:
-            path = f"{store_dir}/{subdir}/{f.dfs_file_name}"
-            entry = run.ckpt.listing.get(path)
-            if entry is None:
-                run.add(
-                    MISSING_SST,
-                    f"{path}: named by {zip_path} but not in the checkpoint",
-                    [path, zip_path],
-                )
-            elif entry.size != f.size_bytes:
-                run.add(
-                    SST_SIZE_MISMATCH,
-                    f"{path}: {entry.size} bytes, {zip_path} records {f.size_bytes}",
-                    [path, zip_path],
-                )
+    for code, message, paths in shared_file_problems(run.ckpt.listing, zip_path, meta):
+        run.add(code, message, paths)

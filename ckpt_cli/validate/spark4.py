@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.errors import CkptError, FormatError, UnsupportedVersionError
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.formats.tws import (
     family_role,
@@ -119,6 +119,19 @@ def check_rows_decodable(run: ValidationRun) -> None:
                 where = f"{op.path}/{part}" + (
                     f"/{store.name}" if store.name != DEFAULT_STORE else ""
                 )
+                if _damage(exc):
+                    # The checkpoint's fault, not ckpt's: name the file.
+                    paths = [p for p in _damage_paths(exc) if p] or [where]
+                    run.add(
+                        ROWS_NOT_DECODED,
+                        f"{where}: --deep could not read the rows of store {store.name}: {exc}",
+                        paths,
+                        operator=op.id,
+                        store=store.name,
+                        hint="a file the rows need is missing or damaged (its own finding says "
+                        "what to do; ckpt repair plans what it can); not a gap in ckpt",
+                    )
+                    continue
                 run.add(
                     ROWS_NOT_DECODED,
                     f"{where}: --deep checked the files of store {store.name}, not its rows: "
@@ -127,6 +140,22 @@ def check_rows_decodable(run: ValidationRun) -> None:
                     operator=op.id,
                     store=store.name,
                 )
+
+
+def _damage(exc: CkptError) -> bool:
+    """Whether reading failed on a missing or damaged file (not on what ckpt decodes)."""
+    from ckpt_cli.replay.plan import StateUnavailable
+
+    if isinstance(exc, StateUnavailable):
+        return True
+    return isinstance(exc, FormatError) and not isinstance(exc, UnsupportedVersionError)
+
+
+def _damage_paths(exc: CkptError) -> list[str]:
+    paths = getattr(exc, "paths", None)
+    if paths:
+        return list(paths)
+    return [getattr(exc, "path", "")]
 
 
 def _first_undecodable(

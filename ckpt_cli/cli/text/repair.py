@@ -22,6 +22,8 @@ def _plan(plan: RepairPlan, out: TextRenderer) -> None:
     console.print(
         f"[bold]Findings[/]   {len(errors):,} errors, {len(plan.findings) - len(errors):,} other"
     )
+    if plan.scope:
+        console.print(f"[bold]Judged[/]     {plan.scope}")
     if plan.rollback_to is not None:
         console.print(f"[bold]Rollback[/]   to batch {plan.rollback_to}")
     if plan.actions:
@@ -32,8 +34,18 @@ def _plan(plan: RepairPlan, out: TextRenderer) -> None:
         for a in plan.actions:
             table.add_row(a.kind, a.path, a.reason)
         console.print(table)
+    elif not plan.refused and not any(f["restart"] for f in plan.left):
+        console.print("[green]Nothing to repair[/]: a restart finds what it needs.")
     elif not plan.refused:
-        console.print("[green]Nothing to repair.[/]")
+        console.print("[red]Nothing repair can do[/] about the errors a restart meets:")
+    if plan.left:
+        table = Table(title="Left as they are", title_justify="left")
+        table.add_column("code", no_wrap=True)
+        table.add_column("file", overflow="fold")
+        table.add_column("why", overflow="fold")
+        for f in plan.left:
+            table.add_row(f["code"], f["paths"][0] if f["paths"] else "", cli_words(f["why"]))
+        console.print(table)
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {cli_words(note)}")
     print_warnings(plan.warnings)

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 @render_text.register(HtmlReport)
 def _report(report: HtmlReport, out: TextRenderer) -> None:
-    restart = "yes" if report.headline.restartable else "no"
+    r = report.headline.restartable
+    restart = "yes" if r else "not known" if r is None else "no"
     out.console.print(
         f"Wrote [bold]{escape(report.output)}[/] ({human_bytes(report.size)}): "
         f"{report.batches:,} batches, {report.partitions:,} state partitions over "

@@ -21,15 +21,21 @@ def _validation(result: ValidationReport, out: TextRenderer) -> None:
     console, fail_on = out.console, result.fail_on
     data = result.to_json()
     target = data["target"]
-    scope = (
-        "every retained version"
-        if target["scope"] == "all-versions"
-        else f"restart from batch {target['batch']} (state version {target['version']})"
+    restart = (
+        f"restart from batch {target['batch']} (state version {target['version']})"
         if target["batch"] is not None
         else "restart (no committed batch yet)"
     )
+    wide = target["scope"] == "all-versions" or target["deep"]
+    scope = (
+        "every retained version, every file decoded (deep)"
+        if target["deep"]
+        else "every retained version"
+        if wide
+        else f"what a {restart} loads"
+    )
     console.print(f"[bold]Checkpoint[/] {data['checkpoint']}")
-    console.print(f"[bold]Checked[/]    {scope}{' · deep' if target['deep'] else ''}")
+    console.print(f"[bold]Checked[/]    {scope}")
     findings = data["findings"]
     for severity in (ERROR, WARNING, INFO):
         group = [f for f in findings if f["severity"] == severity]
@@ -61,7 +67,15 @@ def _validation(result: ValidationReport, out: TextRenderer) -> None:
         )
     c = data["counts"]
     summary = f"{c[ERROR]} errors, {c[WARNING]} warnings, {c[INFO]} info"
-    if data["ok"]:
+    if data["ok"] and wide:
+        console.print(f"[bold green]OK[/]: every retained version loads ({summary})")
+    elif data["ok"]:
         console.print(f"[bold green]OK[/]: the query can restart from this checkpoint ({summary})")
     else:
         console.print(f"[bold red]NOT OK[/]: findings at or above {fail_on} ({summary})")
+    if wide and not data["ok"]:
+        console.print(
+            f"[dim]This scope judges every retained version; whether a {restart} works is "
+            "what `ckpt validate` without --all-versions/--deep says, and `ckpt repair` says "
+            "what it does about each finding.[/]"
+        )

@@ -47,6 +47,8 @@ def headline_text(h: Headline) -> str:
     facts_text = " · ".join(facts)
     if h.restartable:
         return f"{facts_text} · [bold green]restartable: yes[/]"
+    if h.restartable is None:
+        return f"{facts_text} · [bold yellow]restartable: not known[/]: {escape(h.unchecked)}"
     more = len(h.because) - 1
     also = f" (and {more:,} more: ckpt validate)" if more else ""
     return f"{facts_text} · [bold red]restartable: no[/], because {escape(h.because[0])}{also}"
