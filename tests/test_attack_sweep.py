@@ -11,7 +11,7 @@ import pytest
 from tests.attack import attack_once
 from tests.conftest import CASES, Case, case_params, run_cli
 
-# One seed per fixture, seeds 0 and 1 in turn over the fixtures (48 of them: the fast tier's
+# One seed per fixture, seeds 0 and 1 in turn over the fixtures (50 of them: the fast tier's
 # time); scripts/attack.py runs every fixture with many seeds.
 SEEDS = (0, 1)
 
