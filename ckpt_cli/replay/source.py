@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.errors import MissingExtraError
 from ckpt_cli.layout import DEFAULT_STORE
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -42,6 +43,7 @@ from ckpt_cli.replay.rows import (
 )
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target, state_time
 from ckpt_cli.replay.tws import state_variables
+from ckpt_cli.storage.errors import first_line
 
 # ``where``: (key column, value) pairs that must all hold.
 Where = tuple[tuple[str, str], ...]
@@ -177,6 +179,12 @@ class StateRows:
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame of the rows (needs pyarrow and pandas)."""
+        try:
+            import pandas  # noqa: F401  (no extra brings it: asked before the rows are read)
+        except ImportError as exc:
+            raise MissingExtraError(
+                "to_pandas() needs pandas: pip install pandas", hint=first_line(exc)
+            ) from exc
         return self.to_arrow().to_pandas()
 
 
