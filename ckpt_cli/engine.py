@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
-from ckpt_cli.errors import CkptError, MissingExtraError
-from ckpt_cli.install import pip_install
+from ckpt_cli.errors import CkptError
+from ckpt_cli.install import missing_extra
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 
 T = TypeVar("T")
@@ -138,9 +138,7 @@ class SparkEngine:
         try:
             from pyspark.sql import SparkSession
         except ImportError as exc:
-            raise MissingExtraError(
-                "engine=spark needs PySpark", hint=pip_install("spark")
-            ) from exc
+            raise missing_extra("engine=spark", "spark", exc) from exc
         session = SparkSession.getActiveSession()
         if session is None:
             # Local executors run this interpreter, where ckpt_cli is installed.

@@ -14,13 +14,13 @@ from __future__ import annotations
 import html
 import os
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ckpt_cli.batches import BatchesReport, batch_timeline
 from ckpt_cli.du import DiskUsageReport, disk_usage
-from ckpt_cli.errors import MissingExtraError
 from ckpt_cli.headline import Headline, headline
-from ckpt_cli.install import pip_install
+from ckpt_cli.install import missing_extra
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.results import Report
 from ckpt_cli.storage import Storage
@@ -93,6 +93,7 @@ def write_report(
     now_ms: int | None = None,
 ) -> HtmlReport:
     """Write the HTML report of ``checkpoint`` to ``output`` (a local path or a URL)."""
+    require_plotly()
     view = checkpoint.tolerant_view()
     findings = validate(view)
     head = headline(checkpoint, report=findings)  # one verdict: the findings shown below
@@ -122,12 +123,21 @@ def write_report(
 # -- the page ---------------------------------------------------------------------------------
 
 
+def require_plotly() -> None:
+    """MissingExtraError unless plotly (the ``report`` extra) imports: checked before the
+    checkpoint is listed and read."""
+    _plotly()
+
+
 def _plotly() -> Any:
+    """plotly's modules the page is made with (``go``; ``get_plotlyjs``, ``make_subplots``)."""
     try:
         import plotly.graph_objects as go
-    except ImportError:
-        raise MissingExtraError("ckpt report needs plotly", hint=pip_install("report")) from None
-    return go
+        from plotly.offline import get_plotlyjs
+        from plotly.subplots import make_subplots
+    except ImportError as exc:
+        raise missing_extra("ckpt report", "report", exc) from exc
+    return SimpleNamespace(go=go, get_plotlyjs=get_plotlyjs, make_subplots=make_subplots)
 
 
 def render_html(
@@ -139,13 +149,11 @@ def render_html(
     sizes: StateSizes,
 ) -> str:
     """The page: plotly.js once in the head, then each section."""
-    from plotly.offline import get_plotlyjs
-
-    go = _plotly()
+    plotly = _plotly()
     figures = {
-        "state-heatmap": _heatmap(go, sizes),
-        "batch-timeline": _timeline(go, timeline),
-        "bytes-by-class": _by_class(go, usage),
+        "state-heatmap": _heatmap(plotly.go, sizes),
+        "batch-timeline": _timeline(plotly, timeline),
+        "bytes-by-class": _by_class(plotly, usage),
     }
     plots = {
         div: fig.to_html(full_html=False, include_plotlyjs=False, div_id=div)
@@ -156,7 +164,7 @@ def render_html(
 <html lang="en"><head><meta charset="utf-8">
 <title>{html.escape(title)}</title>
 <style>{_CSS}</style>
-<script>{get_plotlyjs()}</script>
+<script>{plotly.get_plotlyjs()}</script>
 </head><body>
 <h1>{html.escape(title)}</h1>
 {_headline_html(head)}
@@ -259,11 +267,12 @@ _STATE_COLOURS = {
 }
 
 
-def _timeline(go: Any, timeline: BatchesReport) -> Any:
+def _timeline(plotly: Any, timeline: BatchesReport) -> Any:
     """Planned times above, the watermark below: event time can be far from wall time."""
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, subplot_titles=("planned", "watermark"))
+    go = plotly.go
+    fig = plotly.make_subplots(
+        rows=2, cols=1, shared_xaxes=True, subplot_titles=("planned", "watermark")
+    )
     # (rows, y of a row, subplot row, trace name, mode, style)
     series = [
         (
@@ -298,11 +307,10 @@ def _timeline(go: Any, timeline: BatchesReport) -> Any:
     return fig
 
 
-def _by_class(go: Any, usage: DiskUsageReport) -> Any:
-    from plotly.subplots import make_subplots
-
+def _by_class(plotly: Any, usage: DiskUsageReport) -> Any:
+    go = plotly.go
     names = list(usage.by_class)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("bytes", "files"))
+    fig = plotly.make_subplots(rows=1, cols=2, subplot_titles=("bytes", "files"))
     fig.add_trace(go.Bar(x=names, y=[u.bytes for u in usage.by_class.values()], name="bytes"), 1, 1)
     fig.add_trace(go.Bar(x=names, y=[u.files for u in usage.by_class.values()], name="files"), 1, 2)
     fig.update_layout(height=360, showlegend=False)

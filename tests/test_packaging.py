@@ -29,16 +29,29 @@ def test_distribution_name_everywhere() -> None:
     # No install line or hint may send anyone to the other project's package.
     for path in [REPO / "README.md", *sorted((REPO / "ckpt_cli").rglob("*.py"))]:
         assert not re.search(r"install '?ckpt-cli", path.read_text()), path.relative_to(REPO)
-    for extra in ("s3", "azure", "gcs", "hdfs", "spark", "parquet"):
+    for extra in ("s3", "azure", "gcs", "hdfs", "spark", "parquet", "report", "all"):
         assert re.search(rf"^{extra} = \[", pyproject, re.M), extra
         assert f"{DISTRIBUTION}[{extra}]" in pip_install(extra)
+
+
+def test_all_holds_every_extra() -> None:
+    """[all] installs every extra a command needs: each other extra's requirements (the
+    development tools aside) are in it, as written there."""
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    everything = set(extras["all"])
+    for name, requirements in extras.items():
+        if name not in ("all", "dev"):
+            assert set(requirements) <= everything, (name, set(requirements) - everything)
 
 
 def test_gs_hint_names_the_gcs_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gcsfs", None)  # as if not installed: import fails
     with pytest.raises(MissingExtraError) as info:
         Storage.from_url("gs://bucket/ckpt")
-    assert info.value.hint == f"install it with: pip install '{DISTRIBUTION}[gcs]'"
+    assert info.value.message.endswith(f"needs the 'gcs' extra: pip install '{DISTRIBUTION}[gcs]'")
 
 
 def test_hdfs_hint_names_libhdfs_and_the_jvm(monkeypatch: pytest.MonkeyPatch) -> None:

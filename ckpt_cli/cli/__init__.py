@@ -12,7 +12,7 @@ import typer
 
 from ckpt_cli import __version__
 from ckpt_cli.cli.coercion import CkptCommand
-from ckpt_cli.cli.common import STATE
+from ckpt_cli.cli.common import STATE, quiet_store_loggers
 from ckpt_cli.cli.usage import CkptGroup
 
 # Each command: its module under ckpt_cli/cli/ and function. A run imports only its own
@@ -77,6 +77,7 @@ def root(
     STATE.debug = debug
     STATE.json = False
     STATE.quiet = False
+    quiet_store_loggers(debug)
 
 
 def __getattr__(name: str) -> Any:

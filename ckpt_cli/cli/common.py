@@ -154,6 +154,19 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+# The object stores' client libraries log their failures and retries as warnings (the Azure
+# SDK: each DefaultAzureCredential attempt in 12 lines), which Python prints on stderr when no
+# logging is set up; ckpt says what went wrong in its own one line. --debug lets them through.
+_STORE_LOGGERS = ("azure", "adlfs", "gcsfs", "google", "s3fs", "aiobotocore", "botocore")
+
+
+def quiet_store_loggers(debug: bool) -> None:
+    import logging
+
+    for name in _STORE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if debug else logging.CRITICAL + 1)
+
+
 def begin(*, json_output: bool = False, quiet: bool = False) -> None:
     """Record the output mode of the running command for the error boundary."""
     STATE.json = json_output

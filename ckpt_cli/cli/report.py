@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.cli.common import JsonOpt, PathArg, QuietOpt, error_boundary, start
-from ckpt_cli.report import HtmlReport, write_report
+from ckpt_cli.report import HtmlReport, require_plotly, write_report
 
 
 @error_boundary
@@ -49,4 +49,5 @@ def report(
       ckpt report s3://bucket/ckpt/q1 -o s3://bucket/reports/q1.html
     """
     run = start(json_output, quiet, storage_option)
+    require_plotly()  # before the checkpoint is listed
     return run.render(write_report(run.open(path), output, storage_options=run.storage_options))

@@ -29,13 +29,12 @@ from typing import Any
 
 import orjson
 
-from ckpt_cli.errors import MissingExtraError
 from ckpt_cli.formats import rocksdb
 from ckpt_cli.formats import schema as S
 from ckpt_cli.formats.schema import KeyEncoderSpec, StateSchema
 from ckpt_cli.formats.state_encoders import make_key_decoder
 from ckpt_cli.formats.unsaferow import make_decoder
-from ckpt_cli.install import pip_install
+from ckpt_cli.install import missing_extra
 from ckpt_cli.replay.target import SelectionError
 
 Converter = Callable[[Any], Any]
@@ -161,7 +160,7 @@ def require_pyarrow(what: str) -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError as exc:
-        raise MissingExtraError(f"{what} needs pyarrow", hint=pip_install("parquet")) from exc
+        raise missing_extra(what, "parquet", exc) from exc
 
 
 def arrow_tables(rows: Iterable[dict[str, Any]]) -> Iterator[Any]:

@@ -13,7 +13,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.errors import FormatError, LimitExceededError, UnsupportedVersionError
+from ckpt_cli.errors import (
+    FormatError,
+    LimitExceededError,
+    MissingExtraError,
+    UnsupportedVersionError,
+)
 from ckpt_cli.layout import DEFAULT_STORE
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -46,6 +51,7 @@ from ckpt_cli.replay.rows import (
 )
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target, state_time
 from ckpt_cli.replay.tws import state_variables
+from ckpt_cli.storage.errors import first_line
 
 # ``where``: (key column, value) pairs that must all hold.
 Where = tuple[tuple[str, str], ...]
@@ -181,6 +187,12 @@ class StateRows:
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame of the rows (needs pyarrow and pandas)."""
+        try:
+            import pandas  # noqa: F401  (no extra brings it: asked before the rows are read)
+        except ImportError as exc:
+            raise MissingExtraError(
+                "to_pandas() needs pandas: pip install pandas", hint=first_line(exc)
+            ) from exc
         return self.to_arrow().to_pandas()
 
 

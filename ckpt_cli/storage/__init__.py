@@ -13,6 +13,8 @@ Modules, from the outside in:
 * ``listing``: :class:`FileEntry`, :class:`Listing` and the two ways of listing a tree;
 * ``ranged``: file objects over ranged GETs (streams and zips read without a HEAD);
 * ``urls``: scheme aliases (``s3a://`` is ``s3://``), storage options, :func:`redact_url`;
+* ``credentials``: ADLS and GCS with no credential configured refused before any request,
+  Azure's credential chain asked once;
 * ``errors``: store failures as one-line :class:`~ckpt_cli.errors.CkptError`;
 * ``stats``: :class:`StorageStats` and the hooks that count object-store requests.
 """

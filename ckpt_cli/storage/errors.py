@@ -18,7 +18,30 @@ _CONNECT_ERRORS = {
     "ConnectionRefusedError",
     "ServerTimeoutError",
 }
-_CREDENTIAL_ERRORS = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}
+# What to set, by store: one line each (the hint of a "no credentials" error).
+S3_CREDENTIALS_HINT = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give them with "
+    "-o key=... -o secret=..."
+)
+AZURE_CREDENTIALS_HINT = (
+    "give -o account_key=..., -o sas_token=... or -o connection_string=... (or set "
+    "AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING); "
+    "-o anon=true for a public container; -o anon=false to use Azure's credential chain "
+    "(managed identity, az login)"
+)
+GCS_CREDENTIALS_HINT = (
+    "set GOOGLE_APPLICATION_CREDENTIALS to a service account key file, run 'gcloud auth "
+    "application-default login', or give -o token=KEY_FILE; -o token=anon for a public bucket"
+)
+# The clients' "no credentials" errors, by class name, and the hint for each.
+_CREDENTIAL_ERRORS = {
+    "NoCredentialsError": S3_CREDENTIALS_HINT,  # botocore
+    "PartialCredentialsError": S3_CREDENTIALS_HINT,
+    "CredentialRetrievalError": S3_CREDENTIALS_HINT,
+    "CredentialUnavailableError": AZURE_CREDENTIALS_HINT,  # azure-identity
+    "AzureCredentialUnavailable": AZURE_CREDENTIALS_HINT,  # ckpt's AzureChainCredential
+    "DefaultCredentialsError": GCS_CREDENTIALS_HINT,  # google-auth
+}
 
 
 def _exception_chain(exc: BaseException) -> list[BaseException]:
@@ -42,33 +65,37 @@ def classify_store_error(exc: BaseException) -> tuple[str, str]:
 
     Kinds: ``credentials``, ``denied``, ``not_found``, ``connect``, ``other``.
     """
+    return _classify(exc)[:2]
+
+
+def _classify(exc: BaseException) -> tuple[str, str, BaseException]:
+    """:func:`classify_store_error`, and the exception of the chain that told."""
     for e in _exception_chain(exc):
         names = {c.__name__ for c in type(e).__mro__}
         status = getattr(e, "status_code", None) or getattr(e, "status", None)
-        if names & _CREDENTIAL_ERRORS:
-            return "credentials", first_line(e)
+        if names & _CREDENTIAL_ERRORS.keys():
+            return "credentials", first_line(e), e
         if "ClientAuthenticationError" in names or status in (401, 403):
-            return "denied", first_line(e)
+            return "denied", first_line(e), e
         if isinstance(e, PermissionError):
-            return "denied", first_line(e)
+            return "denied", first_line(e), e
         if "ResourceNotFoundError" in names or status == 404 or isinstance(e, FileNotFoundError):
-            return "not_found", first_line(e)
+            return "not_found", first_line(e), e
         if names & _CONNECT_ERRORS or isinstance(e, (ConnectionError, TimeoutError)):
-            return "connect", first_line(e)
-    return "other", first_line(exc)
+            return "connect", first_line(e), e
+    return "other", first_line(exc), exc
 
 
 def store_error(where: str, action: str, exc: BaseException, endpoint: str = "") -> CkptError:
     """A one-line error for a failed ``action`` ('read', 'list', ...) on ``where``."""
     if isinstance(exc, CkptError):
         return exc
-    kind, detail = classify_store_error(exc)
+    kind, detail, told = _classify(exc)
     if kind == "credentials":
+        name = next(c.__name__ for c in type(told).__mro__ if c.__name__ in _CREDENTIAL_ERRORS)
         return StorageAccessError(
             f"{where}: no credentials to {action} with ({detail})",
-            # Only botocore raises these (Azure's refusals are "denied"): an S3 hint.
-            hint="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give "
-            "them with -o key=... -o secret=...",
+            hint=_CREDENTIAL_ERRORS[name],
         )
     if kind == "denied":
         return StorageAccessError(f"{where}: access denied while trying to {action} ({detail})")

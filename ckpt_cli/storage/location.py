@@ -3,16 +3,24 @@ and the one containment check every write, move and delete goes through."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from ckpt_cli.errors import MissingExtraError, OutsideCheckpointError, StorageAccessError
-from ckpt_cli.install import pip_install
-from ckpt_cli.storage.errors import first_line
+from ckpt_cli.errors import (
+    CkptError,
+    MissingExtraError,
+    OutsideCheckpointError,
+    StorageAccessError,
+)
+from ckpt_cli.install import missing_extra
+from ckpt_cli.storage.credentials import resolve_credentials
+from ckpt_cli.storage.errors import classify_store_error, first_line, store_error
 from ckpt_cli.storage.local import LazyLocalFileSystem, lazily_local
 from ckpt_cli.storage.stats import StorageStats, attach_request_counter
 from ckpt_cli.storage.urls import (
+    BACKENDS,
     HDFS_NEEDS,
     SCHEME_EXTRAS,
     fsspec_options,
@@ -88,15 +96,21 @@ class Location:
             else:
                 import fsspec.core
 
+                if scheme in BACKENDS:
+                    importlib.import_module(BACKENDS[scheme])  # a missing extra first
+                options = resolve_credentials(scheme, redact_url(url), options)
                 fs, path = fsspec.core.url_to_fs(fs_url, **options)
         except ImportError as exc:
             extra = SCHEME_EXTRAS.get(scheme)
-            hint = f"install it with: {pip_install(extra)}" if extra else str(exc)
+            if extra is None:
+                raise MissingExtraError(
+                    f"{redact_url(url)}: support for {scheme}:// is not installed",
+                    hint=first_line(exc),
+                ) from exc
+            error = missing_extra(f"{redact_url(url)}: support for {scheme}://", extra, exc)
             if scheme == "hdfs":
-                hint += f"; it also needs {HDFS_NEEDS}"
-            raise MissingExtraError(
-                f"{redact_url(url)}: support for {scheme}:// is not installed", hint=hint
-            ) from exc
+                error.hint = f"it also needs {HDFS_NEEDS}"
+            raise error from exc
         except OSError as exc:
             if scheme != "hdfs":
                 raise
@@ -108,6 +122,13 @@ class Location:
         except ValueError as exc:
             # fsspec raises ValueError for unknown protocols.
             raise StorageAccessError(f"{redact_url(url)}: {exc}") from exc
+        except CkptError:
+            raise
+        except Exception as exc:
+            # gcsfs looks for its credentials as it is made (google-auth's errors).
+            if classify_store_error(exc)[0] == "other":
+                raise
+            raise store_error(redact_url(url), "open it", exc) from exc
         if is_local_fs(fs):
             path = os.path.abspath(path)
         endpoint = str(

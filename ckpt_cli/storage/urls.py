@@ -15,6 +15,8 @@ from ckpt_cli.errors import CkptError, StorageAccessError
 SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "az": "abfs", "adl": "abfs"}
 # Which optional extra provides which scheme, for the "missing extra" message.
 SCHEME_EXTRAS = {"s3": "s3", "abfs": "azure", "gs": "gcs", "gcs": "gcs", "hdfs": "hdfs"}
+# The module each of those extras brings (hdfs:// is pyarrow's, checked as it is opened).
+BACKENDS = {"s3": "s3fs", "abfs": "adlfs", "gs": "gcsfs", "gcs": "gcsfs"}
 # fsspec serves hdfs:// with pyarrow's HadoopFileSystem, which loads libhdfs and a JVM at
 # run time: pyarrow alone is not enough.
 HDFS_NEEDS = (
