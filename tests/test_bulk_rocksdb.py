@@ -105,8 +105,9 @@ def test_bulk_merge_equals_the_streamed_merge(
 def test_colliding_hashes_are_told_apart_or_left_to_the_streamed_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ckpt_cli.replay import bulk
+    from ckpt_cli.replay import bulk, kernel
 
+    monkeypatch.setattr(kernel, "ENABLED", False)  # the numpy merge's hashes
     root = _copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
     ckpt, plan = _plan(root, 9)
     base = list(iter_state(ckpt, plan_version(ckpt, 0, 0, 8)))
@@ -127,8 +128,9 @@ def test_colliding_hashes_are_told_apart_or_left_to_the_streamed_merge(
 def test_the_changes_keys_are_hashed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The changelogs' keys are hashed (and sorted) where they are grouped; the lookup
     reuses those hashes, so only the zip's keys are hashed after."""
-    from ckpt_cli.replay import bulk
+    from ckpt_cli.replay import bulk, kernel
 
+    monkeypatch.setattr(kernel, "ENABLED", False)  # the numpy merge's hashes
     ckpt, plan = _plan(_copy("spark4-rocksdb-changelog", tmp_path / "ckpt"), 9)
     streamed = list(iter_state(ckpt, plan))
     hashed: list[Any] = []  # the buffers hashed (held, so no id is reused)

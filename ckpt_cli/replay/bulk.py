@@ -26,6 +26,7 @@ from ckpt_cli.formats import compression
 from ckpt_cli.formats.record_frames import frame
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.replay import kernel
 from ckpt_cli.replay.plan import ReplayPlan, codec_of
 from ckpt_cli.replay.read import iter_state
 
@@ -240,6 +241,8 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     """The plan's files merged, or None when one does not frame cleanly."""
     import numpy as np
 
+    if kernel.load() is not None:
+        return _kernel_merged(ckpt, plan)
     # Every file decompressed straight into one buffer: no file's bytes beside their copy.
     buf = bytearray()
     framed = []
@@ -267,6 +270,22 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     if not plan.steps and plan.base is not None:
         return merged  # a snapshot alone holds each key once
     return last_per_key(merged)
+
+
+def _kernel_merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
+    """``_merged`` by the compiled kernel: the files decompressed into one buffer, then
+    framed and merged there in one pass (no array per record)."""
+    buf = bytearray()
+    segments = []
+    for f in plan.files:
+        start = len(buf)
+        with ckpt.storage.open_stream(f.path) as fh:
+            for chunk in compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)):
+                buf += chunk
+        segments.append((start, len(buf), f.kind is FileKind.SNAPSHOT))
+    # A snapshot alone holds each key once: framed, not merged.
+    merged = kernel.merge(buf, segments, dedupe=bool(plan.steps) or plan.base is None)
+    return None if merged is None else kernel.packed(buf, merged)
 
 
 _FNV_OFFSET = 0xCBF29CE484222325

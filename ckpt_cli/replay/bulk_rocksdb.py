@@ -34,6 +34,7 @@ from typing import Any
 from ckpt_cli.formats import records, rocksdb, sst
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.replay import kernel
 from ckpt_cli.replay.bulk import (
     BULK_BYTES,
     Changes,
@@ -64,10 +65,33 @@ def rocksdb_batches(ckpt: Checkpoint, plan: ReplayPlan, size: int) -> Iterator[P
         return None
     if sum(f.entry.size or 0 for f in plan.steps) > BULK_BYTES:
         return None
-    changes = changelog_changes(ckpt, plan)
-    if changes is None:
+    lookup: _Lookup | _KernelLookup | None
+    if kernel.load() is not None:
+        lookup = _kernel_changes(ckpt, plan)
+    else:
+        changes = changelog_changes(ckpt, plan)
+        lookup = None if changes is None else _Lookup(changes)
+    if lookup is None:
         return None
-    return _batches(ckpt, plan, changes, size)
+    return _batches(ckpt, plan, lookup, size)
+
+
+def _kernel_changes(ckpt: Checkpoint, plan: ReplayPlan) -> _KernelLookup | None:
+    """``changelog_changes`` by the compiled kernel: the changelogs' records after their
+    headers, framed and merged in one buffer (removes kept), looked up by its key table."""
+    buf = bytearray()
+    segments = []
+    for f in plan.steps:
+        data = decompressed(ckpt, f)
+        changelog = records.open_changelog(f.path, [data])
+        if changelog.format_version not in _UNTYPED:
+            return None
+        start = len(buf)
+        buf += data
+        del data
+        segments.append((start + changelog.records_offset, len(buf), False))
+    merged = kernel.load().merge(buf, segments, True, True)
+    return None if merged is None else _KernelLookup(buf, merged)
 
 
 def changelog_changes(ckpt: Checkpoint, plan: ReplayPlan) -> Changes | None:
@@ -87,11 +111,12 @@ def changelog_changes(ckpt: Checkpoint, plan: ReplayPlan) -> Changes | None:
     return last_changes(joined(logs))
 
 
-def _batches(ckpt: Checkpoint, plan: ReplayPlan, latest: Changes, size: int) -> Iterator[Packed]:
+def _batches(
+    ckpt: Checkpoint, plan: ReplayPlan, lookup: _Lookup | _KernelLookup, size: int
+) -> Iterator[Packed]:
     import numpy as np
 
-    changes = latest.records
-    lookup = _Lookup(changes, latest.hashes, latest.order)
+    changes = lookup.changes
     if plan.base is not None:
         for batch in _zip_batches(ckpt, plan.base, plan, size):
             yield from sliced(lookup.applied(batch), size)
@@ -141,10 +166,11 @@ def _zip_batches(
 class _Lookup:
     """The changes by key hash; ``used`` marks those a zip key took."""
 
-    def __init__(self, changes: Packed, hashes: Any, order: Any) -> None:
+    def __init__(self, latest: Changes) -> None:
         import numpy as np
 
-        self.changes, self.hashes, self.order = changes, hashes, order
+        changes, hashes = latest.records, latest.hashes
+        self.changes, self.hashes, self.order = changes, hashes, latest.order
         self.used = np.zeros(len(changes), bool)
         # A table of the hashes' low bits rules most zip keys out with one lookup each
         # (a search among the sorted hashes costs a dozen cache misses a key).
@@ -155,47 +181,81 @@ class _Lookup:
 
     def applied(self, batch: Packed) -> Packed:
         """``batch`` (distinct keys) with the changes of its keys applied."""
+        if not len(self.changes) or not len(batch):
+            return batch
+        row, took = self.matches(batch)
+        return _applied(batch, self.changes, row, took, self.used)
+
+    def matches(self, batch: Packed) -> tuple[Any, Any]:
+        """The rows of ``batch`` whose keys changed, and the index of each one's change."""
         import numpy as np
 
         changes = self.changes
-        if not len(changes) or not len(batch):
-            return batch
         hashes = key_hashes(batch.data, batch.key_offsets, batch.key_sizes)
         maybe = np.flatnonzero(self.seen[hashes & self.mask])
         probe = hashes[maybe]
         at = np.minimum(np.searchsorted(self.hashes, probe), len(self.hashes) - 1)
         hit = self.hashes[at] == probe
         candidates, at = maybe[hit], at[hit]
-        if not len(candidates):
-            return batch
         # Equal hashes: the keys compared byte for byte (a change's hash is unique among them).
-        mine, theirs = batch.data, changes.data
         took = self.order[at]
         sizes = batch.key_sizes[candidates]
         same = sizes == changes.key_sizes[took]
         key_at, log_at = batch.key_offsets[candidates], changes.key_offsets[took]
-        same[same] = keys_equal(mine, key_at[same], theirs, log_at[same], sizes[same])
-        row, took = candidates[same], took[same]
-        if not len(row):
+        same[same] = keys_equal(batch.data, key_at[same], changes.data, log_at[same], sizes[same])
+        return candidates[same], took[same]
+
+
+class _KernelLookup:
+    """``_Lookup`` over the compiled kernel's merge of the changelogs: keys looked up in its
+    table (``used`` is its array, marked as keys are found)."""
+
+    def __init__(self, data: bytearray, merged: Any) -> None:
+        import numpy as np
+
+        self.merged = merged
+        self.changes = kernel.packed(data, merged)
+        self.used = np.frombuffer(merged.used, np.bool_)
+
+    def applied(self, batch: Packed) -> Packed:
+        """``batch`` (distinct keys) with the changes of its keys applied."""
+        import numpy as np
+
+        if not len(self.changes) or not len(batch):
             return batch
-        self.used[took] = True
-        value_sizes = changes.value_sizes[took]
-        put = value_sizes >= 0
-        # The new values go after the batch's bytes, gathered from the changes' buffer.
-        lengths = value_sizes[put]
-        ends = np.cumsum(lengths)
-        gather = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(
-            changes.value_offsets[took[put]] - (ends - lengths), lengths
-        )
-        values_at, values_size = batch.value_offsets.copy(), batch.value_sizes.copy()
-        values_at[row[put]] = len(mine) + ends - lengths
-        values_size[row[put]] = lengths
-        keep = np.ones(len(batch), bool)
-        keep[row[~put]] = False
-        return Packed(
-            mine + np.frombuffer(theirs, np.uint8)[gather].tobytes(),
-            batch.key_offsets[keep],
-            batch.key_sizes[keep],
-            values_at[keep],
-            values_size[keep],
-        )
+        offsets, sizes = (np.ascontiguousarray(a) for a in (batch.key_offsets, batch.key_sizes))
+        found = np.frombuffer(self.merged.lookup(batch.data, offsets, sizes), np.int64)
+        row = np.flatnonzero(found >= 0)
+        return _applied(batch, self.changes, row, found[row], None)
+
+
+def _applied(batch: Packed, changes: Packed, row: Any, took: Any, used: Any) -> Packed:
+    """``batch`` with row ``row[i]`` taking change ``took[i]``: its new value, or out for a
+    delete (``used`` marks the changes taken)."""
+    import numpy as np
+
+    if not len(row):
+        return batch
+    mine, theirs = batch.data, changes.data
+    if used is not None:
+        used[took] = True
+    value_sizes = changes.value_sizes[took]
+    put = value_sizes >= 0
+    # The new values go after the batch's bytes, gathered from the changes' buffer.
+    lengths = value_sizes[put]
+    ends = np.cumsum(lengths)
+    gather = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(
+        changes.value_offsets[took[put]] - (ends - lengths), lengths
+    )
+    values_at, values_size = batch.value_offsets.copy(), batch.value_sizes.copy()
+    values_at[row[put]] = len(mine) + ends - lengths
+    values_size[row[put]] = lengths
+    keep = np.ones(len(batch), bool)
+    keep[row[~put]] = False
+    return Packed(
+        mine + np.frombuffer(theirs, np.uint8)[gather].tobytes(),
+        batch.key_offsets[keep],
+        batch.key_sizes[keep],
+        values_at[keep],
+        values_size[keep],
+    )

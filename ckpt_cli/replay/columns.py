@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay import kernel
 from ckpt_cli.replay.bulk import BATCH_ROWS, Packed, packed_batches
 from ckpt_cli.replay.ordered import in_order
 from ckpt_cli.replay.plain_arrow import (
@@ -104,6 +105,10 @@ class Columnar:
         )
         # Floats as today's JSON lines have them: repr from the generated encoder, else orjson.
         self._repr_floats = decoder.compiled
+        # The compiled kernel's text of these rows (None: not built, or not for this schema).
+        self.kernel = kernel.formatter(
+            self.schema, rocks=self._rocks, repr_floats=self._repr_floats
+        )
 
     # -- decoding ----------------------------------------------------------------------------
 
@@ -163,6 +168,14 @@ class Columnar:
     def line_bytes(self, partition: int, batch: Batch) -> bytes:
         """``lines`` as UTF-8 bytes: what is written, without decoding and encoding again."""
         packed = batch if isinstance(batch, Packed) else Packed.of(batch)
+        if self.kernel is not None:
+            text = self.kernel.jsonl(partition, packed)
+            if text is not None:
+                return text
+        return self.reference_line_bytes(partition, packed)
+
+    def reference_line_bytes(self, partition: int, packed: Packed) -> bytes:
+        """``line_bytes`` by numpy and Arrow (the kernel's reference)."""
         schema, floats = self.schema, self._repr_floats
         try:
             key, value = self.native(packed)

@@ -34,6 +34,7 @@ from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay import columns
+from ckpt_cli.replay.bulk import Packed, packed_batches
 from ckpt_cli.replay.ordered import utf8_writer, write_in_order
 from ckpt_cli.replay.plain_arrow import RowPath, has_map, json_text, plain_type
 from ckpt_cli.replay.rows import ARROW_BATCH_ROWS, PrefixScanDecoder, RowDecoder, require_pyarrow
@@ -152,12 +153,19 @@ def _partition_csv(
     ckpt: Checkpoint, plan: ReplayPlan, columnar: columns.Columnar, schema: CsvSchema
 ) -> Iterator[Callable[[], tuple[bytes, int]]]:
     """One partition's CSV lines as work: each call makes one batch's (in any thread)."""
-    for work in columns.table_work(ckpt, plan, columnar):
-        yield functools.partial(_batch_csv, work, schema)
+    for batch in packed_batches(ckpt, plan):
+        yield functools.partial(_batch_csv, columnar, plan.partition, batch, schema)
 
 
-def _batch_csv(work: Callable[[], Any], schema: CsvSchema) -> tuple[bytes, int]:
-    table = work()
+def _batch_csv(
+    columnar: columns.Columnar, partition: int, batch: Packed, schema: CsvSchema
+) -> tuple[bytes, int]:
+    """A batch's CSV lines: the compiled kernel's, else Arrow's writer's from its table."""
+    if columnar.kernel is not None:
+        text = columnar.kernel.csv(partition, batch)
+        if text is not None:
+            return text, len(batch)
+    table = columnar.table(partition, batch)
     return schema.csv(table), table.num_rows
 
 

@@ -1,0 +1,1754 @@
+/* The compiled replay kernel (issue 34): the hot loop of ``ckpt replay``, and nothing else.
+ *
+ * - ``merge``: frame the records of decompressed HDFS-store files (deltas, snapshots) and V1/V3
+ *   changelogs (``int32 BE keySize | key | int32 BE valueSize | value``, -1 a remove, -1 key
+ *   size the end), and keep per key its first record's key and its last record's value,
+ *   ordered by first record (applying the files in order, as Spark does); ``Merged.lookup``
+ *   finds keys of another buffer among them (a RocksDB zip's keys among its changelogs').
+ * - ``Format``: UnsafeRows of one store's schema straight into JSON lines and CSV rows, the
+ *   bytes ``replay/columns`` and ``replay/csv_arrow`` write for them.
+ *
+ * The Python side decides everything else: plans, decompression, schemas, errors. Whatever
+ * this file cannot vouch for it hands back (None): a file that does not frame, a damaged
+ * row, a value whose text the reference path makes differently (a non-finite float, a year
+ * outside 1-9999, invalid UTF-8), keys whose hashes pile up. The numpy/Arrow path then does
+ * it, and names any problem. Every length and offset is checked as ``formats/records``,
+ * ``formats/record_frames`` and ``formats/unsaferow_arrow`` check them. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef KERNEL_SOURCE
+#define KERNEL_SOURCE "unknown"
+#endif
+
+#include "structmember.h"
+/* ---- Ryu (vendored) ----------------------------------------------------------------------
+ * The shortest decimal that reads back as the same double, and of those the closest: the
+ * digits Python's repr, orjson and Arrow print. From Ulf Adams' Ryu (github.com/ulfjack/ryu,
+ * commit e3e090c: ryu/common.h, d2s_intrinsics.h, d2s_small_table.h, d2s.c), under the Apache
+ * License 2.0 (or the Boost Software License 1.0), Copyright 2018 Ulf Adams: d2d and
+ * d2d_small_int with what they use, the size-optimized tables, the 128-bit integer path
+ * only; debug output and asserts removed. */
+
+#if !defined(__SIZEOF_INT128__)
+#error "the replay kernel needs a compiler with 128-bit integers (gcc, clang on 64-bit)"
+#endif
+typedef __uint128_t uint128_t;
+
+#define DOUBLE_MANTISSA_BITS 52
+#define DOUBLE_EXPONENT_BITS 11
+#define DOUBLE_BIAS 1023
+#define DOUBLE_POW5_INV_BITCOUNT 125
+#define DOUBLE_POW5_BITCOUNT 125
+
+static inline int32_t pow5bits(const int32_t e) {
+  return (int32_t) (((((uint32_t) e) * 1217359) >> 19) + 1);
+}
+
+static inline uint32_t log10Pow2(const int32_t e) {
+  return (((uint32_t) e) * 78913) >> 18;
+}
+
+static inline uint32_t log10Pow5(const int32_t e) {
+  return (((uint32_t) e) * 732923) >> 20;
+}
+
+static inline uint32_t pow5Factor(uint64_t value) {
+  const uint64_t m_inv_5 = 14757395258967641293u; // 5 * m_inv_5 = 1 (mod 2^64)
+  const uint64_t n_div_5 = 3689348814741910323u;  // #{ n | n = 0 (mod 2^64) } = 2^64 / 5
+  uint32_t count = 0;
+  for (;;) {
+    value *= m_inv_5;
+    if (value > n_div_5)
+      break;
+    ++count;
+  }
+  return count;
+}
+
+static inline bool multipleOfPowerOf5(const uint64_t value, const uint32_t p) {
+  return pow5Factor(value) >= p;
+}
+
+static inline bool multipleOfPowerOf2(const uint64_t value, const uint32_t p) {
+  return (value & ((1ull << p) - 1)) == 0;
+}
+
+static inline uint64_t mulShift64(const uint64_t m, const uint64_t* const mul, const int32_t j) {
+  const uint128_t b0 = ((uint128_t) m) * mul[0];
+  const uint128_t b2 = ((uint128_t) m) * mul[1];
+  return (uint64_t) (((b0 >> 64) + b2) >> (j - 64));
+}
+
+static inline uint64_t mulShiftAll64(const uint64_t m, const uint64_t* const mul, const int32_t j,
+  uint64_t* const vp, uint64_t* const vm, const uint32_t mmShift) {
+  *vp = mulShift64(4 * m + 2, mul, j);
+  *vm = mulShift64(4 * m - 1 - mmShift, mul, j);
+  return mulShift64(4 * m, mul, j);
+}
+
+static const uint64_t DOUBLE_POW5_INV_SPLIT2[15][2] = {
+  {                    1u, 2305843009213693952u },
+  {  5955668970331000884u, 1784059615882449851u },
+  {  8982663654677661702u, 1380349269358112757u },
+  {  7286864317269821294u, 2135987035920910082u },
+  {  7005857020398200553u, 1652639921975621497u },
+  { 17965325103354776697u, 1278668206209430417u },
+  {  8928596168509315048u, 1978643211784836272u },
+  { 10075671573058298858u, 1530901034580419511u },
+  {   597001226353042382u, 1184477304306571148u },
+  {  1527430471115325346u, 1832889850782397517u },
+  { 12533209867169019542u, 1418129833677084982u },
+  {  5577825024675947042u, 2194449627517475473u },
+  { 11006974540203867551u, 1697873161311732311u },
+  { 10313493231639821582u, 1313665730009899186u },
+  { 12701016819766672773u, 2032799256770390445u }
+};
+static const uint32_t POW5_INV_OFFSETS[19] = {
+  0x54544554, 0x04055545, 0x10041000, 0x00400414, 0x40010000, 0x41155555,
+  0x00000454, 0x00010044, 0x40000000, 0x44000041, 0x50454450, 0x55550054,
+  0x51655554, 0x40004000, 0x01000001, 0x00010500, 0x51515411, 0x05555554,
+  0x00000000
+};
+
+static const uint64_t DOUBLE_POW5_SPLIT2[13][2] = {
+  {                    0u, 1152921504606846976u },
+  {                    0u, 1490116119384765625u },
+  {  1032610780636961552u, 1925929944387235853u },
+  {  7910200175544436838u, 1244603055572228341u },
+  { 16941905809032713930u, 1608611746708759036u },
+  { 13024893955298202172u, 2079081953128979843u },
+  {  6607496772837067824u, 1343575221513417750u },
+  { 17332926989895652603u, 1736530273035216783u },
+  { 13037379183483547984u, 2244412773384604712u },
+  {  1605989338741628675u, 1450417759929778918u },
+  {  9630225068416591280u, 1874621017369538693u },
+  {   665883850346957067u, 1211445438634777304u },
+  { 14931890668723713708u, 1565756531257009982u }
+};
+static const uint32_t POW5_OFFSETS[21] = {
+  0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x40000000, 0x59695995,
+  0x55545555, 0x56555515, 0x41150504, 0x40555410, 0x44555145, 0x44504540,
+  0x45555550, 0x40004000, 0x96440440, 0x55565565, 0x54454045, 0x40154151,
+  0x55559155, 0x51405555, 0x00000105
+};
+
+#define POW5_TABLE_SIZE 26
+static const uint64_t DOUBLE_POW5_TABLE[POW5_TABLE_SIZE] = {
+1ull, 5ull, 25ull, 125ull, 625ull, 3125ull, 15625ull, 78125ull, 390625ull,
+1953125ull, 9765625ull, 48828125ull, 244140625ull, 1220703125ull, 6103515625ull,
+30517578125ull, 152587890625ull, 762939453125ull, 3814697265625ull,
+19073486328125ull, 95367431640625ull, 476837158203125ull,
+2384185791015625ull, 11920928955078125ull, 59604644775390625ull,
+298023223876953125ull //, 1490116119384765625ull
+};
+
+static inline void double_computePow5(const uint32_t i, uint64_t* const result) {
+  const uint32_t base = i / POW5_TABLE_SIZE;
+  const uint32_t base2 = base * POW5_TABLE_SIZE;
+  const uint32_t offset = i - base2;
+  const uint64_t* const mul = DOUBLE_POW5_SPLIT2[base];
+  if (offset == 0) {
+    result[0] = mul[0];
+    result[1] = mul[1];
+    return;
+  }
+  const uint64_t m = DOUBLE_POW5_TABLE[offset];
+  const uint128_t b0 = ((uint128_t) m) * mul[0];
+  const uint128_t b2 = ((uint128_t) m) * mul[1];
+  const uint32_t delta = pow5bits(i) - pow5bits(base2);
+  const uint128_t shiftedSum = (b0 >> delta) + (b2 << (64 - delta)) + ((POW5_OFFSETS[i / 16] >> ((i % 16) << 1)) & 3);
+  result[0] = (uint64_t) shiftedSum;
+  result[1] = (uint64_t) (shiftedSum >> 64);
+}
+
+static inline void double_computeInvPow5(const uint32_t i, uint64_t* const result) {
+  const uint32_t base = (i + POW5_TABLE_SIZE - 1) / POW5_TABLE_SIZE;
+  const uint32_t base2 = base * POW5_TABLE_SIZE;
+  const uint32_t offset = base2 - i;
+  const uint64_t* const mul = DOUBLE_POW5_INV_SPLIT2[base]; // 1/5^base2
+  if (offset == 0) {
+    result[0] = mul[0];
+    result[1] = mul[1];
+    return;
+  }
+  const uint64_t m = DOUBLE_POW5_TABLE[offset]; // 5^offset
+  const uint128_t b0 = ((uint128_t) m) * (mul[0] - 1);
+  const uint128_t b2 = ((uint128_t) m) * mul[1]; // 1/5^base2 * 5^offset = 1/5^(base2-offset) = 1/5^i
+  const uint32_t delta = pow5bits(base2) - pow5bits(i);
+  const uint128_t shiftedSum =
+    ((b0 >> delta) + (b2 << (64 - delta))) + 1 + ((POW5_INV_OFFSETS[i / 16] >> ((i % 16) << 1)) & 3);
+  result[0] = (uint64_t) shiftedSum;
+  result[1] = (uint64_t) (shiftedSum >> 64);
+}
+
+// A floating decimal representing m * 10^e.
+typedef struct floating_decimal_64 {
+  uint64_t mantissa;
+  int32_t exponent;
+} floating_decimal_64;
+
+static inline floating_decimal_64 d2d(const uint64_t ieeeMantissa, const uint32_t ieeeExponent) {
+  int32_t e2;
+  uint64_t m2;
+  if (ieeeExponent == 0) {
+    // We subtract 2 so that the bounds computation has 2 additional bits.
+    e2 = 1 - DOUBLE_BIAS - DOUBLE_MANTISSA_BITS - 2;
+    m2 = ieeeMantissa;
+  } else {
+    e2 = (int32_t) ieeeExponent - DOUBLE_BIAS - DOUBLE_MANTISSA_BITS - 2;
+    m2 = (1ull << DOUBLE_MANTISSA_BITS) | ieeeMantissa;
+  }
+  const bool even = (m2 & 1) == 0;
+  const bool acceptBounds = even;
+
+  // Step 2: Determine the interval of valid decimal representations.
+  const uint64_t mv = 4 * m2;
+  // Implicit bool -> int conversion. True is 1, false is 0.
+  const uint32_t mmShift = ieeeMantissa != 0 || ieeeExponent <= 1;
+
+  // Step 3: Convert to a decimal power base using 128-bit arithmetic.
+  uint64_t vr, vp, vm;
+  int32_t e10;
+  bool vmIsTrailingZeros = false;
+  bool vrIsTrailingZeros = false;
+  if (e2 >= 0) {
+    const uint32_t q = log10Pow2(e2) - (e2 > 3);
+    e10 = (int32_t) q;
+    const int32_t k = DOUBLE_POW5_INV_BITCOUNT + pow5bits((int32_t) q) - 1;
+    const int32_t i = -e2 + (int32_t) q + k;
+    uint64_t pow5[2];
+    double_computeInvPow5(q, pow5);
+    vr = mulShiftAll64(m2, pow5, i, &vp, &vm, mmShift);
+    if (q <= 21) {
+      // Only one of mp, mv, and mm can be a multiple of 5, if any.
+      const uint32_t mvMod5 = ((uint32_t) mv) - 5 * ((uint32_t) (mv / 5));
+      if (mvMod5 == 0) {
+        vrIsTrailingZeros = multipleOfPowerOf5(mv, q);
+      } else if (acceptBounds) {
+        vmIsTrailingZeros = multipleOfPowerOf5(mv - 1 - mmShift, q);
+      } else {
+        vp -= multipleOfPowerOf5(mv + 2, q);
+      }
+    }
+  } else {
+    const uint32_t q = log10Pow5(-e2) - (-e2 > 1);
+    e10 = (int32_t) q + e2;
+    const int32_t i = -e2 - (int32_t) q;
+    const int32_t k = pow5bits(i) - DOUBLE_POW5_BITCOUNT;
+    const int32_t j = (int32_t) q - k;
+    uint64_t pow5[2];
+    double_computePow5(i, pow5);
+    vr = mulShiftAll64(m2, pow5, j, &vp, &vm, mmShift);
+    if (q <= 1) {
+      vrIsTrailingZeros = true;
+      if (acceptBounds) {
+        vmIsTrailingZeros = mmShift == 1;
+      } else {
+        --vp;
+      }
+    } else if (q < 63) {
+      vrIsTrailingZeros = multipleOfPowerOf2(mv, q);
+    }
+  }
+
+  // Step 4: Find the shortest decimal representation in the interval of valid representations.
+  int32_t removed = 0;
+  uint8_t lastRemovedDigit = 0;
+  uint64_t output;
+  if (vmIsTrailingZeros || vrIsTrailingZeros) {
+    // General case, which happens rarely (~0.7%).
+    for (;;) {
+      const uint64_t vpDiv10 = vp / 10;
+      const uint64_t vmDiv10 = vm / 10;
+      if (vpDiv10 <= vmDiv10) {
+        break;
+      }
+      const uint32_t vmMod10 = ((uint32_t) vm) - 10 * ((uint32_t) vmDiv10);
+      const uint64_t vrDiv10 = vr / 10;
+      const uint32_t vrMod10 = ((uint32_t) vr) - 10 * ((uint32_t) vrDiv10);
+      vmIsTrailingZeros &= vmMod10 == 0;
+      vrIsTrailingZeros &= lastRemovedDigit == 0;
+      lastRemovedDigit = (uint8_t) vrMod10;
+      vr = vrDiv10;
+      vp = vpDiv10;
+      vm = vmDiv10;
+      ++removed;
+    }
+    if (vmIsTrailingZeros) {
+      for (;;) {
+        const uint64_t vmDiv10 = vm / 10;
+        const uint32_t vmMod10 = ((uint32_t) vm) - 10 * ((uint32_t) vmDiv10);
+        if (vmMod10 != 0) {
+          break;
+        }
+        const uint64_t vpDiv10 = vp / 10;
+        const uint64_t vrDiv10 = vr / 10;
+        const uint32_t vrMod10 = ((uint32_t) vr) - 10 * ((uint32_t) vrDiv10);
+        vrIsTrailingZeros &= lastRemovedDigit == 0;
+        lastRemovedDigit = (uint8_t) vrMod10;
+        vr = vrDiv10;
+        vp = vpDiv10;
+        vm = vmDiv10;
+        ++removed;
+      }
+    }
+    if (vrIsTrailingZeros && lastRemovedDigit == 5 && vr % 2 == 0) {
+      // Round even if the exact number is .....50..0.
+      lastRemovedDigit = 4;
+    }
+    // We need to take vr + 1 if vr is outside bounds or we need to round up.
+    output = vr + ((vr == vm && (!acceptBounds || !vmIsTrailingZeros)) || lastRemovedDigit >= 5);
+  } else {
+    // Specialized for the common case (~99.3%). Percentages below are relative to this.
+    bool roundUp = false;
+    const uint64_t vpDiv100 = vp / 100;
+    const uint64_t vmDiv100 = vm / 100;
+    if (vpDiv100 > vmDiv100) { // Optimization: remove two digits at a time (~86.2%).
+      const uint64_t vrDiv100 = vr / 100;
+      const uint32_t vrMod100 = ((uint32_t) vr) - 100 * ((uint32_t) vrDiv100);
+      roundUp = vrMod100 >= 50;
+      vr = vrDiv100;
+      vp = vpDiv100;
+      vm = vmDiv100;
+      removed += 2;
+    }
+    for (;;) {
+      const uint64_t vpDiv10 = vp / 10;
+      const uint64_t vmDiv10 = vm / 10;
+      if (vpDiv10 <= vmDiv10) {
+        break;
+      }
+      const uint64_t vrDiv10 = vr / 10;
+      const uint32_t vrMod10 = ((uint32_t) vr) - 10 * ((uint32_t) vrDiv10);
+      roundUp = vrMod10 >= 5;
+      vr = vrDiv10;
+      vp = vpDiv10;
+      vm = vmDiv10;
+      ++removed;
+    }
+    // We need to take vr + 1 if vr is outside bounds or we need to round up.
+    output = vr + (vr == vm || roundUp);
+  }
+  const int32_t exp = e10 + removed;
+
+  floating_decimal_64 fd;
+  fd.exponent = exp;
+  fd.mantissa = output;
+  return fd;
+}
+
+static inline bool d2d_small_int(const uint64_t ieeeMantissa, const uint32_t ieeeExponent,
+  floating_decimal_64* const v) {
+  const uint64_t m2 = (1ull << DOUBLE_MANTISSA_BITS) | ieeeMantissa;
+  const int32_t e2 = (int32_t) ieeeExponent - DOUBLE_BIAS - DOUBLE_MANTISSA_BITS;
+
+  if (e2 > 0) {
+    // f = m2 * 2^e2 >= 2^53 is an integer.
+    // Ignore this case for now.
+    return false;
+  }
+
+  if (e2 < -52) {
+    // f < 1.
+    return false;
+  }
+
+  // Since 2^52 <= m2 < 2^53 and 0 <= -e2 <= 52: 1 <= f = m2 / 2^-e2 < 2^53.
+  // Test if the lower -e2 bits of the significand are 0, i.e. whether the fraction is 0.
+  const uint64_t mask = (1ull << -e2) - 1;
+  const uint64_t fraction = m2 & mask;
+  if (fraction != 0) {
+    return false;
+  }
+
+  // f is an integer in the range [1, 2^53).
+  // Note: mantissa might contain trailing (decimal) 0's.
+  v->mantissa = m2 >> -e2;
+  v->exponent = 0;
+  return true;
+}
+/* ---- end of Ryu ------------------------------------------------------------------------ */
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+#define MAX_RECORD_BYTES (1 << 28) /* formats/records.MAX_RECORD_BYTES */
+#define MAX_PROBE 4096             /* keys whose hashes pile up: the reference path merges */
+#define MAX_KEYS 0xFFFFFFF0u       /* key ids live in 32 bits of a slot */
+
+enum { OK = 0, BAIL = 1, NOMEM = -1 };
+
+static inline uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline int64_t rdi64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }
+static inline int32_t rdi32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+static inline int16_t rdi16(const uint8_t *p) { int16_t v; memcpy(&v, p, 2); return v; }
+static inline float rdf32(const uint8_t *p) { float v; memcpy(&v, p, 4); return v; }
+static inline double rdf64(const uint8_t *p) { double v; memcpy(&v, p, 8); return v; }
+static inline int32_t be32(const uint8_t *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+}
+
+/* An index array from Python (numpy int32 or int64, C-contiguous). */
+typedef struct {
+    Py_buffer view;
+    Py_ssize_t n;
+    int wide;
+} Ints;
+
+static int ints_get(PyObject *obj, Ints *out, const char *what) {
+    if (PyObject_GetBuffer(obj, &out->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    Py_ssize_t size = out->view.itemsize;
+    const char *f = out->view.format ? out->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    int integer = f[0] != '\0' && f[1] == '\0' && strchr("ilqn", f[0]) != NULL;
+    if (out->view.ndim > 1 || !integer || (size != 4 && size != 8)) {
+        PyErr_Format(PyExc_TypeError, "%s: an int32 or int64 array is needed", what);
+        PyBuffer_Release(&out->view);
+        return -1;
+    }
+    out->wide = size == 8;
+    out->n = out->view.len / size;
+    return 0;
+}
+
+static inline int64_t ints_at(const Ints *a, Py_ssize_t i) {
+    return a->wide ? ((const int64_t *)a->view.buf)[i] : ((const int32_t *)a->view.buf)[i];
+}
+
+/* ---- Column: memory of this module as a Python buffer (numpy.frombuffer reads it) ----------- */
+
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    Py_ssize_t n;
+    Py_ssize_t itemsize;
+    Py_ssize_t shape;
+    Py_ssize_t stride;
+    char format[2];
+} Column;
+
+static void column_dealloc(Column *self) {
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int column_getbuffer(Column *self, Py_buffer *view, int flags) {
+    self->shape = self->n;
+    self->stride = self->itemsize;
+    view->obj = (PyObject *)self;
+    Py_INCREF(self);
+    view->buf = self->data;
+    view->len = self->n * self->itemsize;
+    view->readonly = 0;
+    view->itemsize = self->itemsize;
+    view->format = (flags & PyBUF_FORMAT) ? self->format : NULL;
+    view->ndim = 1;
+    view->shape = (flags & PyBUF_ND) ? &self->shape : NULL;
+    view->strides = (flags & PyBUF_STRIDES) ? &self->stride : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    return 0;
+}
+
+static Py_ssize_t column_len(Column *self) { return self->n; }
+
+static PyBufferProcs column_as_buffer = {(getbufferproc)column_getbuffer, NULL};
+static PySequenceMethods column_as_sequence = {.sq_length = (lenfunc)column_len};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ckpt_cli._kernel.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = (destructor)column_dealloc,
+    .tp_as_buffer = &column_as_buffer,
+    .tp_as_sequence = &column_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An array made by the kernel (a buffer of int64, int32 or uint8).",
+};
+
+/* A Column owning ``data`` (malloc'd, freed with it), or NULL (and ``data`` freed). */
+static PyObject *column_of(void *data, Py_ssize_t n, Py_ssize_t itemsize, char format) {
+    Column *c = PyObject_New(Column, &ColumnType);
+    if (c == NULL) {
+        free(data);
+        return NULL;
+    }
+    if (data == NULL) data = malloc(1); /* a zero-length buffer still points somewhere */
+    c->data = data;
+    c->n = n;
+    c->itemsize = itemsize;
+    c->format[0] = format;
+    c->format[1] = '\0';
+    if (data == NULL) {
+        Py_DECREF(c);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)c;
+}
+
+/* ---- hashing -------------------------------------------------------------------------------
+ * A keyed hash (wyhash's multiply-fold), its seed drawn by the Python side at import: the
+ * table's layout cannot be chosen by whoever wrote the keys, and a probe longer than
+ * MAX_PROBE hands the merge back to the reference path anyway. */
+
+static uint64_t seed0 = 0x2d358dccaa6c78a5ull, seed1 = 0x8bb84b93962eacc9ull;
+
+static inline uint64_t fold(uint64_t a, uint64_t b) {
+    uint128_t r = (uint128_t)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+static inline uint64_t hash_key(const uint8_t *p, size_t n) {
+    uint64_t h = seed0 ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
+    while (n >= 16) {
+        h = fold(rd64(p) ^ seed1, rd64(p + 8) ^ h);
+        p += 16;
+        n -= 16;
+    }
+    if (n >= 8) {
+        h = fold(rd64(p) ^ seed1, h ^ 0xa0761d6478bd642full);
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t t = 0;
+        memcpy(&t, p, n);
+        h = fold(t ^ 0xe7037ed1a0b428dbull, h ^ seed1);
+    }
+    return fold(h ^ 0x8ebc6af09c88c6e3ull, h ^ seed0 ^ 0x589965cc75374cc3ull);
+}
+
+/* ---- merge --------------------------------------------------------------------------------- */
+
+/* Keys by first record, each with its last record's value; a table of (hash tag, id + 1). */
+typedef struct {
+    int64_t *koff, *voff;
+    int32_t *ksz, *vsz;
+    size_t n, cap;
+    uint64_t *slots;
+    size_t nslots;
+} Build;
+
+static void build_free(Build *b) {
+    free(b->koff);
+    free(b->voff);
+    free(b->ksz);
+    free(b->vsz);
+    free(b->slots);
+    memset(b, 0, sizeof *b);
+}
+
+static int build_reserve(Build *b) {
+    if (b->n < b->cap) return OK;
+    size_t cap = b->cap ? b->cap * 2 : 4096;
+    void *p;
+    if ((p = realloc(b->koff, cap * 8)) == NULL) return NOMEM;
+    b->koff = p;
+    if ((p = realloc(b->voff, cap * 8)) == NULL) return NOMEM;
+    b->voff = p;
+    if ((p = realloc(b->ksz, cap * 4)) == NULL) return NOMEM;
+    b->ksz = p;
+    if ((p = realloc(b->vsz, cap * 4)) == NULL) return NOMEM;
+    b->vsz = p;
+    b->cap = cap;
+    return OK;
+}
+
+/* The id of the key ``key`` (``ks`` bytes) among those of ``base``, -1 when it is not there
+ * (``*at``: the empty slot it would take), -2 when the probe ran past MAX_PROBE. */
+static inline int64_t table_find(const uint64_t *slots, size_t nslots, uint64_t h,
+                                 const uint8_t *key, int64_t ks, const uint8_t *base,
+                                 const int64_t *koff, const int32_t *ksz, size_t *at) {
+    size_t mask = nslots - 1, i = (size_t)h & mask;
+    uint32_t tag = (uint32_t)(h >> 32);
+    for (size_t probes = 0; probes <= MAX_PROBE; probes++) {
+        uint64_t s = slots[i];
+        if (s == 0) {
+            *at = i;
+            return -1;
+        }
+        if ((uint32_t)(s >> 32) == tag) {
+            uint32_t id = (uint32_t)s - 1;
+            if (ksz[id] == ks && memcmp(base + koff[id], key, (size_t)ks) == 0) return id;
+        }
+        i = (i + 1) & mask;
+    }
+    return -2;
+}
+
+static int table_grow(Build *b, const uint8_t *base) {
+    size_t nslots = b->nslots ? b->nslots * 2 : (size_t)1 << 13;
+    uint64_t *slots = calloc(nslots, sizeof *slots);
+    if (slots == NULL) return NOMEM;
+    size_t mask = nslots - 1;
+    for (size_t id = 0; id < b->n; id++) {
+        uint64_t h = hash_key(base + b->koff[id], (size_t)b->ksz[id]);
+        size_t i = (size_t)h & mask, probes = 0;
+        while (slots[i]) {
+            i = (i + 1) & mask;
+            if (++probes > MAX_PROBE) {
+                free(slots);
+                return BAIL;
+            }
+        }
+        slots[i] = ((h >> 32) << 32) | (uint64_t)(id + 1);
+    }
+    free(b->slots);
+    b->slots = slots;
+    b->nslots = nslots;
+    return OK;
+}
+
+/* The records of ``buf[start:end]`` to the end marker, as ``formats/record_frames.frame``
+ * takes them: BAIL where it gives None (truncated, a size out of bounds, a remove in a
+ * snapshot, an end marker other than -1). With ``dedupe``, each key once. */
+static int merge_segment(Build *b, const uint8_t *buf, int64_t start, int64_t end, int snapshot,
+                         int dedupe) {
+    int64_t pos = start;
+    for (;;) {
+        if (end - pos < 4) return BAIL;
+        int32_t ks = be32(buf + pos);
+        if (ks < 0) return ks == -1 ? OK : BAIL;
+        if (ks > MAX_RECORD_BYTES || end - pos - 8 < ks) return BAIL;
+        int32_t vs = be32(buf + pos + 4 + ks);
+        if (vs > MAX_RECORD_BYTES || vs < (snapshot ? 0 : -1)) return BAIL;
+        int64_t koff = pos + 4, voff = pos + 8 + ks;
+        int64_t next = voff + (vs > 0 ? vs : 0);
+        if (next > end) return BAIL;
+        if (dedupe) {
+            if ((b->n + 1) * 2 > b->nslots) {
+                int rc = table_grow(b, buf);
+                if (rc != OK) return rc;
+            }
+            uint64_t h = hash_key(buf + koff, (size_t)ks);
+            size_t at = 0;
+            int64_t id = table_find(b->slots, b->nslots, h, buf + koff, ks, buf, b->koff, b->ksz,
+                                    &at);
+            if (id == -2) return BAIL;
+            if (id >= 0) {
+                b->voff[id] = voff;
+                b->vsz[id] = vs;
+                pos = next;
+                continue;
+            }
+            if (b->n >= MAX_KEYS) return BAIL;
+            b->slots[at] = ((h >> 32) << 32) | (uint64_t)(b->n + 1);
+        }
+        if (build_reserve(b) != OK) return NOMEM;
+        b->koff[b->n] = koff;
+        b->ksz[b->n] = ks;
+        b->voff[b->n] = voff;
+        b->vsz[b->n] = vs;
+        b->n++;
+        pos = next;
+    }
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *key_offsets, *key_sizes, *value_offsets, *value_sizes, *used;
+    /* Kept for lookup (changelogs): the buffer, the table, the columns' memory. */
+    Py_buffer view;
+    int has_view;
+    uint64_t *slots;
+    size_t nslots;
+    Py_ssize_t n;
+} Merged;
+
+static void merged_dealloc(Merged *self) {
+    Py_XDECREF(self->key_offsets);
+    Py_XDECREF(self->key_sizes);
+    Py_XDECREF(self->value_offsets);
+    Py_XDECREF(self->value_sizes);
+    Py_XDECREF(self->used);
+    if (self->has_view) PyBuffer_Release(&self->view);
+    free(self->slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t merged_len(Merged *self) { return self->n; }
+
+static PyObject *merged_lookup(Merged *self, PyObject *args) {
+    PyObject *data_obj, *off_obj, *size_obj;
+    if (!PyArg_ParseTuple(args, "OOO:lookup", &data_obj, &off_obj, &size_obj)) return NULL;
+    if (self->slots == NULL) {
+        PyErr_SetString(PyExc_ValueError, "lookup needs a merge that kept its removes");
+        return NULL;
+    }
+    Py_buffer data;
+    Ints off, size;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (ints_get(off_obj, &off, "offsets") < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (ints_get(size_obj, &size, "sizes") < 0) {
+        PyBuffer_Release(&off.view);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n = off.n;
+    int64_t *found = NULL;
+    if (size.n != n) {
+        PyErr_SetString(PyExc_ValueError, "offsets and sizes differ in length");
+        goto done;
+    }
+    found = malloc((size_t)(n ? n : 1) * sizeof *found);
+    if (found == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *buf = data.buf, *base = self->view.buf;
+    const int64_t *koff = ((Column *)self->key_offsets)->data;
+    const int32_t *ksz = ((Column *)self->key_sizes)->data;
+    uint8_t *used = ((Column *)self->used)->data;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t at = ints_at(&off, i), ks = ints_at(&size, i);
+        if (at < 0 || ks < 0 || at > data.len - ks) {
+            bad = 1;
+            break;
+        }
+        size_t slot;
+        int64_t id = table_find(self->slots, self->nslots, hash_key(buf + at, (size_t)ks),
+                                buf + at, ks, base, koff, ksz, &slot);
+        /* -2: not within MAX_PROBE of its place, where every key was put: not there. */
+        found[i] = id >= 0 ? id : -1;
+        if (id >= 0) used[id] = 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        free(found);
+        PyErr_SetString(PyExc_ValueError, "a key lies outside its buffer");
+        goto done;
+    }
+    result = column_of(found, n, 8, 'q');
+done:
+    PyBuffer_Release(&size.view);
+    PyBuffer_Release(&off.view);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+static PyMethodDef merged_methods[] = {
+    {"lookup", (PyCFunction)merged_lookup, METH_VARARGS,
+     "lookup(data, offsets, sizes) -> Column of int64: per key of ``data``, the index of the "
+     "same key among the merged ones, or -1; marks those found in ``used``."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef merged_members[] = {
+    {"key_offsets", T_OBJECT, offsetof(Merged, key_offsets), READONLY, "int64 Column"},
+    {"key_sizes", T_OBJECT, offsetof(Merged, key_sizes), READONLY, "int32 Column"},
+    {"value_offsets", T_OBJECT, offsetof(Merged, value_offsets), READONLY, "int64 Column"},
+    {"value_sizes", T_OBJECT, offsetof(Merged, value_sizes), READONLY, "int32 Column (-1 a remove)"},
+    {"used", T_OBJECT, offsetof(Merged, used), READONLY, "uint8 Column, or None"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PySequenceMethods merged_as_sequence = {.sq_length = (lenfunc)merged_len};
+
+static PyTypeObject MergedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ckpt_cli._kernel.Merged",
+    .tp_basicsize = sizeof(Merged),
+    .tp_dealloc = (destructor)merged_dealloc,
+    .tp_as_sequence = &merged_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = merged_methods,
+    .tp_members = merged_members,
+    .tp_doc = "The records a merge kept: keys by first record, each with its last value.",
+};
+
+static PyObject *kernel_merge(PyObject *module, PyObject *args) {
+    PyObject *data_obj, *segments_obj;
+    int dedupe, keep_removes;
+    if (!PyArg_ParseTuple(args, "OOpp:merge", &data_obj, &segments_obj, &dedupe, &keep_removes))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(segments_obj, "segments must be a sequence");
+    if (seq == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t nseg = PySequence_Fast_GET_SIZE(seq);
+    int64_t *seg = malloc((size_t)(nseg ? nseg : 1) * 3 * sizeof *seg);
+    if (seg == NULL) {
+        Py_DECREF(seq);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < nseg; i++) {
+        long long start, end;
+        int snapshot;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "LLp;a segment is (start, end, "
+                              "snapshot)", &start, &end, &snapshot) ||
+            start < 0 || end < start || end > view.len) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a segment lies outside the buffer");
+            free(seg);
+            Py_DECREF(seq);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        seg[3 * i] = start;
+        seg[3 * i + 1] = end;
+        seg[3 * i + 2] = snapshot;
+    }
+    Py_DECREF(seq);
+
+    Build b;
+    memset(&b, 0, sizeof b);
+    int rc = OK;
+    const uint8_t *buf = view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nseg && rc == OK; i++)
+        rc = merge_segment(&b, buf, seg[3 * i], seg[3 * i + 1], (int)seg[3 * i + 2], dedupe);
+    if (rc == OK && !keep_removes) { /* removes go, the order stays */
+        size_t kept = 0;
+        for (size_t i = 0; i < b.n; i++) {
+            if (b.vsz[i] < 0) continue;
+            b.koff[kept] = b.koff[i];
+            b.ksz[kept] = b.ksz[i];
+            b.voff[kept] = b.voff[i];
+            b.vsz[kept] = b.vsz[i];
+            kept++;
+        }
+        b.n = kept;
+    }
+    Py_END_ALLOW_THREADS
+    free(seg);
+    if (rc != OK) {
+        build_free(&b);
+        PyBuffer_Release(&view);
+        if (rc == NOMEM) return PyErr_NoMemory();
+        Py_RETURN_NONE;
+    }
+    Merged *m = PyObject_New(Merged, &MergedType);
+    if (m == NULL) {
+        build_free(&b);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    m->key_offsets = m->key_sizes = m->value_offsets = m->value_sizes = m->used = NULL;
+    m->has_view = 0;
+    m->slots = NULL;
+    m->nslots = 0;
+    m->n = (Py_ssize_t)b.n;
+    /* The columns own the arrays from here on (shrunk to their length). */
+    size_t n = b.n ? b.n : 1;
+    void *koff = realloc(b.koff, n * 8), *voff = realloc(b.voff, n * 8);
+    void *ksz = realloc(b.ksz, n * 4), *vsz = realloc(b.vsz, n * 4);
+    koff = koff ? koff : b.koff;
+    voff = voff ? voff : b.voff;
+    ksz = ksz ? ksz : b.ksz;
+    vsz = vsz ? vsz : b.vsz;
+    m->key_offsets = column_of(koff, m->n, 8, 'q');
+    m->key_sizes = column_of(ksz, m->n, 4, 'i');
+    m->value_offsets = column_of(voff, m->n, 8, 'q');
+    m->value_sizes = column_of(vsz, m->n, 4, 'i');
+    if (keep_removes && dedupe) {
+        m->used = column_of(calloc(n, 1), m->n, 1, 'B');
+        m->slots = b.slots;
+        m->nslots = b.nslots;
+        m->view = view;
+        m->has_view = 1;
+    } else {
+        free(b.slots);
+        PyBuffer_Release(&view);
+        Py_INCREF(Py_None);
+        m->used = Py_None;
+    }
+    if (!m->key_offsets || !m->key_sizes || !m->value_offsets || !m->value_sizes || !m->used) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return (PyObject *)m;
+}
+
+/* ---- text ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Out;
+
+static int out_grow(Out *o, size_t need) {
+    size_t cap = o->cap ? o->cap : 256;
+    while (cap - o->len < need) cap *= 2;
+    char *p = realloc(o->p, cap);
+    if (p == NULL) return NOMEM;
+    o->p = p;
+    o->cap = cap;
+    return OK;
+}
+
+#define NEED(o, k)                                                                   \
+    do {                                                                             \
+        if ((o)->cap - (o)->len < (size_t)(k) && out_grow((o), (size_t)(k)) != OK)   \
+            return NOMEM;                                                            \
+    } while (0)
+
+static inline void put_raw(Out *o, const char *s, size_t n) {
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+}
+
+static int put(Out *o, const char *s, size_t n) {
+    NEED(o, n);
+    put_raw(o, s, n);
+    return OK;
+}
+
+#define PUT_LIT(o, s) put((o), (s), sizeof(s) - 1)
+
+static const char DIGIT_PAIRS[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* The decimal digits of ``v`` at the end of ``end``; returns where they start. */
+static inline char *utoa_back(uint64_t v, char *end) {
+    while (v >= 100) {
+        uint64_t q = v / 100;
+        unsigned r = (unsigned)(v - q * 100);
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * r, 2);
+        v = q;
+    }
+    if (v >= 10) {
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * v, 2);
+    } else {
+        *--end = (char)('0' + v);
+    }
+    return end;
+}
+
+static int put_int(Out *o, int64_t v) {
+    char tmp[24], *end = tmp + sizeof tmp;
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    char *s = utoa_back(mag, end);
+    if (v < 0) *--s = '-';
+    return put(o, s, (size_t)(end - s));
+}
+
+/* ``v`` as exactly ``width`` digits (0 <= v < 10**width). */
+static inline void put_fixed_raw(Out *o, uint64_t v, int width) {
+    char *s = o->p + o->len;
+    for (int i = width - 1; i >= 0; i--) {
+        s[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
+    o->len += (size_t)width;
+}
+
+/* -- floats: the three ways the reference path prints a double -- */
+
+enum { FLOAT_REPR = 0, FLOAT_ORJSON = 1, FLOAT_ARROW = 2 };
+
+/* Python's repr (the generated encoder of flat schemas), orjson (nested schemas) and Arrow's
+ * cast to string (CSV cells) print the same shortest digits, in fixed notation for decimal
+ * points ``decpt`` (value = 0.DIGITS * 10^decpt) in (lo, hi], else d.ddde+X, with their own
+ * exponent signs and widths; repr and orjson give an integral value ".0", Arrow does not. */
+static int put_double(Out *o, double x, int style) {
+    uint64_t bits;
+    memcpy(&bits, &x, 8);
+    int sign = (int)(bits >> 63);
+    uint64_t ieee_mantissa = bits & ((1ull << DOUBLE_MANTISSA_BITS) - 1);
+    uint32_t ieee_exponent = (uint32_t)((bits >> DOUBLE_MANTISSA_BITS) & 0x7ff);
+    if (ieee_exponent == 0x7ff) return BAIL; /* inf, nan: the reference path's */
+    NEED(o, 40);
+    if (sign) o->p[o->len++] = '-';
+    if (ieee_exponent == 0 && ieee_mantissa == 0) {
+        if (style == FLOAT_ARROW)
+            o->p[o->len++] = '0';
+        else
+            put_raw(o, "0.0", 3);
+        return OK;
+    }
+    floating_decimal_64 v;
+    if (d2d_small_int(ieee_mantissa, ieee_exponent, &v)) {
+        /* an integer below 2^53: its trailing zeros go to the exponent */
+    } else {
+        v = d2d(ieee_mantissa, ieee_exponent);
+    }
+    while (v.mantissa % 10 == 0) {
+        v.mantissa /= 10;
+        v.exponent++;
+    }
+    char tmp[24], *end = tmp + sizeof tmp;
+    char *digits = utoa_back(v.mantissa, end);
+    int nd = (int)(end - digits);
+    int decpt = nd + v.exponent;
+    int lo = style == FLOAT_REPR ? -4 : style == FLOAT_ORJSON ? -5 : -6;
+    int hi = style == FLOAT_ARROW ? 10 : 16;
+    if (decpt > lo && decpt <= hi) {
+        if (decpt <= 0) {
+            put_raw(o, "0.", 2);
+            for (int i = 0; i < -decpt; i++) o->p[o->len++] = '0';
+            put_raw(o, digits, (size_t)nd);
+        } else if (decpt >= nd) {
+            put_raw(o, digits, (size_t)nd);
+            for (int i = 0; i < decpt - nd; i++) o->p[o->len++] = '0';
+            if (style != FLOAT_ARROW) put_raw(o, ".0", 2);
+        } else {
+            put_raw(o, digits, (size_t)decpt);
+            o->p[o->len++] = '.';
+            put_raw(o, digits + decpt, (size_t)(nd - decpt));
+        }
+        return OK;
+    }
+    o->p[o->len++] = digits[0];
+    if (nd > 1) {
+        o->p[o->len++] = '.';
+        put_raw(o, digits + 1, (size_t)(nd - 1));
+    }
+    int e = decpt - 1;
+    o->p[o->len++] = 'e';
+    o->p[o->len++] = e < 0 ? '-' : '+';
+    unsigned mag = (unsigned)(e < 0 ? -e : e);
+    if (style == FLOAT_REPR && mag < 10) o->p[o->len++] = '0';
+    char etmp[8], *eend = etmp + sizeof etmp;
+    char *es = utoa_back(mag, eend);
+    put_raw(o, es, (size_t)(eend - es));
+    return OK;
+}
+
+/* -- dates and times: as plain_arrow formats them (years 1-9999, else the reference) -- */
+
+#define MIN_DAY (-719162)
+#define MAX_DAY 2932896
+#define DAY_US 86400000000LL
+
+static inline int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/* "YYYY-MM-DD" (10 bytes, room made by the caller); days within MIN_DAY..MAX_DAY. */
+static inline void put_date_raw(Out *o, int64_t days) {
+    /* Howard Hinnant's civil_from_days */
+    int64_t z = days + 719468;
+    int64_t era = floor_div(z, 146097);
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t day = doy - (153 * mp + 2) / 5 + 1;
+    int64_t month = mp < 10 ? mp + 3 : mp - 9;
+    int64_t year = yoe + era * 400 + (month <= 2);
+    put_fixed_raw(o, (uint64_t)year, 4);
+    o->p[o->len++] = '-';
+    put_fixed_raw(o, (uint64_t)month, 2);
+    o->p[o->len++] = '-';
+    put_fixed_raw(o, (uint64_t)day, 2);
+}
+
+static int put_date(Out *o, int64_t days, int quote) {
+    if (days < MIN_DAY || days > MAX_DAY) return BAIL;
+    NEED(o, 12);
+    if (quote) o->p[o->len++] = '"';
+    put_date_raw(o, days);
+    if (quote) o->p[o->len++] = '"';
+    return OK;
+}
+
+static int put_timestamp(Out *o, int64_t us, int utc) {
+    int64_t days = floor_div(us, DAY_US);
+    if (days < MIN_DAY || days > MAX_DAY) return BAIL;
+    int64_t rest = us - days * DAY_US, secs = rest / 1000000, frac = rest % 1000000;
+    NEED(o, 30);
+    o->p[o->len++] = '"';
+    put_date_raw(o, days);
+    o->p[o->len++] = 'T';
+    put_fixed_raw(o, (uint64_t)(secs / 3600), 2);
+    o->p[o->len++] = ':';
+    put_fixed_raw(o, (uint64_t)(secs / 60 % 60), 2);
+    o->p[o->len++] = ':';
+    put_fixed_raw(o, (uint64_t)(secs % 60), 2);
+    o->p[o->len++] = '.';
+    put_fixed_raw(o, (uint64_t)frac, 6);
+    if (utc) o->p[o->len++] = 'Z';
+    o->p[o->len++] = '"';
+    return OK;
+}
+
+/* str(datetime.timedelta(microseconds=us)), quoted. */
+static int put_timedelta(Out *o, int64_t us) {
+    int64_t days = floor_div(us, DAY_US);
+    int64_t rest = us - days * DAY_US, secs = rest / 1000000, frac = rest % 1000000;
+    NEED(o, 2);
+    o->p[o->len++] = '"';
+    if (days) {
+        if (put_int(o, days) != OK) return NOMEM;
+        if (days == 1 || days == -1 ? PUT_LIT(o, " day, ") : PUT_LIT(o, " days, ")) return NOMEM;
+    }
+    if (put_int(o, secs / 3600) != OK) return NOMEM;
+    NEED(o, 16);
+    o->p[o->len++] = ':';
+    put_fixed_raw(o, (uint64_t)(secs / 60 % 60), 2);
+    o->p[o->len++] = ':';
+    put_fixed_raw(o, (uint64_t)(secs % 60), 2);
+    if (frac) {
+        o->p[o->len++] = '.';
+        put_fixed_raw(o, (uint64_t)frac, 6);
+    }
+    o->p[o->len++] = '"';
+    return OK;
+}
+
+/* str(Decimal) of ``unscaled`` * 10^-scale, quoted (Python's to-scientific-string). */
+static int put_decimal(Out *o, int64_t unscaled, int scale) {
+    char tmp[24], *end = tmp + sizeof tmp;
+    uint64_t mag = unscaled < 0 ? (uint64_t)0 - (uint64_t)unscaled : (uint64_t)unscaled;
+    char *digits = utoa_back(mag, end);
+    int64_t nd = end - digits, exp = -(int64_t)scale, left = exp + nd, dot;
+    dot = (exp <= 0 && left > -6) ? left : 1;
+    NEED(o, 64 + (size_t)(dot < 0 ? -dot : dot));
+    o->p[o->len++] = '"';
+    if (unscaled < 0) o->p[o->len++] = '-';
+    if (dot <= 0) {
+        put_raw(o, "0.", 2);
+        for (int64_t i = 0; i < -dot; i++) o->p[o->len++] = '0';
+        put_raw(o, digits, (size_t)nd);
+    } else if (dot >= nd) {
+        put_raw(o, digits, (size_t)nd);
+        for (int64_t i = 0; i < dot - nd; i++) o->p[o->len++] = '0';
+    } else {
+        put_raw(o, digits, (size_t)dot);
+        o->p[o->len++] = '.';
+        put_raw(o, digits + dot, (size_t)(nd - dot));
+    }
+    if (left != dot) {
+        int64_t e = left - dot;
+        o->p[o->len++] = 'E';
+        o->p[o->len++] = e < 0 ? '-' : '+';
+        char etmp[24], *eend = etmp + sizeof etmp;
+        char *es = utoa_back((uint64_t)(e < 0 ? -e : e), eend);
+        put_raw(o, es, (size_t)(eend - es));
+    }
+    o->p[o->len++] = '"';
+    return OK;
+}
+
+static int put_hex(Out *o, const uint8_t *s, size_t n) {
+    static const char HEX[] = "0123456789abcdef";
+    NEED(o, 2 * n + 2);
+    o->p[o->len++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        o->p[o->len++] = HEX[s[i] >> 4];
+        o->p[o->len++] = HEX[s[i] & 15];
+    }
+    o->p[o->len++] = '"';
+    return OK;
+}
+
+/* Bytes of the UTF-8 character at ``s`` (0: not valid UTF-8, as Python and Arrow judge it). */
+static inline int utf8_char(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    if (c >= 0xc2 && c <= 0xdf) return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (c >= 0xe0 && c <= 0xef) {
+        if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) return 0;
+        if (c == 0xe0 && s[1] < 0xa0) return 0; /* overlong */
+        if (c == 0xed && s[1] > 0x9f) return 0; /* a surrogate */
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
+            return 0;
+        if (c == 0xf0 && s[1] < 0x90) return 0; /* overlong */
+        if (c == 0xf4 && s[1] > 0x8f) return 0; /* past U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* A string as JSON (json.encoder.encode_basestring: control characters, quote and backslash
+ * escaped, the rest as it is); BAIL on invalid UTF-8 (the reference path replaces it). */
+static int put_json_string(Out *o, const uint8_t *s, size_t n) {
+    static const char HEX[] = "0123456789abcdef";
+    NEED(o, n + 2);
+    o->p[o->len++] = '"';
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && s[j] >= 0x20 && s[j] < 0x80 && s[j] != '"' && s[j] != '\\') j++;
+        if (j > i) {
+            NEED(o, j - i);
+            put_raw(o, (const char *)s + i, j - i);
+            i = j;
+            if (i == n) break;
+        }
+        uint8_t c = s[i];
+        if (c >= 0x80) {
+            int len = utf8_char(s + i, n - i);
+            if (len == 0) return BAIL;
+            NEED(o, 4);
+            put_raw(o, (const char *)s + i, (size_t)len);
+            i += (size_t)len;
+            continue;
+        }
+        NEED(o, 6);
+        o->p[o->len++] = '\\';
+        switch (c) {
+        case '"': o->p[o->len++] = '"'; break;
+        case '\\': o->p[o->len++] = '\\'; break;
+        case '\n': o->p[o->len++] = 'n'; break;
+        case '\r': o->p[o->len++] = 'r'; break;
+        case '\t': o->p[o->len++] = 't'; break;
+        case '\b': o->p[o->len++] = 'b'; break;
+        case '\f': o->p[o->len++] = 'f'; break;
+        default:
+            put_raw(o, "u00", 3);
+            o->p[o->len++] = HEX[c >> 4];
+            o->p[o->len++] = HEX[c & 15];
+        }
+        i++;
+    }
+    NEED(o, 1);
+    o->p[o->len++] = '"';
+    return OK;
+}
+
+/* A CSV cell of text as Arrow's writer quotes it: always in quotes, quotes doubled;
+ * ``check`` validates UTF-8 (BAIL when invalid). */
+static int put_csv_text(Out *o, const uint8_t *s, size_t n, int check) {
+    NEED(o, n + 2);
+    o->p[o->len++] = '"';
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && s[j] != '"' && s[j] < 0x80) j++;
+        if (j > i) {
+            NEED(o, j - i);
+            put_raw(o, (const char *)s + i, j - i);
+            i = j;
+            if (i == n) break;
+        }
+        if (s[i] == '"') {
+            NEED(o, 2);
+            put_raw(o, "\"\"", 2);
+            i++;
+            continue;
+        }
+        int len = check ? utf8_char(s + i, n - i) : 1;
+        if (len == 0) return BAIL;
+        NEED(o, 4);
+        put_raw(o, (const char *)s + i, (size_t)len);
+        i += (size_t)len;
+    }
+    NEED(o, 1);
+    o->p[o->len++] = '"';
+    return OK;
+}
+
+/* ---- the schema as a program ------------------------------------------------------------- */
+
+enum {
+    K_VOID, K_BOOLEAN, K_BYTE, K_SHORT, K_INTEGER, K_LONG, K_FLOAT, K_DOUBLE, K_DATE,
+    K_TIMESTAMP, K_TIMESTAMP_NTZ, K_STRING, K_BINARY, K_DECIMAL, K_YEAR_MONTH, K_DAY_TIME,
+    K_STRUCT, K_ARRAY, K_KINDS
+};
+
+typedef struct Node {
+    int kind;
+    int scale;  /* decimals */
+    int width;  /* bytes of one element of an array of this type */
+    int leaves; /* CSV cells */
+    Py_ssize_t n;
+    struct Node **kids;
+    char **labels; /* '{"name":' then ',"name":' */
+    size_t *label_lens;
+    struct Node *element;
+} Node;
+
+static void node_free(Node *t) {
+    if (t == NULL) return;
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        if (t->kids) node_free(t->kids[i]);
+        if (t->labels) free(t->labels[i]);
+    }
+    free(t->kids);
+    free(t->labels);
+    free(t->label_lens);
+    node_free(t->element);
+    free(t);
+}
+
+static int element_width(int kind) {
+    switch (kind) {
+    case K_BOOLEAN: case K_BYTE: return 1;
+    case K_SHORT: return 2;
+    case K_INTEGER: case K_FLOAT: case K_DATE: case K_YEAR_MONTH: return 4;
+    default: return 8;
+    }
+}
+
+/* (kind,) | (K_DECIMAL, scale) | (K_STRUCT, ((json_name_bytes, node), ...)) | (K_ARRAY, node) */
+static Node *node_compile(PyObject *spec, int depth) {
+    if (depth > 64) {
+        PyErr_SetString(PyExc_ValueError, "the schema is nested too deep");
+        return NULL;
+    }
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 1) {
+        PyErr_SetString(PyExc_TypeError, "a schema node is a tuple (kind, ...)");
+        return NULL;
+    }
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
+    if (kind == -1 && PyErr_Occurred()) return NULL;
+    if (kind < 0 || kind >= K_KINDS) {
+        PyErr_Format(PyExc_ValueError, "unknown kind %ld", kind);
+        return NULL;
+    }
+    Node *t = calloc(1, sizeof *t);
+    if (t == NULL) return (Node *)PyErr_NoMemory();
+    t->kind = (int)kind;
+    t->width = element_width(t->kind);
+    t->leaves = 1;
+    Py_ssize_t size = PyTuple_GET_SIZE(spec);
+    if (kind == K_DECIMAL || kind == K_STRUCT || kind == K_ARRAY) {
+        if (size != 2) {
+            PyErr_SetString(PyExc_ValueError, "this kind takes one argument");
+            goto fail;
+        }
+    }
+    if (kind == K_DECIMAL) {
+        long scale = PyLong_AsLong(PyTuple_GET_ITEM(spec, 1));
+        if (scale == -1 && PyErr_Occurred()) goto fail;
+        if (scale < -1000 || scale > 1000) {
+            PyErr_SetString(PyExc_ValueError, "decimal scale out of range");
+            goto fail;
+        }
+        t->scale = (int)scale;
+    } else if (kind == K_ARRAY) {
+        t->element = node_compile(PyTuple_GET_ITEM(spec, 1), depth + 1);
+        if (t->element == NULL) goto fail;
+    } else if (kind == K_STRUCT) {
+        PyObject *fields = PySequence_Fast(PyTuple_GET_ITEM(spec, 1), "struct fields");
+        if (fields == NULL) goto fail;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(fields);
+        t->kids = calloc((size_t)(n ? n : 1), sizeof *t->kids);
+        t->labels = calloc((size_t)(n ? n : 1), sizeof *t->labels);
+        t->label_lens = calloc((size_t)(n ? n : 1), sizeof *t->label_lens);
+        if (!t->kids || !t->labels || !t->label_lens) {
+            Py_DECREF(fields);
+            PyErr_NoMemory();
+            goto fail;
+        }
+        t->n = n;
+        t->leaves = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(fields, i);
+            const char *name;
+            Py_ssize_t name_len;
+            PyObject *kid;
+            if (!PyArg_ParseTuple(item, "y#O;a field is (json_name, node)", &name, &name_len,
+                                  &kid)) {
+                Py_DECREF(fields);
+                goto fail;
+            }
+            t->labels[i] = malloc((size_t)name_len + 2);
+            if (t->labels[i] == NULL) {
+                Py_DECREF(fields);
+                PyErr_NoMemory();
+                goto fail;
+            }
+            t->labels[i][0] = i == 0 ? '{' : ',';
+            memcpy(t->labels[i] + 1, name, (size_t)name_len);
+            t->labels[i][name_len + 1] = ':';
+            t->label_lens[i] = (size_t)name_len + 2;
+            t->kids[i] = node_compile(kid, depth + 1);
+            if (t->kids[i] == NULL) {
+                Py_DECREF(fields);
+                goto fail;
+            }
+            t->leaves += t->kids[i]->leaves;
+        }
+        Py_DECREF(fields);
+    } else if (size != 1) {
+        PyErr_SetString(PyExc_ValueError, "this kind takes no argument");
+        goto fail;
+    }
+    return t;
+fail:
+    node_free(t);
+    return NULL;
+}
+
+/* ---- rows to text -------------------------------------------------------------------------
+ * ``base``/``size``: the container a value's (offset, size) word is relative to and must fit
+ * in (a row, or an array); ``slot``: where the value (or that word) is. */
+
+typedef struct {
+    int floats; /* FLOAT_REPR or FLOAT_ORJSON for JSON text */
+    Out scratch; /* a CSV cell's JSON text before it is quoted */
+} Style;
+
+static int json_value(Out *o, const Node *t, const uint8_t *base, uint64_t size,
+                      const uint8_t *slot, const Style *st);
+
+static int json_struct(Out *o, const Node *t, const uint8_t *row, uint64_t size,
+                       const Style *st) {
+    uint64_t nf = (uint64_t)t->n, words = (nf + 63) / 64;
+    if (size < 8 * (words + nf)) return BAIL;
+    if (nf == 0) return PUT_LIT(o, "{}");
+    for (uint64_t i = 0; i < nf; i++) {
+        const Node *kid = t->kids[i];
+        if (put(o, t->labels[i], t->label_lens[i]) != OK) return NOMEM;
+        int rc;
+        if (kid->kind == K_VOID || (rd64(row + 8 * (i / 64)) >> (i % 64)) & 1)
+            rc = PUT_LIT(o, "null");
+        else
+            rc = json_value(o, kid, row, size, row + 8 * (words + i), st);
+        if (rc != OK) return rc;
+    }
+    return PUT_LIT(o, "}");
+}
+
+static int json_array(Out *o, const Node *t, const uint8_t *arr, uint64_t size,
+                      const Style *st) {
+    if (size < 8) return BAIL;
+    int64_t count = rdi64(arr);
+    if (count < 0 || (uint64_t)count > size) return BAIL;
+    uint64_t header = 8 + (((uint64_t)count + 63) / 64) * 8;
+    const Node *e = t->element;
+    if (header + (uint64_t)count * (uint64_t)e->width > size) return BAIL;
+    if (PUT_LIT(o, "[") != OK) return NOMEM;
+    for (int64_t k = 0; k < count; k++) {
+        if (k && PUT_LIT(o, ",") != OK) return NOMEM;
+        int rc;
+        if (e->kind == K_VOID || (arr[8 + (k >> 3)] >> (k & 7)) & 1)
+            rc = PUT_LIT(o, "null");
+        else
+            rc = json_value(o, e, arr, size, arr + header + (uint64_t)k * (uint64_t)e->width, st);
+        if (rc != OK) return rc;
+    }
+    return PUT_LIT(o, "]");
+}
+
+/* The (offset, size) word at ``slot``: the bytes it points to inside the container. */
+static inline int span(const uint8_t *base, uint64_t size, const uint8_t *slot,
+                       const uint8_t **at, uint64_t *len) {
+    uint64_t word = rd64(slot), off = word >> 32;
+    *len = word & 0xffffffffu;
+    if (off + *len > size) return BAIL;
+    *at = base + off;
+    return OK;
+}
+
+static int json_value(Out *o, const Node *t, const uint8_t *base, uint64_t size,
+                      const uint8_t *slot, const Style *st) {
+    const uint8_t *at;
+    uint64_t len;
+    switch (t->kind) {
+    case K_VOID: return PUT_LIT(o, "null");
+    case K_BOOLEAN: return slot[0] ? PUT_LIT(o, "true") : PUT_LIT(o, "false");
+    case K_BYTE: return put_int(o, (int8_t)slot[0]);
+    case K_SHORT: return put_int(o, rdi16(slot));
+    case K_INTEGER: case K_YEAR_MONTH: return put_int(o, rdi32(slot));
+    case K_LONG: return put_int(o, rdi64(slot));
+    case K_FLOAT: return put_double(o, (double)rdf32(slot), st->floats);
+    case K_DOUBLE: return put_double(o, rdf64(slot), st->floats);
+    case K_DATE: return put_date(o, rdi32(slot), 1);
+    case K_TIMESTAMP: return put_timestamp(o, rdi64(slot), 1);
+    case K_TIMESTAMP_NTZ: return put_timestamp(o, rdi64(slot), 0);
+    case K_DECIMAL: return put_decimal(o, rdi64(slot), t->scale);
+    case K_DAY_TIME: return put_timedelta(o, rdi64(slot));
+    default: break;
+    }
+    if (span(base, size, slot, &at, &len) != OK) return BAIL;
+    switch (t->kind) {
+    case K_STRING: return put_json_string(o, at, len);
+    case K_BINARY: return put_hex(o, at, len);
+    case K_STRUCT: return json_struct(o, t, at, len, st);
+    default: return json_array(o, t, at, len, st);
+    }
+}
+
+/* A value as its CSV cell (not a struct: those are their fields' cells). */
+static int csv_cell(Out *o, const Node *t, const uint8_t *base, uint64_t size,
+                    const uint8_t *slot, Style *st) {
+    const uint8_t *at;
+    uint64_t len;
+    switch (t->kind) {
+    case K_FLOAT: return put_double(o, (double)rdf32(slot), FLOAT_ARROW);
+    case K_DOUBLE: return put_double(o, rdf64(slot), FLOAT_ARROW);
+    case K_STRING:
+        if (span(base, size, slot, &at, &len) != OK) return BAIL;
+        return put_csv_text(o, at, len, 1);
+    case K_ARRAY: {
+        if (span(base, size, slot, &at, &len) != OK) return BAIL;
+        st->scratch.len = 0;
+        int rc = json_array(&st->scratch, t, at, len, st);
+        if (rc != OK) return rc;
+        return put_csv_text(o, (const uint8_t *)st->scratch.p, st->scratch.len, 0);
+    }
+    default:
+        /* booleans, integers, dates, timestamps, decimals, intervals and hex: their JSON
+         * text is their cell (quoted text has no quote inside) */
+        return json_value(o, t, base, size, slot, st);
+    }
+}
+
+static int csv_empty(Out *o, int cells) {
+    NEED(o, (size_t)cells);
+    memset(o->p + o->len, ',', (size_t)cells);
+    o->len += (size_t)cells;
+    return OK;
+}
+
+/* The cells of a struct's leaf columns, each after a comma (a null struct's are empty). */
+static int csv_struct(Out *o, const Node *t, const uint8_t *row, uint64_t size, Style *st) {
+    uint64_t nf = (uint64_t)t->n, words = (nf + 63) / 64;
+    if (size < 8 * (words + nf)) return BAIL;
+    for (uint64_t i = 0; i < nf; i++) {
+        const Node *kid = t->kids[i];
+        const uint8_t *slot = row + 8 * (words + i);
+        int null = kid->kind == K_VOID || (rd64(row + 8 * (i / 64)) >> (i % 64)) & 1;
+        int rc;
+        if (kid->kind == K_STRUCT) {
+            const uint8_t *at;
+            uint64_t len;
+            if (null)
+                rc = csv_empty(o, kid->leaves);
+            else if (span(row, size, slot, &at, &len) != OK)
+                rc = BAIL;
+            else
+                rc = csv_struct(o, kid, at, len, st);
+        } else {
+            rc = PUT_LIT(o, ",");
+            if (rc == OK && !null) rc = csv_cell(o, kid, row, size, slot, st);
+        }
+        if (rc != OK) return rc;
+    }
+    return OK;
+}
+
+/* ---- Format ------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    Node *key, *value;
+    int rocks;       /* RocksDB rows: [0x00][UnsafeRow] */
+    int repr_floats; /* JSON floats as repr (flat schemas) or as orjson (nested ones) */
+} Format;
+
+static void format_dealloc(Format *self) {
+    node_free(self->key);
+    node_free(self->value);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *format_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"key", "value", "rocks", "repr_floats", NULL};
+    PyObject *key, *value;
+    int rocks, repr_floats;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOpp:Format", names, &key, &value, &rocks,
+                                     &repr_floats))
+        return NULL;
+    Format *self = (Format *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->rocks = rocks;
+    self->repr_floats = repr_floats;
+    self->key = node_compile(key, 0);
+    self->value = self->key ? node_compile(value, 0) : NULL;
+    if (self->value == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (self->key->kind != K_STRUCT || self->value->kind != K_STRUCT) {
+        PyErr_SetString(PyExc_ValueError, "keys and values are structs");
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+/* A record's row: ``[off, off + size)`` inside the buffer, after RocksDB's version byte or
+ * with an HDFS value's size rounded down to 8 bytes (Spark < 2.3's 4 junk bytes). */
+static inline int row_of(const uint8_t *buf, int64_t len, int64_t off, int64_t size, int rocks,
+                         int value, const uint8_t **row, uint64_t *row_size) {
+    if (rocks) {
+        if (size < 1 || off < 0 || off >= len || buf[off] != 0) return BAIL;
+        off += 1;
+        size -= 1;
+    } else if (value) {
+        size &= ~(int64_t)7;
+    }
+    if (off < 0 || size < 0 || off > len - size) return BAIL;
+    *row = buf + off;
+    *row_size = (uint64_t)size;
+    return OK;
+}
+
+static PyObject *format_rows(Format *self, PyObject *args, int csv) {
+    long long partition;
+    PyObject *data_obj, *ko_obj, *ks_obj, *vo_obj, *vs_obj;
+    if (!PyArg_ParseTuple(args, "LOOOOO", &partition, &data_obj, &ko_obj, &ks_obj, &vo_obj,
+                          &vs_obj))
+        return NULL;
+    Py_buffer data;
+    Ints a[4];
+    PyObject *objs[4] = {ko_obj, ks_obj, vo_obj, vs_obj};
+    static const char *what[4] = {"key offsets", "key sizes", "value offsets", "value sizes"};
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    int got = 0;
+    for (; got < 4; got++)
+        if (ints_get(objs[got], &a[got], what[got]) < 0) break;
+    PyObject *result = NULL;
+    if (got < 4) goto done;
+    Py_ssize_t n = a[0].n;
+    if (a[1].n != n || a[2].n != n || a[3].n != n) {
+        PyErr_SetString(PyExc_ValueError, "the record arrays differ in length");
+        goto done;
+    }
+    Out out = {NULL, 0, 0};
+    Style st = {self->repr_floats ? FLOAT_REPR : FLOAT_ORJSON, {NULL, 0, 0}};
+    int rc = OK;
+    char head[48];
+    int head_len = csv ? snprintf(head, sizeof head, "%lld", partition)
+                       : snprintf(head, sizeof head, "{\"partition_id\":%lld,\"key\":", partition);
+    const uint8_t *buf = data.buf;
+    Py_BEGIN_ALLOW_THREADS
+    rc = out_grow(&out, (size_t)n * 64 + 64);
+    for (Py_ssize_t i = 0; i < n && rc == OK; i++) {
+        const uint8_t *key, *value;
+        uint64_t key_size, value_size;
+        if (row_of(buf, data.len, ints_at(&a[0], i), ints_at(&a[1], i), self->rocks, 0, &key,
+                   &key_size) != OK ||
+            row_of(buf, data.len, ints_at(&a[2], i), ints_at(&a[3], i), self->rocks, 1, &value,
+                   &value_size) != OK) {
+            rc = BAIL;
+            break;
+        }
+        if ((rc = put(&out, head, (size_t)head_len)) != OK) break;
+        if (csv) {
+            if ((rc = csv_struct(&out, self->key, key, key_size, &st)) != OK) break;
+            if ((rc = csv_struct(&out, self->value, value, value_size, &st)) != OK) break;
+            rc = PUT_LIT(&out, "\n");
+        } else {
+            if ((rc = json_struct(&out, self->key, key, key_size, &st)) != OK) break;
+            if ((rc = PUT_LIT(&out, ",\"value\":")) != OK) break;
+            if ((rc = json_struct(&out, self->value, value, value_size, &st)) != OK) break;
+            rc = PUT_LIT(&out, "}\n");
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(st.scratch.p);
+    if (rc == NOMEM)
+        PyErr_NoMemory();
+    else if (rc == BAIL) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    } else
+        result = PyBytes_FromStringAndSize(out.p, (Py_ssize_t)out.len);
+    free(out.p);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&a[i].view);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+static PyObject *format_jsonl(Format *self, PyObject *args) { return format_rows(self, args, 0); }
+static PyObject *format_csv(Format *self, PyObject *args) { return format_rows(self, args, 1); }
+
+static PyMethodDef format_methods[] = {
+    {"jsonl", (PyCFunction)format_jsonl, METH_VARARGS,
+     "jsonl(partition, data, key_offsets, key_sizes, value_offsets, value_sizes) -> bytes or "
+     "None: the records' JSON lines, or None when one must take the reference path."},
+    {"csv", (PyCFunction)format_csv, METH_VARARGS,
+     "csv(partition, data, key_offsets, key_sizes, value_offsets, value_sizes) -> bytes or "
+     "None: the records' CSV rows (no header), or None as for jsonl."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FormatType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ckpt_cli._kernel.Format",
+    .tp_basicsize = sizeof(Format),
+    .tp_dealloc = (destructor)format_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = format_new,
+    .tp_methods = format_methods,
+    .tp_doc = "Format(key, value, rocks, repr_floats): one store's rows as text.",
+};
+
+/* ---- the module --------------------------------------------------------------------------- */
+
+static PyObject *kernel_seed(PyObject *module, PyObject *args) {
+    unsigned long long a, b;
+    if (!PyArg_ParseTuple(args, "KK:seed", &a, &b)) return NULL;
+    seed0 = a;
+    seed1 = b | 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *kernel_float_text(PyObject *module, PyObject *args) {
+    double x;
+    int style;
+    if (!PyArg_ParseTuple(args, "di:float_text", &x, &style)) return NULL;
+    if (style < FLOAT_REPR || style > FLOAT_ARROW) {
+        PyErr_SetString(PyExc_ValueError, "style is 0 (repr), 1 (orjson) or 2 (Arrow)");
+        return NULL;
+    }
+    Out o = {NULL, 0, 0};
+    int rc = put_double(&o, x, style);
+    PyObject *r;
+    if (rc == NOMEM)
+        r = PyErr_NoMemory();
+    else if (rc == BAIL) {
+        Py_INCREF(Py_None);
+        r = Py_None;
+    } else
+        r = PyUnicode_DecodeASCII(o.p, (Py_ssize_t)o.len, NULL);
+    free(o.p);
+    return r;
+}
+
+static PyMethodDef kernel_methods[] = {
+    {"merge", kernel_merge, METH_VARARGS,
+     "merge(data, segments, dedupe, keep_removes) -> Merged or None.\n\n"
+     "The records of each segment (start, end, snapshot) of ``data`` in turn; with ``dedupe`` "
+     "each key once (its first record's key, its last record's value, by first record), "
+     "without ``keep_removes`` keys whose last record is a remove left out. None when a "
+     "segment does not frame cleanly (or keys' hashes pile up): the caller's reader then "
+     "reads the files and names the problem."},
+    {"seed", kernel_seed, METH_VARARGS, "seed(a, b): the key hash's seed."},
+    {"float_text", kernel_float_text, METH_VARARGS,
+     "float_text(x, style) -> str or None: a double as repr (0), orjson (1) or Arrow (2) "
+     "print it; None for inf and nan."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "_kernel",
+    "The compiled replay kernel: framing, merging and formatting of one partition's records.",
+    -1, kernel_methods,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void) {
+    if (PyType_Ready(&ColumnType) < 0 || PyType_Ready(&MergedType) < 0 ||
+        PyType_Ready(&FormatType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&kernel_module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&FormatType);
+    if (PyModule_AddObject(m, "Format", (PyObject *)&FormatType) < 0 ||
+        PyModule_AddStringConstant(m, "SOURCE", KERNEL_SOURCE) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_PROBE", MAX_PROBE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,226 @@
+"""The compiled replay kernel (``ckpt_cli/_kernel.c``) where it is built, else nothing.
+
+Replay's hot loop in C: the records of one partition's decompressed files framed, merged
+(per key its first record's key and its last record's value, by first record) and formatted
+straight into JSON lines or CSV rows. Everything else stays in Python: plans, decompression,
+schemas and every error. What the kernel cannot vouch for (a file that does not frame, a
+damaged row, a value the reference path writes its own way) it hands back as None, and the
+numpy/Arrow path (``bulk``, ``columns``, ``csv_arrow``: the reference, which tests compare it
+with byte for byte) does that partition or batch.
+
+The kernel is built with the package (setup.py) where a C compiler is; without one, or when
+the module was built from other source than the ``_kernel.c`` beside it (a checkout edited
+since its build: ``scripts/build_kernel``), ``load`` gives None and replay runs the numpy/Arrow
+path, which ``ckpt --debug replay`` says once on stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import struct
+from json.encoder import encode_basestring
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ckpt_cli.formats import schema as S
+from ckpt_cli.formats.unsaferow import MAX_LONG_DIGITS
+
+if TYPE_CHECKING:
+    from ckpt_cli.replay.bulk import Packed
+
+# False: replay as if the kernel were not built (tests compare the two paths).
+ENABLED = True
+
+# Node kinds of a schema program (the enum in _kernel.c).
+(
+    _VOID,
+    _BOOLEAN,
+    _BYTE,
+    _SHORT,
+    _INTEGER,
+    _LONG,
+    _FLOAT,
+    _DOUBLE,
+    _DATE,
+    _TIMESTAMP,
+    _TIMESTAMP_NTZ,
+    _STRING,
+    _BINARY,
+    _DECIMAL,
+    _YEAR_MONTH,
+    _DAY_TIME,
+    _STRUCT,
+    _ARRAY,
+) = range(18)
+
+_ATOMIC = {
+    "void": _VOID,
+    "boolean": _BOOLEAN,
+    "byte": _BYTE,
+    "short": _SHORT,
+    "integer": _INTEGER,
+    "long": _LONG,
+    "float": _FLOAT,
+    "double": _DOUBLE,
+    "date": _DATE,
+    "timestamp": _TIMESTAMP,
+    "timestamp_ntz": _TIMESTAMP_NTZ,
+    "string": _STRING,
+    "binary": _BINARY,
+}
+
+
+@functools.cache
+def _loaded() -> tuple[Any, str | None]:
+    """The kernel module, or None and why not."""
+    try:
+        from ckpt_cli import _kernel  # type: ignore[attr-defined]
+    except ImportError as exc:
+        return None, f"the compiled replay kernel is not built ({exc})"
+    source = Path(__file__).resolve().parent.parent / "_kernel.c"
+    if source.is_file():  # a checkout: its build must be of this source
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+        if digest != _kernel.SOURCE:
+            return None, (
+                "the compiled replay kernel was built from other source than "
+                f"{source.name} (run scripts/build_kernel, or pip install again)"
+            )
+    _kernel.seed(*struct.unpack("<QQ", os.urandom(16)))
+    return _kernel, None
+
+
+def load() -> Any:
+    """The kernel module, or None when it is not built or turned off (``ENABLED``)."""
+    return _loaded()[0] if ENABLED else None
+
+
+def missing() -> str | None:
+    """Why replay runs without the kernel (None when it runs with it)."""
+    if not ENABLED:
+        return "the compiled replay kernel is turned off"
+    return _loaded()[1]
+
+
+# -- merging -------------------------------------------------------------------------------------
+
+
+def merge(data: bytearray, segments: list[tuple[int, int, bool]], *, dedupe: bool) -> Any:
+    """The records of ``segments`` (start, end, snapshot) of ``data`` in turn: with ``dedupe``
+    per key its first record's key and its last record's value, by first record, keys whose
+    last record is a remove left out; None when a segment does not frame cleanly. The kernel
+    must be loaded."""
+    return load().merge(data, segments, dedupe, False)
+
+
+def packed(data: bytearray, merged: Any) -> Packed:
+    """The records of a kernel merge as a ``Packed`` over ``data`` (no copy)."""
+    import numpy as np
+
+    from ckpt_cli.replay.bulk import Packed
+
+    return Packed(
+        data,
+        np.frombuffer(merged.key_offsets, np.int64),
+        np.frombuffer(merged.key_sizes, np.int32),
+        np.frombuffer(merged.value_offsets, np.int64),
+        np.frombuffer(merged.value_sizes, np.int32),
+    )
+
+
+# -- formatting ----------------------------------------------------------------------------------
+
+
+def program(t: S.DataType) -> tuple[Any, ...] | None:
+    """The kernel's program for values of Spark type ``t``, or None when it has no text for
+    them (a map, a type the columnar path does not decode)."""
+    while isinstance(t, S.UserDefinedType):
+        t = t.sql_type
+    if isinstance(t, S.StringLikeType):
+        return (_STRING,)
+    if isinstance(t, S.AtomicType):
+        kind = _ATOMIC.get(t.name)
+        return None if kind is None else (kind,)
+    if isinstance(t, S.DecimalType):
+        return (_DECIMAL, t.scale) if t.precision <= MAX_LONG_DIGITS else None
+    if isinstance(t, S.YearMonthIntervalType):
+        return (_YEAR_MONTH,)
+    if isinstance(t, S.DayTimeIntervalType):
+        return (_DAY_TIME,)
+    if isinstance(t, S.ArrayType):
+        element = program(t.element_type)
+        return None if element is None else (_ARRAY, element)
+    if isinstance(t, S.StructType):
+        fields = []
+        for name, f in zip(t.unique_names(), t.fields, strict=True):
+            node = program(f.data_type)
+            if node is None:
+                return None
+            try:
+                label = encode_basestring(name).encode()
+            except UnicodeEncodeError:
+                return None
+            fields.append((label, node))
+        return (_STRUCT, tuple(fields))
+    return None
+
+
+def _csv_names(prefix: str, t: S.DataType) -> list[str]:
+    """The CSV columns a value of ``t`` flattens to (``csv_arrow._spark_types``' names)."""
+    while isinstance(t, S.UserDefinedType):
+        t = t.sql_type
+    if not isinstance(t, S.StructType):
+        return [prefix]
+    return [
+        name
+        for field_name, f in zip(t.unique_names(), t.fields, strict=True)
+        for name in _csv_names(f"{prefix}.{field_name}", f.data_type)
+    ]
+
+
+class Formatter:
+    """One store's records as JSON lines and CSV rows, the bytes ``columns.Columnar`` and
+    ``csv_arrow`` write for them; None for a batch the reference path must do."""
+
+    def __init__(self, fmt: Any, csv: bool) -> None:
+        self._format = fmt
+        self._csv = csv
+
+    def jsonl(self, partition: int, batch: Packed) -> bytes | None:
+        text: bytes | None = self._format.jsonl(partition, *_arrays(batch))
+        return text
+
+    def csv(self, partition: int, batch: Packed) -> bytes | None:
+        if not self._csv:
+            return None
+        text: bytes | None = self._format.csv(partition, *_arrays(batch))
+        return text
+
+
+def _arrays(batch: Packed) -> tuple[Any, ...]:
+    import numpy as np
+
+    return (
+        batch.data,
+        np.ascontiguousarray(batch.key_offsets),
+        np.ascontiguousarray(batch.key_sizes),
+        np.ascontiguousarray(batch.value_offsets),
+        np.ascontiguousarray(batch.value_sizes),
+    )
+
+
+def formatter(schema: S.StateSchema, *, rocks: bool, repr_floats: bool) -> Formatter | None:
+    """The kernel's formatter of a store's rows (``rocks``: RocksDB's ``[0x00][row]``;
+    ``repr_floats``: JSON floats as ``repr``, else as orjson), or None when the kernel is not
+    loaded or has no text for the schema."""
+    kernel = load()
+    if kernel is None:
+        return None
+    key, value = program(schema.key), program(schema.value)
+    if key is None or value is None:
+        return None
+    names = ["partition_id", *_csv_names("key", schema.key), *_csv_names("value", schema.value)]
+    # Two columns of one name: csv_arrow looks their types up by name; left to it.
+    csv = len(set(names)) == len(names)
+    return Formatter(kernel.Format(key, value, rocks, repr_floats), csv)
