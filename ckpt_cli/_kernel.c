@@ -499,6 +499,7 @@ static PyObject *column_of(void *data, Py_ssize_t n, Py_ssize_t itemsize, char f
  * MAX_PROBE hands the merge back to the reference path anyway. */
 
 static uint64_t seed0 = 0x2d358dccaa6c78a5ull, seed1 = 0x8bb84b93962eacc9ull;
+static uint64_t hash_bits = ~0ull; /* tests make keys collide by clearing bits */
 
 static inline uint64_t fold(uint64_t a, uint64_t b) {
     uint128_t r = (uint128_t)a * b;
@@ -522,7 +523,7 @@ static inline uint64_t hash_key(const uint8_t *p, size_t n) {
         memcpy(&t, p, n);
         h = fold(t ^ 0xe7037ed1a0b428dbull, h ^ seed1);
     }
-    return fold(h ^ 0x8ebc6af09c88c6e3ull, h ^ seed0 ^ 0x589965cc75374cc3ull);
+    return fold(h ^ 0x8ebc6af09c88c6e3ull, h ^ seed0 ^ 0x589965cc75374cc3ull) & hash_bits;
 }
 
 /* ---- merge --------------------------------------------------------------------------------- */
@@ -678,7 +679,7 @@ static Py_ssize_t merged_len(Merged *self) { return self->n; }
 static PyObject *merged_lookup(Merged *self, PyObject *args) {
     PyObject *data_obj, *off_obj, *size_obj;
     if (!PyArg_ParseTuple(args, "OOO:lookup", &data_obj, &off_obj, &size_obj)) return NULL;
-    if (self->slots == NULL) {
+    if (!self->has_view) {
         PyErr_SetString(PyExc_ValueError, "lookup needs a merge that kept its removes");
         return NULL;
     }
@@ -719,8 +720,9 @@ static PyObject *merged_lookup(Merged *self, PyObject *args) {
             break;
         }
         size_t slot;
-        int64_t id = table_find(self->slots, self->nslots, hash_key(buf + at, (size_t)ks),
-                                buf + at, ks, base, koff, ksz, &slot);
+        int64_t id = self->nslots == 0 ? -1 /* nothing merged */
+                     : table_find(self->slots, self->nslots, hash_key(buf + at, (size_t)ks),
+                                  buf + at, ks, base, koff, ksz, &slot);
         /* -2: not within MAX_PROBE of its place, where every key was put: not there. */
         found[i] = id >= 0 ? id : -1;
         if (id >= 0) used[id] = 1;
@@ -878,17 +880,32 @@ static PyObject *kernel_merge(PyObject *module, PyObject *args) {
 
 /* ---- text ---------------------------------------------------------------------------------- */
 
+/* Text being written: malloc'd, or (``bytes`` set) the bytes object that is returned, written
+ * without the GIL (no other reference to it exists) and resized with it. */
 typedef struct {
     char *p;
     size_t len, cap;
+    PyObject *bytes;
+    PyThreadState **released; /* the GIL's state while released, for resizing ``bytes`` */
+    int64_t day;              /* the date last written, and its text (timestamps of a */
+    char day_text[10];        /* batch mostly share a day) */
 } Out;
 
 static int out_grow(Out *o, size_t need) {
     size_t cap = o->cap ? o->cap : 256;
     while (cap - o->len < need) cap *= 2;
-    char *p = realloc(o->p, cap);
-    if (p == NULL) return NOMEM;
-    o->p = p;
+    if (o->bytes != NULL) {
+        PyEval_RestoreThread(*o->released);
+        int rc = _PyBytes_Resize(&o->bytes, (Py_ssize_t)cap);
+        if (rc < 0) PyErr_Clear(); /* MemoryError: raised again by the caller */
+        *o->released = PyEval_SaveThread();
+        if (rc < 0) return NOMEM;
+        o->p = PyBytes_AS_STRING(o->bytes);
+    } else {
+        char *p = realloc(o->p, cap);
+        if (p == NULL) return NOMEM;
+        o->p = p;
+    }
     o->cap = cap;
     return OK;
 }
@@ -946,10 +963,13 @@ static int put_int(Out *o, int64_t v) {
 /* ``v`` as exactly ``width`` digits (0 <= v < 10**width). */
 static inline void put_fixed_raw(Out *o, uint64_t v, int width) {
     char *s = o->p + o->len;
-    for (int i = width - 1; i >= 0; i--) {
-        s[i] = (char)('0' + v % 10);
-        v /= 10;
+    int i = width;
+    while (i >= 2) {
+        i -= 2;
+        memcpy(s + i, DIGIT_PAIRS + 2 * (v % 100), 2);
+        v /= 100;
     }
+    if (i) s[0] = (char)('0' + v);
     o->len += (size_t)width;
 }
 
@@ -1038,6 +1058,10 @@ static inline int64_t floor_div(int64_t a, int64_t b) {
 
 /* "YYYY-MM-DD" (10 bytes, room made by the caller); days within MIN_DAY..MAX_DAY. */
 static inline void put_date_raw(Out *o, int64_t days) {
+    if (days == o->day) {
+        put_raw(o, o->day_text, 10);
+        return;
+    }
     /* Howard Hinnant's civil_from_days */
     int64_t z = days + 719468;
     int64_t era = floor_div(z, 146097);
@@ -1048,11 +1072,14 @@ static inline void put_date_raw(Out *o, int64_t days) {
     int64_t day = doy - (153 * mp + 2) / 5 + 1;
     int64_t month = mp < 10 ? mp + 3 : mp - 9;
     int64_t year = yoe + era * 400 + (month <= 2);
+    size_t at = o->len;
     put_fixed_raw(o, (uint64_t)year, 4);
     o->p[o->len++] = '-';
     put_fixed_raw(o, (uint64_t)month, 2);
     o->p[o->len++] = '-';
     put_fixed_raw(o, (uint64_t)day, 2);
+    memcpy(o->day_text, o->p + at, 10);
+    o->day = days;
 }
 
 static int put_date(Out *o, int64_t days, int quote) {
@@ -1613,15 +1640,19 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
         PyErr_SetString(PyExc_ValueError, "the record arrays differ in length");
         goto done;
     }
-    Out out = {NULL, 0, 0};
-    Style st = {self->repr_floats ? FLOAT_REPR : FLOAT_ORJSON, {NULL, 0, 0}};
+    Out out = {NULL, 0, 0, NULL, NULL, INT64_MIN, {0}};
+    Style st = {self->repr_floats ? FLOAT_REPR : FLOAT_ORJSON, {NULL, 0, 0, NULL, NULL, INT64_MIN, {0}}};
     int rc = OK;
     char head[48];
     int head_len = csv ? snprintf(head, sizeof head, "%lld", partition)
                        : snprintf(head, sizeof head, "{\"partition_id\":%lld,\"key\":", partition);
     const uint8_t *buf = data.buf;
-    Py_BEGIN_ALLOW_THREADS
-    rc = out_grow(&out, (size_t)n * 64 + 64);
+    out.cap = (size_t)n * 64 + 256;
+    out.bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)out.cap);
+    if (out.bytes == NULL) goto done;
+    out.p = PyBytes_AS_STRING(out.bytes);
+    PyThreadState *released = PyEval_SaveThread();
+    out.released = &released;
     for (Py_ssize_t i = 0; i < n && rc == OK; i++) {
         const uint8_t *key, *value;
         uint64_t key_size, value_size;
@@ -1644,16 +1675,18 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
             rc = PUT_LIT(&out, "}\n");
         }
     }
-    Py_END_ALLOW_THREADS
+    PyEval_RestoreThread(released);
     free(st.scratch.p);
-    if (rc == NOMEM)
+    if (rc == OK && _PyBytes_Resize(&out.bytes, (Py_ssize_t)out.len) == 0) {
+        result = out.bytes; /* _PyBytes_Resize set out.bytes to NULL when it failed */
+        out.bytes = NULL;
+    } else if (rc == NOMEM)
         PyErr_NoMemory();
     else if (rc == BAIL) {
         Py_INCREF(Py_None);
         result = Py_None;
-    } else
-        result = PyBytes_FromStringAndSize(out.p, (Py_ssize_t)out.len);
-    free(out.p);
+    }
+    Py_XDECREF(out.bytes);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&a[i].view);
     PyBuffer_Release(&data);
@@ -1694,6 +1727,13 @@ static PyObject *kernel_seed(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *kernel_hash_bits(PyObject *module, PyObject *args) {
+    unsigned long long bits;
+    if (!PyArg_ParseTuple(args, "K:_hash_bits", &bits)) return NULL;
+    hash_bits = bits;
+    Py_RETURN_NONE;
+}
+
 static PyObject *kernel_float_text(PyObject *module, PyObject *args) {
     double x;
     int style;
@@ -1702,7 +1742,7 @@ static PyObject *kernel_float_text(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "style is 0 (repr), 1 (orjson) or 2 (Arrow)");
         return NULL;
     }
-    Out o = {NULL, 0, 0};
+    Out o = {NULL, 0, 0, NULL, NULL, INT64_MIN, {0}};
     int rc = put_double(&o, x, style);
     PyObject *r;
     if (rc == NOMEM)
@@ -1725,6 +1765,8 @@ static PyMethodDef kernel_methods[] = {
      "segment does not frame cleanly (or keys' hashes pile up): the caller's reader then "
      "reads the files and names the problem."},
     {"seed", kernel_seed, METH_VARARGS, "seed(a, b): the key hash's seed."},
+    {"_hash_bits", kernel_hash_bits, METH_VARARGS,
+     "_hash_bits(mask): keep only these bits of every key hash (tests: keys that collide)."},
     {"float_text", kernel_float_text, METH_VARARGS,
      "float_text(x, style) -> str or None: a double as repr (0), orjson (1) or Arrow (2) "
      "print it; None for inf and nan."},

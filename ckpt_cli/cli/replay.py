@@ -229,6 +229,8 @@ def replay(
       ckpt replay /data/ckpt/q1 --format parquet -O out/
     """
     run = start(json_output, quiet, storage_option)
+    if STATE.debug:
+        _say_kernel()
     if batch is not None and version is not None:
         raise CkptError("give --batch or --version, not both")
     if changes and from_batch is None:
@@ -300,6 +302,15 @@ def replay(
                 write_partitions(
                     rows, out, fmt.value, limit=limit, workers=workers, progress=run.progress
                 )
+
+
+def _say_kernel() -> None:
+    """--debug: whether replay runs without the compiled kernel, and why (once, on stderr)."""
+    from ckpt_cli.replay import kernel
+
+    why = kernel.missing()
+    if why is not None:
+        typer.echo(f"note: {why}; replay uses numpy/Arrow (slower)", err=True)
 
 
 # The CLI's options for the library's arguments, in library errors.
