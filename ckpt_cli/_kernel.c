@@ -892,8 +892,14 @@ typedef struct {
 } Out;
 
 static int out_grow(Out *o, size_t need) {
+#ifdef KERNEL_TIGHT_BUFFERS
+    /* the sanitizer build: text in malloc'd memory of exactly what was asked, so that a write
+     * past what a NEED asked for is out of bounds */
+    size_t cap = o->len + need;
+#else
     size_t cap = o->cap ? o->cap : 256;
     while (cap - o->len < need) cap *= 2;
+#endif
     if (o->bytes != NULL) {
         PyEval_RestoreThread(*o->released);
         int rc = _PyBytes_Resize(&o->bytes, (Py_ssize_t)cap);
@@ -1113,8 +1119,9 @@ static int put_timestamp(Out *o, int64_t us, int utc) {
 
 /* str(datetime.timedelta(microseconds=us)), quoted. */
 static int put_timedelta(Out *o, int64_t us) {
-    int64_t days = floor_div(us, DAY_US);
-    int64_t rest = us - days * DAY_US, secs = rest / 1000000, frac = rest % 1000000;
+    int64_t days = floor_div(us, DAY_US), rest = us % DAY_US; /* days * DAY_US may overflow */
+    if (rest < 0) rest += DAY_US;
+    int64_t secs = rest / 1000000, frac = rest % 1000000;
     NEED(o, 2);
     o->p[o->len++] = '"';
     if (days) {
@@ -1647,10 +1654,12 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
     int head_len = csv ? snprintf(head, sizeof head, "%lld", partition)
                        : snprintf(head, sizeof head, "{\"partition_id\":%lld,\"key\":", partition);
     const uint8_t *buf = data.buf;
+#ifndef KERNEL_TIGHT_BUFFERS
     out.cap = (size_t)n * 64 + 256;
     out.bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)out.cap);
     if (out.bytes == NULL) goto done;
     out.p = PyBytes_AS_STRING(out.bytes);
+#endif
     PyThreadState *released = PyEval_SaveThread();
     out.released = &released;
     for (Py_ssize_t i = 0; i < n && rc == OK; i++) {
@@ -1677,6 +1686,13 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
     }
     PyEval_RestoreThread(released);
     free(st.scratch.p);
+#ifdef KERNEL_TIGHT_BUFFERS
+    if (rc == OK) {
+        out.bytes = PyBytes_FromStringAndSize(out.p ? out.p : "", (Py_ssize_t)out.len);
+        if (out.bytes == NULL) rc = NOMEM;
+    }
+    free(out.p);
+#endif
     if (rc == OK && _PyBytes_Resize(&out.bytes, (Py_ssize_t)out.len) == 0) {
         result = out.bytes; /* _PyBytes_Resize set out.bytes to NULL when it failed */
         out.bytes = NULL;

@@ -37,7 +37,11 @@ from tests.formats.test_unsaferow import atomic_types, field, values_for, write_
 
 pa = pytest.importorskip("pyarrow")
 
-PROPERTY = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# More under the sanitizers (tests/test_kernel_sanitized.py).
+EXAMPLES = int(os.environ.get("CKPT_KERNEL_EXAMPLES", "80"))
+PROPERTY = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -114,20 +115,65 @@ def _declared_pythons(wheel: Path) -> list[str]:
     return [f"3.{minors[0]}", f"3.{minors[-1]}"]
 
 
+def _venv_env(**more: str) -> dict[str, str]:
+    """The environment of a venv's commands: the checkout not on the path."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **more}
+
+
+def _kernel_state(venv: Path) -> str:
+    """What the venv's ckpt says of its compiled replay kernel: "loaded", or why not."""
+    done = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from ckpt_cli.replay import kernel; print(kernel.missing() or 'loaded')",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",  # not the checkout's ckpt_cli
+        env=_venv_env(),
+    )
+    return done.stdout.strip()
+
+
+def _replay_with_debug(venv: Path, out: Path) -> tuple[bytes, str]:
+    """``ckpt --debug replay`` of a real checkpoint to JSON lines: the lines and stderr."""
+    checkpoint = CASES_DIR / "spark4-rocksdb-changelog" / "checkpoint"
+    args = [str(venv / "bin" / "ckpt"), "--debug", "replay", str(checkpoint)]
+    run = subprocess.run(
+        [*args, "--format", "jsonl", "-O", str(out)], capture_output=True, env=_venv_env()
+    )
+    assert run.returncode == 0, run.stderr
+    return out.read_bytes(), run.stderr.decode()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["oldest", "newest"])
 def test_wheel_installs_in_a_clean_venv(wheel: Path, tmp_path: Path, which: str) -> None:
-    """The built wheel, installed with its dependencies in a new venv of the oldest and the
-    newest declared Python: ``ckpt`` runs on a real checkpoint and its bash completion loads
-    and completes."""
+    """A wheel built by the oldest and the newest declared Python, installed with its
+    dependencies in a new venv of that Python: it holds the compiled replay kernel, which
+    loads; ``ckpt`` runs on a real checkpoint and its bash completion loads and completes."""
     version = _declared_pythons(wheel)[0 if which == "oldest" else 1]
     python = _python(version)
     if python is None:
         pytest.skip(f"no Python {version} on this machine")
+    out = tmp_path / "dist"
+    subprocess.run(
+        [python, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(out)], check=True
+    )
+    (built,) = out.glob("*.whl")
+    with zipfile.ZipFile(built) as whl:
+        compiled = [n for n in whl.namelist() if n.endswith(".so")]
+    tag = "cpython-" + version.replace(".", "")
+    assert len(compiled) == 1 and compiled[0].startswith(f"ckpt_cli/_kernel.{tag}-"), compiled
     venv = tmp_path / "venv"
     subprocess.run([python, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-warn-script-location"]
-    subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
+    subprocess.run([*pip, str(built)], check=True, capture_output=True, env=_venv_env())
+    assert _kernel_state(venv) == "loaded"
+    lines, stderr = _replay_with_debug(venv, tmp_path / "state.jsonl")
+    assert lines.count(b"\n") > 0 and "numpy/Arrow" not in stderr
     ckpt = venv / "bin" / "ckpt"
 
     checkpoint = CASES_DIR / "spark4-rocksdb-changelog" / "checkpoint"
@@ -145,6 +191,40 @@ def test_wheel_installs_in_a_clean_venv(wheel: Path, tmp_path: Path, which: str)
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["versions"]
+
+
+@pytest.mark.slow
+def test_the_sdist_builds_the_kernel_and_installs_without_a_compiler(tmp_path: Path) -> None:
+    """The sdist, installed in a clean venv, compiles the replay kernel from its source;
+    installed again where no compiler runs (CC fails), it still installs, and ``ckpt
+    --debug replay`` says once that it replays with numpy/Arrow, writing the same lines."""
+    python = _python(f"{sys.version_info[0]}.{sys.version_info[1]}") or sys.executable
+    venv = tmp_path / "venv"
+    subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "-q", "--no-warn-script-location"]
+    subprocess.run([*pip, "setuptools>=77"], check=True, capture_output=True, env=_venv_env())
+    dist = tmp_path / "dist"
+    build = f"from setuptools import build_meta; print(build_meta.build_sdist({str(dist)!r}))"
+    made = subprocess.run([py, "-c", build], cwd=REPO, capture_output=True, text=True, check=True)
+    sdist = dist / made.stdout.strip().splitlines()[-1]
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"setup.py", "ckpt_cli/_kernel.c", "ckpt_cli/replay/kernel.py"} <= names
+    assert not [n for n in names if n.endswith(".so")]
+
+    subprocess.run([*pip, str(sdist)], check=True, capture_output=True, env=_venv_env())
+    assert _kernel_state(venv) == "loaded"
+    compiled, stderr = _replay_with_debug(venv, tmp_path / "compiled.jsonl")
+    assert "numpy/Arrow" not in stderr
+
+    env = _venv_env(CC="/bin/false")
+    again = [*pip, "--no-deps", "--force-reinstall", "--no-cache-dir", str(sdist)]
+    subprocess.run(again, check=True, capture_output=True, env=env)
+    assert _kernel_state(venv).startswith("the compiled replay kernel is not built")
+    fallback, stderr = _replay_with_debug(venv, tmp_path / "fallback.jsonl")
+    assert stderr.count("replay uses numpy/Arrow") == 1
+    assert fallback == compiled and compiled.count(b"\n") > 0
 
 
 @pytest.mark.parametrize(
