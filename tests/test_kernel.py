@@ -292,7 +292,7 @@ TRICKY = S.StructType(
 _US = 86_400_000_000
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(
     st.sampled_from(
         [0, 1, -1, _US, -_US, 2 * _US, -2 * _US, _US - 1, -_US + 1, 2**63 - 1, -(2**63)]
@@ -325,7 +325,7 @@ def test_intervals_decimals_dates_and_hex_give_the_references_bytes(
     assert csv == _reference_csv(columnar, csv_schema, 0, batch)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=2 * EXAMPLES, deadline=None)
 @given(
     st.binary(max_size=12)
     | st.sampled_from(
@@ -355,7 +355,7 @@ def test_strings_are_valid_utf8_or_handed_back(text: bytes) -> None:
 # -- floats ---------------------------------------------------------------------------------
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=5 * EXAMPLES, deadline=None)
 @given(
     st.floats(allow_nan=False, allow_infinity=False)
     | st.integers(0, 2**64 - 1).map(lambda bits: struct.unpack("<d", struct.pack("<Q", bits))[0])

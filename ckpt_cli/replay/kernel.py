@@ -76,7 +76,7 @@ _ATOMIC = {
 def _loaded() -> tuple[Any, str | None]:
     """The kernel module, or None and why not."""
     try:
-        from ckpt_cli import _kernel  # type: ignore[attr-defined]
+        from ckpt_cli import _kernel
     except ImportError as exc:
         return None, f"the compiled replay kernel is not built ({exc})"
     source = Path(__file__).resolve().parent.parent / "_kernel.c"

@@ -1,0 +1,53 @@
+"""Types of the compiled replay kernel (``_kernel.c``)."""
+
+from collections.abc import Sequence
+
+from typing_extensions import Buffer
+
+SOURCE: str
+MAX_PROBE: int
+
+class Column(Buffer):
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+class Merged:
+    key_offsets: Column
+    key_sizes: Column
+    value_offsets: Column
+    value_sizes: Column
+    used: Column | None
+    def __len__(self) -> int: ...
+    def lookup(self, data: Buffer, offsets: Buffer, sizes: Buffer, /) -> Column: ...
+
+class Format:
+    def __new__(
+        cls, key: tuple[object, ...], value: tuple[object, ...], rocks: bool, repr_floats: bool
+    ) -> Format: ...
+    def jsonl(
+        self,
+        partition: int,
+        data: Buffer,
+        key_offsets: Buffer,
+        key_sizes: Buffer,
+        value_offsets: Buffer,
+        value_sizes: Buffer,
+        /,
+    ) -> bytes | None: ...
+    def csv(
+        self,
+        partition: int,
+        data: Buffer,
+        key_offsets: Buffer,
+        key_sizes: Buffer,
+        value_offsets: Buffer,
+        value_sizes: Buffer,
+        /,
+    ) -> bytes | None: ...
+
+def merge(
+    data: Buffer, segments: Sequence[tuple[int, int, bool]], dedupe: bool, keep_removes: bool, /
+) -> Merged | None: ...
+def seed(a: int, b: int, /) -> None: ...
+def _hash_bits(mask: int, /) -> None: ...
+def float_text(x: float, style: int, /) -> str | None: ...
