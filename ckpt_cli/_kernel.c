@@ -546,22 +546,6 @@ static void build_free(Build *b) {
     memset(b, 0, sizeof *b);
 }
 
-static int build_reserve(Build *b) {
-    if (b->n < b->cap) return OK;
-    size_t cap = b->cap ? b->cap * 2 : 4096;
-    void *p;
-    if ((p = realloc(b->koff, cap * 8)) == NULL) return NOMEM;
-    b->koff = p;
-    if ((p = realloc(b->voff, cap * 8)) == NULL) return NOMEM;
-    b->voff = p;
-    if ((p = realloc(b->ksz, cap * 4)) == NULL) return NOMEM;
-    b->ksz = p;
-    if ((p = realloc(b->vsz, cap * 4)) == NULL) return NOMEM;
-    b->vsz = p;
-    b->cap = cap;
-    return OK;
-}
-
 /* The id of the key ``key`` (``ks`` bytes) among those of ``base``, -1 when it is not there
  * (``*at``: the empty slot it would take), -2 when the probe ran past MAX_PROBE. */
 static inline int64_t table_find(const uint64_t *slots, size_t nslots, uint64_t h,
@@ -584,72 +568,115 @@ static inline int64_t table_find(const uint64_t *slots, size_t nslots, uint64_t 
     return -2;
 }
 
-static int table_grow(Build *b, const uint8_t *base) {
-    size_t nslots = b->nslots ? b->nslots * 2 : (size_t)1 << 13;
-    uint64_t *slots = calloc(nslots, sizeof *slots);
-    if (slots == NULL) return NOMEM;
-    size_t mask = nslots - 1;
-    for (size_t id = 0; id < b->n; id++) {
-        uint64_t h = hash_key(base + b->koff[id], (size_t)b->ksz[id]);
-        size_t i = (size_t)h & mask, probes = 0;
-        while (slots[i]) {
-            i = (i + 1) & mask;
-            if (++probes > MAX_PROBE) {
-                free(slots);
-                return BAIL;
-            }
-        }
-        slots[i] = ((h >> 32) << 32) | (uint64_t)(id + 1);
-    }
-    free(b->slots);
-    b->slots = slots;
-    b->nslots = nslots;
+/* One record of ``buf[*pos:end]``, as ``formats/record_frames.frame`` takes them: OK (and
+ * ``*pos`` past it), END at the -1 end marker, BAIL where frame gives None (truncated, a size
+ * out of bounds, a remove in a snapshot, another end marker). */
+enum { END = 2 };
+
+typedef struct {
+    int64_t koff, voff;
+    int32_t ks, vs;
+    uint64_t h;
+} Record;
+
+static inline int frame_next(const uint8_t *buf, int64_t *pos, int64_t end, int snapshot,
+                             Record *r) {
+    int64_t at = *pos;
+    if (end - at < 4) return BAIL;
+    int32_t ks = be32(buf + at);
+    if (ks < 0) return ks == -1 ? END : BAIL;
+    if (ks > MAX_RECORD_BYTES || end - at - 8 < ks) return BAIL;
+    int32_t vs = be32(buf + at + 4 + ks);
+    if (vs > MAX_RECORD_BYTES || vs < (snapshot ? 0 : -1)) return BAIL;
+    r->koff = at + 4;
+    r->voff = at + 8 + ks;
+    r->ks = ks;
+    r->vs = vs;
+    int64_t next = r->voff + (vs > 0 ? vs : 0);
+    if (next > end) return BAIL;
+    *pos = next;
     return OK;
 }
 
-/* The records of ``buf[start:end]`` to the end marker, as ``formats/record_frames.frame``
- * takes them: BAIL where it gives None (truncated, a size out of bounds, a remove in a
- * snapshot, an end marker other than -1). With ``dedupe``, each key once. */
+/* How many records ``buf[start:end]`` frames to (BAIL where it does not frame). */
+static int count_records(const uint8_t *buf, int64_t start, int64_t end, int snapshot,
+                         size_t *count) {
+    Record r;
+    int rc;
+    while ((rc = frame_next(buf, &start, end, snapshot, &r)) == OK) (*count)++;
+    return rc == END ? OK : BAIL;
+}
+
+static inline void build_push(Build *b, const Record *r) {
+    b->koff[b->n] = r->koff;
+    b->ksz[b->n] = r->ks;
+    b->voff[b->n] = r->voff;
+    b->vsz[b->n] = r->vs;
+    b->n++;
+}
+
+/* Records framed this far ahead of the one merged: their slots are fetched from memory (a
+ * table of millions of keys is mostly cache misses) while the records before them merge. */
+#define AHEAD 16
+
+/* The records of one segment into ``b`` (sized for every record of every segment: no growth
+ * here), each key once with ``dedupe``. */
 static int merge_segment(Build *b, const uint8_t *buf, int64_t start, int64_t end, int snapshot,
                          int dedupe) {
+    Record ring[AHEAD];
+    int head = 0, pending = 0, rc = OK;
     int64_t pos = start;
+    size_t mask = b->nslots - 1;
     for (;;) {
-        if (end - pos < 4) return BAIL;
-        int32_t ks = be32(buf + pos);
-        if (ks < 0) return ks == -1 ? OK : BAIL;
-        if (ks > MAX_RECORD_BYTES || end - pos - 8 < ks) return BAIL;
-        int32_t vs = be32(buf + pos + 4 + ks);
-        if (vs > MAX_RECORD_BYTES || vs < (snapshot ? 0 : -1)) return BAIL;
-        int64_t koff = pos + 4, voff = pos + 8 + ks;
-        int64_t next = voff + (vs > 0 ? vs : 0);
-        if (next > end) return BAIL;
-        if (dedupe) {
-            if ((b->n + 1) * 2 > b->nslots) {
-                int rc = table_grow(b, buf);
-                if (rc != OK) return rc;
+        while (rc == OK && pending < AHEAD) {
+            Record *r = &ring[(head + pending) % AHEAD];
+            rc = frame_next(buf, &pos, end, snapshot, r);
+            if (rc != OK) break;
+            if (dedupe) {
+                r->h = hash_key(buf + r->koff, (size_t)r->ks);
+                __builtin_prefetch(&b->slots[(size_t)r->h & mask]);
             }
-            uint64_t h = hash_key(buf + koff, (size_t)ks);
+            pending++;
+        }
+        if (rc == BAIL) return BAIL; /* counted before: not reached */
+        if (pending == 0) return OK;
+        const Record *r = &ring[head];
+        head = (head + 1) % AHEAD;
+        pending--;
+        if (b->n >= b->cap) return BAIL; /* more records than counted: not reached */
+        if (dedupe) {
             size_t at = 0;
-            int64_t id = table_find(b->slots, b->nslots, h, buf + koff, ks, buf, b->koff, b->ksz,
-                                    &at);
+            int64_t id = table_find(b->slots, b->nslots, r->h, buf + r->koff, r->ks, buf,
+                                    b->koff, b->ksz, &at);
             if (id == -2) return BAIL;
             if (id >= 0) {
-                b->voff[id] = voff;
-                b->vsz[id] = vs;
-                pos = next;
+                b->voff[id] = r->voff;
+                b->vsz[id] = r->vs;
                 continue;
             }
-            if (b->n >= MAX_KEYS) return BAIL;
-            b->slots[at] = ((h >> 32) << 32) | (uint64_t)(b->n + 1);
+            b->slots[at] = ((r->h >> 32) << 32) | (uint64_t)(b->n + 1);
         }
-        if (build_reserve(b) != OK) return NOMEM;
-        b->koff[b->n] = koff;
-        b->ksz[b->n] = ks;
-        b->voff[b->n] = voff;
-        b->vsz[b->n] = vs;
-        b->n++;
-        pos = next;
+        build_push(b, r);
     }
+}
+
+/* Arrays for ``records`` keys and, with ``dedupe``, a table at most half full. */
+static int build_alloc(Build *b, size_t records, int dedupe) {
+    size_t cap = records ? records : 1;
+    b->koff = malloc(cap * 8);
+    b->voff = malloc(cap * 8);
+    b->ksz = malloc(cap * 4);
+    b->vsz = malloc(cap * 4);
+    b->cap = cap;
+    if (!b->koff || !b->voff || !b->ksz || !b->vsz) return NOMEM;
+    if (dedupe) {
+        size_t nslots = (size_t)1 << 13;
+        while (nslots < 2 * records) nslots *= 2;
+        b->slots = calloc(nslots, sizeof *b->slots);
+        if (b->slots == NULL) return NOMEM;
+        b->nslots = nslots;
+    }
+    return OK;
 }
 
 typedef struct {
@@ -812,8 +839,14 @@ static PyObject *kernel_merge(PyObject *module, PyObject *args) {
     Build b;
     memset(&b, 0, sizeof b);
     int rc = OK;
+    size_t records = 0;
     const uint8_t *buf = view.buf;
     Py_BEGIN_ALLOW_THREADS
+    /* Framed once to count (and to fail before any memory is taken), then merged. */
+    for (Py_ssize_t i = 0; i < nseg && rc == OK; i++)
+        rc = count_records(buf, seg[3 * i], seg[3 * i + 1], (int)seg[3 * i + 2], &records);
+    if (rc == OK && records > MAX_KEYS) rc = BAIL;
+    if (rc == OK) rc = build_alloc(&b, records, dedupe);
     for (Py_ssize_t i = 0; i < nseg && rc == OK; i++)
         rc = merge_segment(&b, buf, seg[3 * i], seg[3 * i + 1], (int)seg[3 * i + 2], dedupe);
     if (rc == OK && !keep_removes) { /* removes go, the order stays */
