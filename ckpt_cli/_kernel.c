@@ -911,6 +911,201 @@ static PyObject *kernel_merge(PyObject *module, PyObject *args) {
     return (PyObject *)m;
 }
 
+/* ---- SST data blocks ------------------------------------------------------------------------
+ * ``formats/sst.block_records`` in one pass: the entries of consecutive decompressed data
+ * blocks (``shared, non_shared, value_length`` varint32s, the key's own bytes, the value;
+ * restart offsets and their count at each block's end), each key rebuilt from the one before
+ * it. Whatever that function raises FormatError for, this hands back (None), and it raises. */
+
+static inline uint32_t rd_u32le(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* A varint of at most 5 bytes at ``*at``, ending before ``limit``. */
+static inline int varint32(const uint8_t *buf, size_t *at, size_t limit, uint64_t *value) {
+    uint64_t v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (*at >= limit) return BAIL;
+        uint8_t byte = buf[(*at)++];
+        v |= (uint64_t)(byte & 0x7f) << (7 * i);
+        if (byte < 0x80) {
+            *value = v;
+            return OK;
+        }
+    }
+    return BAIL;
+}
+
+typedef struct {
+    int64_t *koff, *ksz, *voff, *vsz;
+    uint8_t *kinds, *repeats;
+    size_t n, cap;
+    uint8_t *keys; /* every key whole, one after another */
+    size_t keys_len, keys_cap;
+} Entries;
+
+static void entries_free(Entries *e) {
+    free(e->koff);
+    free(e->ksz);
+    free(e->voff);
+    free(e->vsz);
+    free(e->kinds);
+    free(e->repeats);
+    free(e->keys);
+}
+
+static int entries_reserve(Entries *e, size_t key_bytes) {
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? 2 * e->cap : 4096;
+        void *p;
+        if ((p = realloc(e->koff, cap * 8)) == NULL) return NOMEM;
+        e->koff = p;
+        if ((p = realloc(e->ksz, cap * 8)) == NULL) return NOMEM;
+        e->ksz = p;
+        if ((p = realloc(e->voff, cap * 8)) == NULL) return NOMEM;
+        e->voff = p;
+        if ((p = realloc(e->vsz, cap * 8)) == NULL) return NOMEM;
+        e->vsz = p;
+        if ((p = realloc(e->kinds, cap)) == NULL) return NOMEM;
+        e->kinds = p;
+        if ((p = realloc(e->repeats, cap)) == NULL) return NOMEM;
+        e->repeats = p;
+        e->cap = cap;
+    }
+    if (e->keys_cap - e->keys_len < key_bytes) {
+        size_t cap = e->keys_cap ? e->keys_cap : 1 << 16;
+        while (cap - e->keys_len < key_bytes) cap *= 2;
+        void *p = realloc(e->keys, cap);
+        if (p == NULL) return NOMEM;
+        e->keys = p;
+        e->keys_cap = cap;
+    }
+    return OK;
+}
+
+static int decode_blocks(const uint8_t *buf, const int64_t *sizes, Py_ssize_t nblocks,
+                         Entries *e) {
+    size_t base = 0;
+    int have_prev = 0;
+    for (Py_ssize_t b = 0; b < nblocks; b++) {
+        size_t size = (size_t)sizes[b];
+        if (size < 4) return BAIL;
+        uint32_t count = rd_u32le(buf + base + size - 4);
+        if (count >> 31) return BAIL; /* a hash index */
+        if (count == 0 || (uint64_t)4 * count + 4 > size) return BAIL;
+        size_t end = size - 4 - 4 * (size_t)count;
+        const uint8_t *restarts = buf + base + end;
+        for (uint32_t r = 0; r < count; r++) {
+            size_t start = rd_u32le(restarts + 4 * (size_t)r);
+            size_t stop = r + 1 < count ? rd_u32le(restarts + 4 * (size_t)(r + 1)) : end;
+            if ((r == 0 && start != 0) || stop <= start || stop > end) return BAIL;
+            size_t pos = base + start, limit = base + stop;
+            for (int j = 0; pos < limit; j++) {
+                uint64_t shared, non_shared, value_size;
+                if (varint32(buf, &pos, limit, &shared) != OK ||
+                    varint32(buf, &pos, limit, &non_shared) != OK ||
+                    varint32(buf, &pos, limit, &value_size) != OK)
+                    return BAIL;
+                if (non_shared + value_size > limit - pos) return BAIL;
+                if (j == 0 && shared) return BAIL; /* an entry at a restart shares a prefix */
+                uint64_t key_size = shared + non_shared;
+                int64_t prev_size = have_prev ? e->ksz[e->n - 1] + 8 : 0;
+                if (j > 0 && shared > (uint64_t)prev_size) return BAIL;
+                if (key_size < 8) return BAIL;
+                if (entries_reserve(e, (size_t)key_size) != OK) return NOMEM;
+                uint8_t *key = e->keys + e->keys_len;
+                if (shared) memcpy(key, e->keys + e->koff[e->n - 1], (size_t)shared);
+                memcpy(key + shared, buf + pos, (size_t)non_shared);
+                uint8_t kind = key[key_size - 8];
+                if (kind != 0 && kind != 1 && kind != 7) return BAIL;
+                int repeat = 0;
+                if (have_prev && (uint64_t)prev_size == key_size) {
+                    if (j > 0)
+                        repeat = shared >= key_size - 8;
+                    else
+                        repeat = memcmp(key, e->keys + e->koff[e->n - 1], (size_t)key_size - 8) == 0;
+                }
+                size_t i = e->n++;
+                e->koff[i] = (int64_t)e->keys_len;
+                e->ksz[i] = (int64_t)key_size - 8;
+                e->voff[i] = (int64_t)(pos + non_shared);
+                e->vsz[i] = (int64_t)value_size;
+                e->kinds[i] = kind;
+                e->repeats[i] = (uint8_t)repeat;
+                e->keys_len += (size_t)key_size;
+                have_prev = 1;
+                pos += (size_t)(non_shared + value_size);
+            }
+        }
+        base += size;
+    }
+    return OK;
+}
+
+static PyObject *kernel_sst_records(PyObject *module, PyObject *args) {
+    PyObject *data_obj, *sizes_obj;
+    if (!PyArg_ParseTuple(args, "OO:sst_records", &data_obj, &sizes_obj)) return NULL;
+    Py_buffer data;
+    Ints sizes;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (ints_get(sizes_obj, &sizes, "sizes") < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int64_t *block_sizes = malloc((size_t)(sizes.n ? sizes.n : 1) * sizeof *block_sizes);
+    int64_t total = 0;
+    if (block_sizes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < sizes.n; i++) {
+        block_sizes[i] = ints_at(&sizes, i);
+        if (block_sizes[i] < 0 || block_sizes[i] > data.len - total) {
+            PyErr_SetString(PyExc_ValueError, "the blocks' sizes run past the buffer");
+            goto done;
+        }
+        total += block_sizes[i];
+    }
+    Entries e;
+    memset(&e, 0, sizeof e);
+    int rc;
+    const uint8_t *buf = data.buf;
+    Py_BEGIN_ALLOW_THREADS
+    rc = decode_blocks(buf, block_sizes, sizes.n, &e);
+    Py_END_ALLOW_THREADS
+    if (rc != OK) {
+        entries_free(&e);
+        if (rc == NOMEM)
+            PyErr_NoMemory();
+        else {
+            Py_INCREF(Py_None);
+            result = Py_None;
+        }
+        goto done;
+    }
+    /* The keys, then the blocks: the values stay where they are, after the keys. */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(e.keys_len + (size_t)data.len));
+    if (out != NULL) {
+        char *p = PyBytes_AS_STRING(out);
+        if (e.keys_len) memcpy(p, e.keys, e.keys_len);
+        memcpy(p + e.keys_len, buf, (size_t)data.len);
+        for (size_t i = 0; i < e.n; i++) e.voff[i] += (int64_t)e.keys_len;
+        free(e.keys);
+        Py_ssize_t n = (Py_ssize_t)e.n;
+        result = Py_BuildValue("(NNNNNNN)", out, column_of(e.koff, n, 8, 'q'),
+                               column_of(e.ksz, n, 8, 'q'), column_of(e.voff, n, 8, 'q'),
+                               column_of(e.vsz, n, 8, 'q'), column_of(e.kinds, n, 1, 'B'),
+                               column_of(e.repeats, n, 1, 'B'));
+    } else
+        entries_free(&e);
+done:
+    free(block_sizes);
+    PyBuffer_Release(&sizes.view);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 /* ---- text ---------------------------------------------------------------------------------- */
 
 /* Text being written: malloc'd, or (``bytes`` set) the bytes object that is returned, written
@@ -1813,6 +2008,11 @@ static PyMethodDef kernel_methods[] = {
      "without ``keep_removes`` keys whose last record is a remove left out. None when a "
      "segment does not frame cleanly (or keys' hashes pile up): the caller's reader then "
      "reads the files and names the problem."},
+    {"sst_records", kernel_sst_records, METH_VARARGS,
+     "sst_records(blocks, sizes) -> (data, key_offsets, key_sizes, value_offsets, "
+     "value_sizes, kinds, repeats) or None: the entries of consecutive decompressed SST data "
+     "blocks, as formats/sst.block_records gives them (data: every key whole, then the "
+     "blocks); None where that function raises."},
     {"seed", kernel_seed, METH_VARARGS, "seed(a, b): the key hash's seed."},
     {"_hash_bits", kernel_hash_bits, METH_VARARGS,
      "_hash_bits(mask): keep only these bits of every key hash (tests: keys that collide)."},

@@ -33,6 +33,7 @@ from ckpt_cli.replay.columns import Columnar, columnar_for
 from ckpt_cli.replay.csv_arrow import CsvSchema, schema_of
 from ckpt_cli.replay.rows import RowDecoder
 from tests.conftest import CASES, CASES_DIR
+from tests.formats.test_sst import _options, _write_db
 from tests.formats.test_unsaferow import atomic_types, field, values_for, write_row
 
 pa = pytest.importorskip("pyarrow")
@@ -633,3 +634,91 @@ def test_a_stale_build_is_not_loaded(tmp_path: Path) -> None:
         check=True,
     )
     assert done.stdout.startswith("True ") and "built from other source" in done.stdout
+
+
+# -- SST data blocks ----------------------------------------------------------------------------
+
+
+def _sst_rows(got: Any) -> list[tuple[bytes, bytes, int, bool]]:
+    return [
+        (
+            got.key(i),
+            got.data[int(got.value_offsets[i]) : int(got.value_offsets[i] + got.value_sizes[i])],
+            int(got.kinds[i]),
+            bool(got.repeats[i]),
+        )
+        for i in range(len(got))
+    ]
+
+
+def _sst_outcome(decode: Any, blocks: list[bytes]) -> Any:
+    try:
+        return _sst_rows(decode("t.sst", blocks))
+    except FormatError as exc:
+        return str(exc)
+
+
+@PROPERTY
+@given(st.lists(st.binary(max_size=200), min_size=1, max_size=4))
+def test_arbitrary_sst_blocks_decode_as_the_module_decodes_them(blocks: list[bytes]) -> None:
+    from ckpt_cli.formats import sst
+
+    assert _sst_outcome(kernel.sst_block_records, blocks) == _sst_outcome(sst.block_records, blocks)
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.lists(st.tuples(st.binary(min_size=1, max_size=12), st.none() | st.binary(max_size=40))),
+        min_size=1,
+        max_size=3,
+    ),
+    st.sampled_from(["none", "lz4"]),
+    st.integers(1, 16),
+    st.booleans(),
+    st.data(),
+)
+def test_sst_blocks_decode_as_the_module_decodes_them(
+    tmp_path_factory: pytest.TempPathFactory,
+    flushes: list[list[tuple[bytes, bytes | None]]],
+    compression: str,
+    restart: int,
+    snapshots: bool,
+    data: st.DataObject,
+) -> None:
+    """Tables RocksDB wrote (keys written again under snapshots, deletes, any restart
+    interval), intact or with bytes of a block changed: each run of blocks gives the same
+    records (kinds and repeats too) as ``formats/sst``, or the same error."""
+    from ckpt_cli.formats import sst
+
+    path = tmp_path_factory.mktemp("db") / "db"
+    writes = [[(bytes([i]) + k, v) for k, v in w] for i, w in enumerate(flushes)]
+    _write_db(path, _options(compression, "xxh3", 5, restart), writes, snapshots)
+    for file in sorted(path.glob("*.sst")):
+        table = sst.open_table(str(file), file.read_bytes())
+        assert table is not None
+        for start in range(len(table.blocks)):
+            blocks = table.read_blocks(table.blocks[start : start + 2])
+            if data.draw(st.booleans()):
+                i = data.draw(st.integers(0, len(blocks) - 1))
+                damaged = bytearray(blocks[i])
+                for _ in range(data.draw(st.integers(1, 4))):
+                    damaged[data.draw(st.integers(0, len(damaged) - 1))] = data.draw(
+                        st.integers(0, 255)
+                    )
+                blocks[i] = bytes(damaged)
+            expected = _sst_outcome(sst.block_records, blocks)
+            assert _sst_outcome(kernel.sst_block_records, blocks) == expected
+
+
+def test_each_record_type_decodes_as_the_module_decodes_it() -> None:
+    """A put, a delete, a single delete; any other record type is the module's error."""
+    from ckpt_cli.formats import sst
+
+    for kind in range(256):
+        key = b"k" + bytes([kind]) + bytes(7)  # the user key, then type and sequence
+        entry = bytes([0, len(key), 1]) + key + b"v"
+        block = entry + struct.pack("<II", 0, 1)  # one restart at 0, its count
+        got = _sst_outcome(kernel.sst_block_records, [block, block])
+        assert got == _sst_outcome(sst.block_records, [block, block])
+        assert isinstance(got, list) == (kind in sst.KINDS)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,10 @@ class Records:
         return self.data[at : at + int(self.key_sizes[i])]
 
 
+# A run of data blocks to its records: ``block_records``, or the replay kernel's.
+BlockDecoder = Callable[[str, list[bytes]], Records]
+
+
 @dataclass
 class Table:
     """An SST file this module reads: its bytes, checksum type, data blocks as
@@ -106,13 +110,17 @@ class Table:
     last_key: bytes
     _decoded: int = 0
 
-    def records(self, group_bytes: int = GROUP_BYTES) -> Iterator[Records]:
-        """The table's records in key order, a run of data blocks at a time."""
+    def records(
+        self, group_bytes: int = GROUP_BYTES, decode: BlockDecoder | None = None
+    ) -> Iterator[Records]:
+        """The table's records in key order, a run of data blocks at a time (decoded by
+        ``decode``, by default ``block_records``)."""
+        decode = decode or block_records
         start, size, seen, last = 0, 0, 0, b""
         for i, (_, block_size) in enumerate(self.blocks):
             size += block_size
             if size >= group_bytes or i == len(self.blocks) - 1:
-                got = block_records(self.path, self.read_blocks(self.blocks[start : i + 1]))
+                got = decode(self.path, self.read_blocks(self.blocks[start : i + 1]))
                 if seen and got.key(0) == last:
                     got.repeats[0] = True
                 seen += len(got)
@@ -299,16 +307,17 @@ class _Unsupported(Exception):
     """A feature this module leaves to rocksdict."""
 
 
-def open_table(path: str, data: bytes) -> Table | None:
+def open_table(path: str, data: bytes, decode: BlockDecoder | None = None) -> Table | None:
     """The SST ``data`` (a whole file, ``path`` naming it), or None when it uses something
-    this module does not read. A file that is not an SST at all is a FormatError."""
+    this module does not read. A file that is not an SST at all is a FormatError. Its first
+    and last data blocks are decoded by ``decode`` (by default ``block_records``)."""
     try:
-        return _open(path, data)
+        return _open(path, data, decode or block_records)
     except _Unsupported:
         return None
 
 
-def _open(path: str, data: bytes) -> Table:
+def _open(path: str, data: bytes, decode: BlockDecoder) -> Table:
     if len(data) < FOOTER_BYTES:
         raise FormatError(path, f"{len(data)} bytes cannot hold an SST footer")
     footer = len(data) - FOOTER_BYTES
@@ -367,7 +376,7 @@ def _open(path: str, data: bytes) -> Table:
         outer = [read_block(path, data, *blocks[i], checksum_type) for i in (0, -1)]
         if any(len(b) >= 4 and b[-1] >> 7 for b in outer):  # the restart count's top bit
             raise _Unsupported("a data block hash index")
-        head, tail = (block_records(path, [b]) for b in outer)
+        head, tail = (decode(path, [b]) for b in outer)
         first, last = head.key(0), tail.key(len(tail) - 1)
     return Table(path, data, checksum_type, blocks, entries, first, last)
 
@@ -508,16 +517,19 @@ def block_records(path: str, blocks: list[bytes]) -> Records:
     )
 
 
-def db_records(tables: list[Table], group_bytes: int = GROUP_BYTES) -> Iterator[Records]:
+def db_records(
+    tables: list[Table], group_bytes: int = GROUP_BYTES, decode: BlockDecoder | None = None
+) -> Iterator[Records]:
     """The records of a DB made of ``tables`` whose key ranges lie apart (``overlapping``
     false), in key order: each table's in turn, a run of blocks at a time, its bytes let go
     once read. Each user key's newest record comes first (a delete included: the caller
-    drops it, and the older ones ``repeats`` marks). Runs are of ``group_bytes`` of blocks."""
+    drops it, and the older ones ``repeats`` marks). Runs are of ``group_bytes`` of blocks,
+    decoded by ``decode`` (``block_records``, or the same done by the replay kernel)."""
     if overlapping(tables):
         raise ValueError("tables whose key ranges meet need RocksDB's merge")
     tables = sorted(tables, key=lambda t: t.first_key)
     while tables:
-        yield from tables.pop(0).records(group_bytes)
+        yield from tables.pop(0).records(group_bytes, decode)
 
 
 def overlapping(tables: list[Table]) -> bool:

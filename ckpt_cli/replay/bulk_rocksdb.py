@@ -149,7 +149,8 @@ def _zip_batches(
             for flat, sizes in rocksdb.iter_db_flat(tmp, path=f.path, size=size):
                 yield Packed.of_flat(flat, sizes)
         return
-    records = sst.db_records(tables)
+    decode = kernel.sst_block_records if kernel.load() is not None else None
+    records = sst.db_records(tables, decode=decode)
     del tables  # each table's bytes go once it is read
     for got in records:
         # The newest record of a key decides: a put is its value, a delete drops it.

@@ -2,7 +2,9 @@
 
 Replay's hot loop in C: the records of one partition's decompressed files framed, merged
 (per key its first record's key and its last record's value, by first record) and formatted
-straight into JSON lines or CSV rows. Everything else stays in Python: plans, decompression,
+straight into JSON lines or CSV rows, and the data blocks of a RocksDB zip's SST files (once
+``formats/sst`` has checked and decompressed them) read into records. Everything else stays
+in Python: plans, decompression,
 schemas and every error. What the kernel cannot vouch for (a file that does not frame, a
 damaged row, a value the reference path writes its own way) it hands back as None, and the
 numpy/Arrow path (``bulk``, ``columns``, ``csv_arrow``: the reference, which tests compare it
@@ -28,6 +30,7 @@ from ckpt_cli.formats import schema as S
 from ckpt_cli.formats.unsaferow import MAX_LONG_DIGITS
 
 if TYPE_CHECKING:
+    from ckpt_cli.formats.sst import Records
     from ckpt_cli.replay.bulk import Packed
 
 # False: replay as if the kernel were not built (tests compare the two paths).
@@ -126,6 +129,29 @@ def packed(data: bytearray, merged: Any) -> Packed:
         np.frombuffer(merged.key_sizes, np.int32),
         np.frombuffer(merged.value_offsets, np.int64),
         np.frombuffer(merged.value_sizes, np.int32),
+    )
+
+
+def sst_block_records(path: str, blocks: list[bytes]) -> Records:
+    """``sst.block_records`` by the kernel: the entries of consecutive decompressed data
+    blocks. Where the kernel hands them back, ``sst.block_records`` decodes them, or raises
+    the FormatError that names the problem. The kernel must be loaded."""
+    import numpy as np
+
+    from ckpt_cli.formats import sst
+
+    got = load().sst_records(b"".join(blocks), np.array([len(b) for b in blocks], np.int64))
+    if got is None:
+        return sst.block_records(path, blocks)
+    data, key_offsets, key_sizes, value_offsets, value_sizes, kinds, repeats = got
+    return sst.Records(
+        data,
+        np.frombuffer(key_offsets, np.int64),
+        np.frombuffer(key_sizes, np.int64),
+        np.frombuffer(value_offsets, np.int64),
+        np.frombuffer(value_sizes, np.int64),
+        np.frombuffer(kinds, np.uint8),
+        np.frombuffer(repeats, np.bool_),
     )
 
 

@@ -25,6 +25,7 @@ from ckpt_cli.formats.state_encoders import (
 )
 from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.replay import kernel
 from ckpt_cli.replay.plan import ReplayPlan, StateUnavailable, codec_of
 from ckpt_cli.storage import Storage
 
@@ -132,12 +133,13 @@ def zip_tables(
     if sum(s.size_bytes for s in metadata.sst_files) > TABLE_BYTES:
         return None
     tables = []
+    decode = kernel.sst_block_records if kernel.load() is not None else None
     for shared in metadata.sst_files:
         path = _shared_file(ckpt, f, part, f"SSTs/{shared.dfs_file_name}")
         read[path] = data = ckpt.storage.read_bytes(path)
         if len(data) != shared.size_bytes:
             raise rocksdb_zip.size_differs(path, len(data), shared.size_bytes, f.path)
-        table = sst.open_table(path, data)
+        table = sst.open_table(path, data, decode)
         if table is None:
             return None
         if table.entries:
