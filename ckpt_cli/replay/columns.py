@@ -219,7 +219,8 @@ def line_work(
             for chunk in batches(itertools.islice(pairs, limit)):
                 yield functools.partial(_row_lines, decoder, pid, chunk)
         return
-    for batch in packed_batches(ckpt, plan, limit):
+    size = kernel.TEXT_BATCH_ROWS if columnar.kernel is not None else None
+    for batch in packed_batches(ckpt, plan, limit, size):
         yield functools.partial(_lines, columnar, pid, batch)
 
 

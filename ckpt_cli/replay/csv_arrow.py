@@ -33,7 +33,7 @@ import orjson
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay import columns
+from ckpt_cli.replay import columns, kernel
 from ckpt_cli.replay.bulk import Packed, packed_batches
 from ckpt_cli.replay.ordered import utf8_writer, write_in_order
 from ckpt_cli.replay.plain_arrow import RowPath, has_map, json_text, plain_type
@@ -153,7 +153,9 @@ def _partition_csv(
     ckpt: Checkpoint, plan: ReplayPlan, columnar: columns.Columnar, schema: CsvSchema
 ) -> Iterator[Callable[[], tuple[bytes, int]]]:
     """One partition's CSV lines as work: each call makes one batch's (in any thread)."""
-    for batch in packed_batches(ckpt, plan):
+    fmt = columnar.kernel
+    size = kernel.TEXT_BATCH_ROWS if fmt is not None and fmt.writes_csv else None
+    for batch in packed_batches(ckpt, plan, size=size):
         yield functools.partial(_batch_csv, columnar, plan.partition, batch, schema)
 
 
