@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay import kernel
 from ckpt_cli.replay.sinks import _pool
 from ckpt_cli.replay.source import target_rows
 from ckpt_cli.replay.target import resolve_target
@@ -68,13 +69,18 @@ def test_columnar_partitions_go_to_threads_the_row_path_and_rocksdb_to_processes
         assert used == [expected]
     with _pool(rows, 2) as pool_:
         assert type(pool_) is ProcessPoolExecutor
-    # RocksDB's pairs come from rocksdict under the GIL: a process per partition.
+    # RocksDB's pairs, decoded under the GIL without the compiled kernel: a process per
+    # partition; with it, threads.
     rocksdb = Checkpoint.open(str(CASES_DIR / "spark4-rocksdb-changelog" / "checkpoint"))
     rows = target_rows(rocksdb, resolve_target(rocksdb))
     assert len(rows.plans) > 1 and {plan.provider for plan in rows.plans} == {"rocksdb"}
-    used.clear()
-    sinks.write_partitions(rows, io.StringIO(), "jsonl", workers=2)
-    assert used == ["processes"]
+    for enabled, expected in ((False, "processes"), (True, "threads")):
+        monkeypatch.setattr(kernel, "ENABLED", enabled)
+        if enabled and kernel.load() is None:
+            continue  # not built here
+        used.clear()
+        sinks.write_partitions(rows, io.StringIO(), "jsonl", workers=2)
+        assert used == [expected]
 
 
 def test_cli_replay_does_not_import_pandas(tmp_path: Path) -> None:
@@ -137,6 +143,7 @@ def test_rocksdb_parquet_goes_to_processes_and_hdfs_parquet_to_threads(
         return real_pool(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sinks, "_pool", pool)
+    monkeypatch.setattr(kernel, "ENABLED", False)  # with it, RocksDB's go to threads too
     for name, expected in (("spark4-hdfs-agg", []), ("spark4-rocksdb-changelog", ["processes"])):
         ckpt = Checkpoint.open(str(CASES_DIR / name / "checkpoint"))
         rows = target_rows(ckpt, resolve_target(ckpt))
@@ -146,8 +153,13 @@ def test_rocksdb_parquet_goes_to_processes_and_hdfs_parquet_to_threads(
         assert count > 0 and used == expected
 
 
-def test_an_error_in_a_rocksdb_process_is_the_one_line_of_one_thread(tmp_path: Path) -> None:
+@pytest.mark.parametrize("compiled", [False, True])  # in processes, or (the kernel) threads
+def test_an_error_in_a_rocksdb_process_is_the_one_line_of_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
     import shutil
+
+    monkeypatch.setattr(kernel, "ENABLED", compiled)
 
     from ckpt_cli.errors import CkptError
     from ckpt_cli.replay import read_state
