@@ -722,3 +722,64 @@ def test_each_record_type_decodes_as_the_module_decodes_it() -> None:
         got = _sst_outcome(kernel.sst_block_records, [block, block])
         assert got == _sst_outcome(sst.block_records, [block, block])
         assert isinstance(got, list) == (kind in sst.KINDS)
+
+
+def _damaged_copies(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """Real fixtures, each damaged one way: a key size past any row, a delta cut short, a
+    changelog cut short, an SST byte changed."""
+    import shutil
+
+    from ckpt_cli.formats.compression import compress, decompressed_chunks
+
+    def copy(case: str, name: str) -> Path:
+        root = tmp_path / name
+        shutil.copytree(CASES_DIR / case / "checkpoint", root)
+        return root
+
+    def rewrite(path: Path, change: Any) -> None:
+        with open(path, "rb") as fh:
+            data = b"".join(decompressed_chunks(str(path), fh, codec="lz4"))
+        path.write_bytes(compress(change(data), "lz4"))
+
+    root = copy("spark4-hdfs-agg", "key-size")
+    rewrite(root / "state/0/0/10.delta", lambda d: struct.pack(">i", 1 << 29) + d[4:])
+    yield "a key size past any row", root
+    root = copy("spark4-hdfs-agg", "cut-delta")
+    rewrite(root / "state/0/0/10.delta", lambda d: d[: len(d) // 2])
+    yield "a delta cut short", root
+    root = copy("spark4-rocksdb-changelog", "cut-changelog")
+    rewrite(root / "state/0/0/10.changelog", lambda d: d[: len(d) - 6])
+    yield "a changelog cut short", root
+    root = copy("spark4-rocksdb-changelog", "sst-byte")
+    sst_file = sorted((root / "state/0/1/SSTs").glob("*.sst"))[-1]
+    data = bytearray(sst_file.read_bytes())
+    data[40] ^= 0xFF
+    sst_file.write_bytes(bytes(data))
+    yield "an SST byte changed", root
+
+
+def test_damaged_files_give_the_same_one_line_error_with_and_without_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from ckpt_cli.cli import app
+
+    if not (CASES_DIR / "spark4-hdfs-agg").is_dir():
+        pytest.skip("no fixtures")
+    failed = 0
+    for what, root in _damaged_copies(tmp_path):
+        for fmt in ("jsonl", "csv", "parquet"):
+            seen = []
+            for enabled in (True, False):
+                monkeypatch.setattr(kernel, "ENABLED", enabled)
+                out = tmp_path / f"out-{enabled}.{fmt}"
+                run = CliRunner().invoke(
+                    app, ["replay", str(root), "--format", fmt, "--output", str(out)]
+                )
+                seen.append((run.exit_code, run.stderr))
+            assert seen[0] == seen[1], (what, fmt, seen)
+            if seen[0][0] == 2:
+                failed += 1
+                assert seen[0][1].startswith("error: state/"), seen  # names the file
+    assert failed >= 9  # the SST's block may not be read by a replay of the latest batch
