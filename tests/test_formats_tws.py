@@ -88,9 +88,7 @@ def test_families_of_the_variables_are_the_zips_families(case: str) -> None:
             want = {"default"}
             for variable in meta.state_variables:
                 want |= set(families_of_variable(variable))
-            schema_file = op_dir / schema_file_in_operator_dir(
-                meta.stores[0].schema_file_paths[-1]
-            )
+            schema_file = op_dir / schema_file_in_operator_dir(meta.stores[0].schema_file_paths[-1])
             in_schema = {
                 cf.name for cf in parse_state_schema("s", schema_file.read_bytes()).column_families
             }

@@ -41,6 +41,7 @@ class FamilyRead:
     # The batch whose operator metadata and schema files the read uses (a change feed: its
     # end batch; None: the newest).
     batch: int | None = None
+    change_feed: bool = False
 
     def reader(self, ckpt: Checkpoint) -> VariableReader:
         if self.join_family is not None:
@@ -54,6 +55,7 @@ class FamilyRead:
                 timers=self.timers,
                 flatten=self.flatten,
                 batch=self.batch,
+                change_feed=self.change_feed,
             )
         reader.raw = self.raw
         return reader
@@ -69,6 +71,7 @@ def family_read(
     join_family: JoinFamily | None,
     raw: bool,
     batch: int | None = None,
+    change_feed: bool = False,
 ) -> FamilyRead | None:
     """The family a read of ``target`` decodes at ``batch`` (a change feed: its end batch),
     or None for a store of one family. As Spark, a transformWithState store needs a state
@@ -90,7 +93,14 @@ def family_read(
             "its timers with timers=True"
         )
     return FamilyRead(
-        target.operator, target.store, state_var, timers, flatten, raw=raw, batch=batch
+        target.operator,
+        target.store,
+        state_var,
+        timers,
+        flatten,
+        raw=raw,
+        batch=batch,
+        change_feed=change_feed,
     )
 
 

@@ -182,6 +182,14 @@ class StateRows:
             for row in iter_rows(self.ckpt, plan, self.decoder, self.matches)
         )
 
+    @property
+    def arrow_schema(self) -> Any:
+        """The Arrow schema of the rows of one family (the schemas of the read's batch: an
+        evolved state's older rows have its new fields null), or None: inferred from them."""
+        if self.state_var is None:
+            return None
+        return self.state_var.arrow_schema(change_feed=self.changes is not None)
+
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` of the rows (needs pyarrow)."""
         require_pyarrow("to_arrow()")
@@ -280,6 +288,7 @@ def target_rows(
         join_family=join_family,
         raw=raw,
         batch=target.batch if change_start_batch is None else end,
+        change_feed=change_start_batch is not None,
     )
     rows = StateRows(
         ckpt, target, [], raw, where, family=family, join_side=join_side and not join_family

@@ -109,6 +109,48 @@ class VariableReader:
         first above the last (a family added after the base zip, or dropped later)."""
         return family_ids(ckpt, zips, self.family, versions, path=f"{self.path}/{partition}")
 
+    def arrow_schema(self, change_feed: bool = False) -> Any:
+        """The ``pyarrow.Schema`` of the rows (``partition_id`` first; a change feed's
+        ``batch_id``, ``partition_id``, ``change_type``), from the family's schemas in force
+        at the read's batch: rows of an older schema, their new fields null, share it. None
+        for raw rows or a type with no Arrow form here (the types are then inferred)."""
+        import pyarrow as pa
+
+        from ckpt_cli.replay.rows import json_arrow_type
+
+        if self.raw or self.value_schema is None:
+            return None
+        key = json_arrow_type(self.row_key_schema())
+        value = json_arrow_type(self.value_schema)
+        by_name = {f.name: f.data_type for f in self.key_schema.fields}
+        columns: list[tuple[str, Any]]
+        if self.kind == "timers":
+            columns = [("key", key), ("expiration_timestamp_ms", pa.int64())]
+        elif self.kind == "map" and "userKey" in by_name:
+            user_key = json_arrow_type(by_name["userKey"])
+            if self.flatten:
+                columns = [("key", key), ("user_map_key", user_key), ("user_map_value", value)]
+            else:
+                # The user keys as JSON text (Spark's map key column of struct keys).
+                map_type = None if value is None else pa.map_(pa.string(), value)
+                columns = [("key", key), ("map_value", map_type)]
+        elif self.kind == "list" and self.flatten:
+            columns = [("key", key), ("list_element", value)]
+        elif self.kind == "list":
+            columns = [("key", key), ("list_value", None if value is None else pa.list_(value))]
+        elif self.kind == "joinSide":
+            if value is not None:
+                value = pa.struct([f for f in value if f.name != "matched"])
+            columns = [("key", key), ("value", value)]
+        else:
+            columns = [("key", key), ("value", value)]
+        head = [("partition_id", pa.int64())]
+        if change_feed:
+            head = [("batch_id", pa.int64()), *head, ("change_type", pa.string())]
+        if any(t is None for _name, t in columns):
+            return None
+        return pa.schema(head + columns)
+
     def row(self, key: Any, values: list[Any]) -> Iterator[Row]:
         if self.kind == "timers":
             yield {"key": key["key"], "expiration_timestamp_ms": key["expiryTimestampMs"]}
@@ -244,6 +286,7 @@ def variable_reader(
     timers: bool,
     flatten: bool,
     batch: int | None = None,
+    change_feed: bool = False,
 ) -> VariableReader:
     """The reader of ``state_var`` (or of the registered timers) of a transformWithState
     store at ``batch`` (a change feed: its end batch; None: the newest metadata), with the
@@ -267,7 +310,7 @@ def variable_reader(
     else:
         # Spark reads user variables only, not the internal families ($ttl_, $rowCounter_...).
         if state_var not in names or state_var not in families:
-            raise _not_defined(ckpt, history, era, state_var, names, batch, path)
+            raise _not_defined(ckpt, history, era, state_var, names, batch, path, change_feed)
         name = state_var
         var = era.variable(name) if era else None
         kind = var.short_kind if var else "value"
@@ -285,6 +328,7 @@ def _not_defined(
     names: list[str],
     batch: int | None,
     path: str,
+    change_feed: bool = False,
 ) -> SelectionError:
     """Spark's refusal of a variable its batch's operator metadata does not declare
     (``State variable X is not defined``), saying which batches do have it."""
@@ -297,8 +341,10 @@ def _not_defined(
         if where
         else "no operator metadata of a committed batch declares it"
     )
+    # Spark reads a change feed with the operator metadata of its end batch.
+    end = "the change feed's end; " if change_feed else ""
     return SelectionError(
-        f"{path}: no state variable {state_var!r} at batch {batch} ({era.path} has: {has}); "
+        f"{path}: no state variable {state_var!r} at batch {batch} ({end}{era.path} has: {has}); "
         + elsewhere
     )
 
