@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.schema import ColumnFamilySchema, StateSchema, StructType, parse_state_schema
 from ckpt_cli.formats.tws import (
     OperatorMetadataV2,
@@ -174,13 +174,3 @@ def describe_batches(batches: list[int]) -> str:
         else:
             runs.append([b])
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
-
-
-__all__ = [
-    "FormatError",
-    "MetadataEra",
-    "OperatorHistory",
-    "StoreSchemas",
-    "describe_batches",
-    "operator_history",
-]
