@@ -39,6 +39,7 @@ def test_every_tws_case_has_reads() -> None:
         "spark4-tws-evolve-unsaferow",
         "spark4-tws-evolve-nocheck",
         "spark4-tws-vars",
+        "spark4-tws-ttl-evolve",
     }
     reads = [read for case, read in SAVED_READS if case.name.startswith("spark4-tws-")]
     assert {r["reader_options"].get("stateVarName") for r in reads} >= {"cnt", "events", None}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.schema import ColumnFamilySchema, StateSchema, StructType, parse_state_schema
@@ -42,6 +42,18 @@ class StoreSchemas:
 
     def family(self, name: str) -> ColumnFamilySchema | None:
         return self.active.column_family(name)
+
+    def with_earlier_families(self) -> StateSchema:
+        """``active`` with the families of the earlier files that it no longer lists: a
+        store keeps some (``deleteIfExists`` drops a variable's family, not its TTL index)."""
+        names = {cf.name for cf in self.active.column_families}
+        extra = []
+        for _path, schema in reversed(self.files[:-1]):
+            for cf in schema.column_families:
+                if cf.name not in names:
+                    names.add(cf.name)
+                    extra.append(cf)
+        return replace(self.active, column_families=self.active.column_families + tuple(extra))
 
     def value_writers(self, name: str) -> dict[int, StructType]:
         """Value schema id -> the value schema written under it, for family ``name``."""

@@ -171,15 +171,23 @@ def arrow_tables(rows: Iterable[dict[str, Any]], schema: Any = None) -> Iterator
     require_pyarrow("Arrow output")
     import pyarrow as pa
 
+    def table(batch: list[dict[str, Any]]) -> Any:
+        if schema is not None:
+            try:
+                return pa.Table.from_pylist(batch, schema=schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                pass  # a value of no such type here (a non-finite float is text): inferred
+        return pa.Table.from_pylist(batch)
+
     batch: list[dict[str, Any]] = []
     sent = False
     for row in rows:
         batch.append(row)
         if len(batch) >= ARROW_BATCH_ROWS:
-            yield pa.Table.from_pylist(batch, schema=schema)
+            yield table(batch)
             batch, sent = [], True
     if batch or not sent:
-        yield pa.Table.from_pylist(batch, schema=schema)
+        yield table(batch)
 
 
 def json_arrow_type(data_type: S.DataType) -> Any:

@@ -65,8 +65,11 @@ def check_column_families(run: ValidationRun) -> None:
     the operator metadata Spark reads that batch with (the newest ``_metadata/v2/<b>`` at or
     below it; a query's families change when a restart adds or drops a state variable),
     read from this checkpoint's own ``_stateSchema/`` (metadata v2 names the absolute path
-    where Spark ran, elsewhere once a checkpoint is moved)."""
-    schemas: dict[tuple[int, str, int], tuple[str, set[str]] | None] = {}
+    where Spark ran, elsewhere once a checkpoint is moved). A zip may keep a family of a
+    variable an earlier run had: ``deleteIfExists`` drops the variable's own family but
+    leaves its TTL index (``$ttl_<name>``), so a family of any schema file the metadata names
+    (it names every one so far) is explained."""
+    schemas: dict[tuple[int, str, int], tuple[str, set[str], set[str]] | None] = {}
     for path, meta in sorted(run.zip_metadata.items()):
         if not meta.uses_column_families:
             continue
@@ -83,12 +86,12 @@ def check_column_families(run: ValidationRun) -> None:
         schema = schemas[op, store, era]
         if schema is None:
             continue  # no readable schema file: the schema checks report it
-        schema_path, in_schema = schema
+        schema_path, in_schema, named = schema
         in_zip = set(meta.column_family_mapping) - {DEFAULT_STORE}
         # Spark declares a TTL list's row counter even when the store never creates it.
         not_created = {n for n in in_schema - in_zip if family_role(n).role != "row_counter"}
         for names, where, other in (
-            (in_zip - in_schema, path, schema_path),
+            (in_zip - in_schema - named, path, schema_path),
             (not_created, schema_path, path),
         ):
             if names:
@@ -120,7 +123,9 @@ def _era_batch(run: ValidationRun, op: int, batch: int) -> int | None:
 
 def _schema_families(
     run: ValidationRun, op: int, store: str, era_batch: int
-) -> tuple[str, set[str]] | None:
+) -> tuple[str, set[str], set[str]] | None:
+    """The schema file in force (the last the metadata names), its families, and the
+    families of the files named before it."""
     from ckpt_cli.replay.history import operator_history
 
     history = operator_history(run.ckpt, op)
@@ -128,11 +133,16 @@ def _schema_families(
     paths = era.schema_paths.get(store)
     if not paths or run.ckpt.file(paths[-1]) is None:
         return None
-    try:
-        schema = parse_state_schema(paths[-1], run.ckpt.storage.read_bytes(paths[-1]))
-    except FormatError:
-        return None  # the schema checks report it
-    return paths[-1], {cf.name for cf in schema.column_families}
+    families: list[set[str]] = []
+    for path in paths:
+        try:
+            schema = parse_state_schema(path, run.ckpt.storage.read_bytes(path))
+        except (FormatError, CkptError):
+            if path == paths[-1]:
+                return None  # the schema checks report it
+            continue
+        families.append({cf.name for cf in schema.column_families})
+    return paths[-1], families[-1], set().union(*families[:-1])
 
 
 def check_rows_decodable(run: ValidationRun) -> None:
