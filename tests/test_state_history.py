@@ -137,7 +137,7 @@ REFUSALS: list[tuple[str, dict[str, Any]]] = [
     (name, read)
     for name in NAMES
     for read in (_reads(name) if name in BY_NAME else [])
-    if NOT_DEFINED in read.get("error", "") and "snapshotStartBatchId" not in read["reader_options"]
+    if NOT_DEFINED in read.get("error", "")
 ]
 REFUSED = [pytest.param(name, read, id=f"{name}-{i}") for i, (name, read) in enumerate(REFUSALS)]
 
