@@ -412,3 +412,34 @@ def test_arrow_batches_share_the_batchs_schema(
     result = run_cli("replay", str(case.checkpoint), *args)
     assert result.exit_code == 0, result.stderr
     assert pq.read_table(out).to_pylist() == table.to_pylist()
+
+
+def test_row_layouts_of_real_rows() -> None:
+    """Run 2 of spark4-tws-evolve-nocheck stored cnt as (n, total): its rows fit a schema of
+    two longs, are longer than one of one long (what Spark's reader uses) and shorter than
+    one of three (the case of Spark's query reading run 1's rows under run 2's schema)."""
+    from ckpt_cli.formats.schema import LONG, StructField, StructType
+    from ckpt_cli.formats.unsaferow import row_layout_problem
+
+    case = _case("spark4-tws-evolve-nocheck")
+    rows = read_state(str(case.checkpoint), batch=5, state_var="cnt", raw=True)
+    values = {row["key"]: bytes.fromhex(row["value"])[1:] for row in rows}  # no version byte
+    sizes = sorted(len(v) for v in values.values())
+    assert sizes == [16, 24, 24]  # "old" from run 1, "both" and "new" from run 2
+
+    def longs(n: int) -> StructType:
+        return StructType(tuple(StructField(f"c{i}", LONG) for i in range(n)))
+
+    def size(n: int) -> int:  # null bits, then a slot per field
+        return 8 * ((n + 63) // 64) + 8 * n
+
+    for value in values.values():
+        fields = (len(value) - 8) // 8
+        assert row_layout_problem(longs(fields), value) is None
+        assert row_layout_problem(longs(fields - 1), value) == (
+            f"{len(value)} bytes where the schema's {fields - 1} fields take {size(fields - 1)}"
+        )
+        assert row_layout_problem(longs(fields + 1), value) == (
+            f"{len(value)} bytes, shorter than the {size(fields + 1)} the schema's "
+            f"{fields + 1} fields take"
+        )
