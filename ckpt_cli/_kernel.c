@@ -5,6 +5,8 @@
  *   size the end), and keep per key its first record's key and its last record's value,
  *   ordered by first record (applying the files in order, as Spark does); ``Merged.lookup``
  *   finds keys of another buffer among them (a RocksDB zip's keys among its changelogs').
+ * - ``sst_records``: the entries of decompressed SST data blocks (``formats/sst`` checks and
+ *   decompresses the blocks), each key rebuilt from the one before it.
  * - ``Format``: UnsafeRows of one store's schema straight into JSON lines and CSV rows, the
  *   bytes ``replay/columns`` and ``replay/csv_arrow`` write for them.
  *
@@ -13,7 +15,7 @@
  * row, a value whose text the reference path makes differently (a non-finite float, a year
  * outside 1-9999, invalid UTF-8), keys whose hashes pile up. The numpy/Arrow path then does
  * it, and names any problem. Every length and offset is checked as ``formats/records``,
- * ``formats/record_frames`` and ``formats/unsaferow_arrow`` check them. */
+ * ``formats/record_frames``, ``formats/sst`` and ``formats/unsaferow_arrow`` check them. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
