@@ -280,7 +280,7 @@ def test_a_batch_time_ahead_of_this_clock_counts_as_young(tmp_path: Path) -> Non
     activity = query_activity(Checkpoint.open(str(root)))
     assert activity.active and activity.signals == ["planned", "written"]
     assert activity.planned_age is not None and -31 < activity.planned_age < -25
-    assert "was planned 2" in activity.evidence() and "s in the future" in activity.evidence()
+    assert re.search(r"was planned (2\d|30)s in the future", activity.evidence())
 
 
 def test_without_a_batch_time_the_file_time_decides(tmp_path: Path) -> None:
