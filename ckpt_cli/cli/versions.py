@@ -21,12 +21,17 @@ from ckpt_cli.versions import VersionsReport, describe_versions
 def versions(
     path: PathArg,
     operator: Annotated[
-        int | None, typer.Option("--operator", help="Only this operator id.", show_default=False)
+        int | None,
+        typer.Option("--operator", metavar="ID", help="Only this operator id.", show_default=False),
     ] = None,
     partition: Annotated[
         list[int] | None,
         typer.Option(
-            "--partition", "-p", help="Only this partition id (repeatable).", show_default=False
+            "--partition",
+            "-p",
+            metavar="N",
+            help="Only this partition id (repeatable).",
+            show_default=False,
         ),
     ] = None,
     json_output: JsonOpt = False,
@@ -47,7 +52,7 @@ def versions(
     Reads the listing once plus metadata, the latest offsets and commit entries,
     each operator's metadata file and the sources' newest log files.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt versions /data/ckpt/q1
 

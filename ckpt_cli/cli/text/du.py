@@ -1,4 +1,5 @@
-"""``ckpt du`` as tables on a terminal, as tab-separated lines elsewhere (a pipe, a file)."""
+"""``ckpt du`` as tables (a terminal, a pipe or a file alike), or with ``--tsv`` as
+tab-separated lines."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def _usage_table(title: str, first: str, groups: dict[str, Usage], total: int) -
 @render_text.register(DiskUsageReport)
 def _du(report: DiskUsageReport, out: TextRenderer) -> None:
     console = out.console
-    if not console.is_terminal:
+    if out.options.get("tsv"):
         # Not through Rich, which turns tabs into spaces.
         console.file.write("".join(line + "\n" for line in tsv_lines(report)))
         return

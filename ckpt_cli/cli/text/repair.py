@@ -76,7 +76,13 @@ def _run(run: RepairRun, out: TextRenderer) -> None:
 
 @render_text.register(UndoResult)
 def _undo(undone: UndoResult, out: TextRenderer) -> None:
+    if undone.already_undone:
+        out.console.print(
+            f"[yellow]Already undone[/] (at {undone.already_undone}): {undone.manifest}; "
+            "nothing was changed."
+        )
+        return
     out.console.print(
         f"[green]Undone[/]: {undone.restored} files put back, {undone.removed} "
-        f"created files removed in {undone.checkpoint}"
+        f"created files removed in {undone.checkpoint} (from {undone.manifest})"
     )
