@@ -449,9 +449,13 @@ def _write_dataset(
     if json_output:
         write_json(summary)
     else:
+        from ckpt_cli.cli.text.fit import Flow
+
         stdout_console().print(
-            f"Wrote {summary['rows']:,} rows of {len(counts):,} partitions to {summary['output']} "
-            f"({fmt_name}, one partition_id=<p>/ folder each)"
+            Flow.plain(
+                f"Wrote {summary['rows']:,} rows of {len(counts):,} partitions to "
+                f"{summary['output']} ({fmt_name}, one partition_id=<p>/ folder each)"
+            )
         )
 
 
@@ -466,9 +470,12 @@ def _open_text(output: str | None) -> Iterator[IO[str]]:
 
 
 def _print_notes(target: ReplayTarget) -> None:
+    if not target.notes or STATE.quiet:
+        return  # rich is not imported for rows written to a file
+    from ckpt_cli.cli.text.fit import labelled
+
     for note in target.notes:
-        if not STATE.quiet:
-            stderr_console().print(f"[yellow]note:[/] {note}")
+        stderr_console().print(labelled("note:", "yellow", note))
 
 
 def _cell(value: Any) -> str:
@@ -486,12 +493,14 @@ def _variable_value(row: dict[str, Any]) -> dict[str, Any]:
 def render_table(
     rows: list[dict[str, Any]], console: Console, target: ReplayTarget, *, more: bool, changes: bool
 ) -> None:
-    from rich.table import Table
+    from rich.text import Text
+
+    from ckpt_cli.cli.text.fit import FitTable
 
     title = f"Operator {target.operator} · store {target.store} · " + (
         "changes" if changes else f"state {target.when} (version {target.version})"
     )
-    table = Table(title=title, title_justify="left")
+    table = FitTable(title=title, title_justify="left")
     if changes:
         table.add_column("batch", justify="right")
         table.add_column("change")
@@ -511,7 +520,8 @@ def render_table(
         else:
             cells += [_cell(value)] + [""] * (len(value_cols) - 1)
         prefix = [str(row["batch_id"]), row["change_type"]] if changes else []
-        table.add_row(*prefix, str(row["partition_id"]), *cells)
+        # The state's values as they are: a "[x]" in them is no Rich markup.
+        table.add_row(*prefix, str(row["partition_id"]), *(Text(c) for c in cells))
     console.print(table)
     note = f"{len(rows):,} rows"
     if more:

@@ -34,6 +34,14 @@ def versions(
             show_default=False,
         ),
     ] = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="A row for every partition (by default, many partitions alike share a row: "
+            "their ids as ranges, plus a row for each outlier). --json always lists each.",
+        ),
+    ] = False,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
@@ -56,7 +64,9 @@ def versions(
 
       ckpt versions /data/ckpt/q1
 
+      ckpt versions /data/ckpt/q1 --all
+
       ckpt versions s3://bucket/ckpt/q1 --operator 0 -p 3 --json
     """
-    run = start(json_output, quiet, storage_option)
+    run = start(json_output, quiet, storage_option, all=every)
     return run.render(describe_versions(run.open(path), operator=operator, partitions=partition))

@@ -60,11 +60,10 @@ def print_warnings(warnings: list[str]) -> None:
     """A plan's warnings, on stderr (stdout carries the plan), in the command line's words."""
     if not warnings:
         return
-    from rich.markup import escape
-
     from ckpt_cli.cli.common import stderr_console
     from ckpt_cli.cli.output import cli_words
+    from ckpt_cli.cli.text.fit import labelled
 
     err = stderr_console()
     for warning in warnings:
-        err.print(f"[yellow]warning:[/] {escape(cli_words(warning))}", soft_wrap=True)
+        err.print(labelled("warning:", "yellow", cli_words(warning)))
