@@ -104,7 +104,7 @@ def test_truncated_latest_delta_rolls_back_and_undo_restores(tmp_path: Path) -> 
     assert again.json()["already_undone"] and again.json()["restored"] == 0
     assert tree(root) == before
     text = run_cli("repair", str(root), "--undo")
-    assert text.exit_code == 0 and "already undone" in text.stdout
+    assert text.exit_code == 0 and "Already undone" in text.stdout
 
 
 def test_hand_edited_offsets_gets_its_crc_rewritten(tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ def test_apply_killed_finished_and_undone_touch_nothing_outside(
     # killed attempt's, the older one, is undone by naming it.
     killed_state = tree(root)
     again = run_cli("repartition", str(root), "--undo")
-    assert again.exit_code == 0 and "already undone" in again.stdout, again.stdout
+    assert again.exit_code == 0 and "Already undone" in again.stdout, again.stdout
     assert tree(root) == killed_state
     manifests = [
         json.loads(m.read_text()) | {"path": str(m)} for m in quarantine.glob("*/manifest.json")

@@ -83,7 +83,7 @@ def test_cli_replay_does_not_import_pandas(tmp_path: Path) -> None:
         "import sys\n"
         "from ckpt_cli.cli import app\n"
         "try:\n"
-        f"    app([ 'replay', {ckpt!r}, '--format', sys.argv[1], '-O', sys.argv[2]])\n"
+        f"    app([ 'replay', {ckpt!r}, '--format', sys.argv[1], '-o', sys.argv[2]])\n"
         "except SystemExit as exit:\n"
         "    assert not exit.code, exit.code\n"
         "print('pandas' in sys.modules)\n"

@@ -472,10 +472,10 @@ def _open_text(output: str | None) -> Iterator[IO[str]]:
 def _print_notes(target: ReplayTarget) -> None:
     if not target.notes or STATE.quiet:
         return  # rich is not imported for rows written to a file
-    from ckpt_cli.cli.text.fit import labelled
+    from rich.text import Text
 
-    for note in target.notes:
-        stderr_console().print(labelled("note:", "yellow", note))
+    for note in target.notes:  # one line each, as errors and warnings on stderr
+        stderr_console().print(Text.assemble(("note:", "yellow"), " ", note), soft_wrap=True)
 
 
 def _cell(value: Any) -> str:

@@ -119,7 +119,8 @@ def _run(run: CleanupRun, out: TextRenderer) -> None:
         )
     )
     for rel, why in result.refused.items():
-        stderr_console().print(labelled("not deleted:", "yellow", f"{rel}: {why}"))
+        line = Text.assemble(("not deleted:", "yellow"), f" {rel}: {why}")
+        stderr_console().print(line, soft_wrap=True)
     if not STATE.quiet and plan.kept_young:
         stderr_console().print(
             f"[dim]{len(plan.kept_young):,} files were kept because they are younger than "
