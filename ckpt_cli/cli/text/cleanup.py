@@ -76,7 +76,10 @@ def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
         )
         console.print(table)
     if show_files:
-        for d in sorted(plan.deletions, key=lambda d: natural_key(d.path)):
+        # By path, partitions as numbers, each checksum right after its file.
+        for d in sorted(
+            plan.deletions, key=lambda d: (natural_key(d.covers or d.path), d.covers is not None)
+        ):
             console.print(entry(d.klass, d.path, Text(d.reason, style="dim")))
     if plan.kept_young:
         console.print(

@@ -258,6 +258,11 @@ def entry(label: Text | str, path: str, *lines: Text | str, style: str = "") -> 
     return Entry(label, path, *lines, style=style)
 
 
+def field(name: str, text: str) -> Flow:
+    """``Name       text``: a bold name in 11 columns, the text (plain) folding under itself."""
+    return Flow(Text.assemble((f"{name:<10} ", "bold"), text), indent=11)
+
+
 def labelled(label: str, style: str, text: str) -> Flow:
     """``label text`` (the label styled, the text plain: a message, paths in it), wrapped."""
     return Flow(Text.assemble((label, style), " ", text))

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import plan_first, print_warnings, render_text
-from ckpt_cli.cli.text.fit import Flow, entry, labelled
+from ckpt_cli.cli.text.fit import entry, field, labelled
 from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 
 if TYPE_CHECKING:
@@ -18,15 +16,14 @@ if TYPE_CHECKING:
 @render_text.register(RepairPlan)
 def _plan(plan: RepairPlan, out: TextRenderer) -> None:
     console = out.console
-    console.print(Flow(Text.assemble(("Checkpoint ", "bold"), plan.checkpoint), indent=11))
+    console.print(field("Checkpoint", plan.checkpoint))
     errors = [f for f in plan.findings if f.severity == "error"]
-    console.print(
-        f"[bold]Findings[/]   {len(errors):,} errors, {len(plan.findings) - len(errors):,} other"
-    )
+    other = len(plan.findings) - len(errors)
+    console.print(field("Findings", f"{len(errors):,} errors, {other:,} other"))
     if plan.scope:
-        console.print(f"[bold]Judged[/]     {plan.scope}")
+        console.print(field("Judged", plan.scope))
     if plan.rollback_to is not None:
-        console.print(f"[bold]Rollback[/]   to batch {plan.rollback_to}")
+        console.print(field("Rollback", f"to batch {plan.rollback_to}"))
     if plan.actions:
         console.print()
         console.print(f"[bold]Repair plan[/] ({len(plan.actions):,} actions)")

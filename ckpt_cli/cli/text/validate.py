@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from ckpt_cli.cli.text import render_text
-from ckpt_cli.cli.text.fit import Flow, entry
+from ckpt_cli.cli.text.fit import entry, field
 from ckpt_cli.units import natural_key
 from ckpt_cli.validate import ERROR, INFO, WARNING, ValidationReport
 
@@ -38,8 +38,8 @@ def _validation(result: ValidationReport, out: TextRenderer) -> None:
         if wide
         else f"what a {restart} loads"
     )
-    console.print(Flow(Text.assemble(("Checkpoint ", "bold"), data["checkpoint"]), indent=11))
-    console.print(Flow(Text.assemble(("Checked    ", "bold"), scope), indent=11))
+    console.print(field("Checkpoint", data["checkpoint"]))
+    console.print(field("Checked", scope))
     findings = data["findings"]
     for severity in (ERROR, WARNING, INFO):
         group = [f for f in findings if f["severity"] == severity]
