@@ -59,7 +59,8 @@ def _run(run: RepairRun, out: TextRenderer) -> None:
             "Repaired:",
             "green",
             f"{result.moved} files quarantined, {result.rewritten} rewritten, "
-            f"{result.written} written. Manifest (for --undo --manifest): {result.manifest}",
+            f"{result.written} written; `ckpt repair CHECKPOINT --undo` puts them back "
+            f"(manifest: {result.manifest}).",
         )
     )
     verdict = result.validation.to_json()

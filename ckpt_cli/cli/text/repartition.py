@@ -108,8 +108,8 @@ def _run(run: RepartitionRun, out: TextRenderer) -> None:
             "Repartitioned:",
             "green",
             f"{len(result.written)} files written ({human_bytes(sum(result.written.values()))}), "
-            f"{len(result.rewritten)} replaced. Manifest (for --undo --manifest): "
-            f"{result.manifest}",
+            f"{len(result.rewritten)} replaced; `ckpt repartition CHECKPOINT --undo` puts the "
+            f"checkpoint back (manifest: {result.manifest}).",
         )
     )
     if result.left_over:
