@@ -23,18 +23,15 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
 _WORD = re.compile(r"\S+\s*")
-_PIECES = {
-    "/": re.compile(r"[^/]*/+|[^/]+"),
-    "/-": re.compile(r"[^/-]*[/-]+|[^/-]+"),  # names (a store's): after a '-' too
-}
+_PIECE = re.compile(r"[^/]*/+|[^/]+")
 
 
-def _pieces(word: str, breaks: str = "/") -> list[str]:
-    """Where a word may break: after each run of ``/`` (and of ``-`` with ``breaks="/-"``)."""
-    return _PIECES[breaks].findall(word)
+def _pieces(word: str) -> list[str]:
+    """Where a word may break: after each run of ``/``."""
+    return _PIECE.findall(word)
 
 
-def _spans(line: str, width: int, indent: int, breaks: str = "/") -> list[tuple[int, int]]:
+def _spans(line: str, width: int, indent: int) -> list[tuple[int, int]]:
     """(start, end) in ``line`` (no newline in it) of each wrapped line: the first at most
     ``width`` wide (its leading spaces kept), the others ``width - indent`` (theirs dropped)."""
     spans: list[tuple[int, int]] = []
@@ -64,7 +61,7 @@ def _spans(line: str, width: int, indent: int, breaks: str = "/") -> list[tuple[
         # Longer than any line (a path): break it after a '/', inside a piece only when the
         # piece alone is longer than a line.
         position = w0
-        for piece in _pieces(word, breaks):
+        for piece in _pieces(word):
             p1 = position + len(piece)
             if not empty and p1 - start > room:
                 flush(position)
@@ -82,30 +79,24 @@ def _spans(line: str, width: int, indent: int, breaks: str = "/") -> list[tuple[
 class Flow:
     """Text wrapped at spaces, and a word too long for a line (a path) after a ``/``.
 
-    ``indent``: spaces before every line but the first (a hanging indent); ``breaks``: "/",
-    or "/-" for a name that may break after a ``-`` too."""
+    ``indent``: spaces before every wrapped line but the first (a hanging indent); a
+    newline in the text starts a line of its own."""
 
-    def __init__(
-        self, text: Text | str, *, indent: int = 0, style: str = "", breaks: str = "/"
-    ) -> None:
+    def __init__(self, text: Text | str, *, indent: int = 0, style: str = "") -> None:
         self.text = Text.from_markup(text, style=style) if isinstance(text, str) else text
         self.indent = indent
-        self.breaks = breaks
 
     @classmethod
-    def plain(cls, text: str, *, indent: int = 0, style: str = "", breaks: str = "/") -> Flow:
+    def plain(cls, text: str, *, indent: int = 0, style: str = "") -> Flow:
         """Text that is no markup (a path, a message)."""
-        return cls(Text(text, style=style), indent=indent, breaks=breaks)
+        return cls(Text(text, style=style), indent=indent)
 
     @property
     def min_width(self) -> int:
-        """The narrowest line that breaks no path segment (nor a word without ``/``)."""
-        longest = 0
-        for i, line in enumerate(self.text.plain.split("\n")):
-            for word in line.split():
-                widest = max(len(p) for p in _pieces(word, self.breaks))
-                longest = max(longest, widest + (self.indent if i or longest else 0))
-        return max(longest, 1)
+        """The narrowest width that breaks no path segment nor word: the widest of them, on
+        an indented line."""
+        pieces = [len(p) for word in self.text.plain.split() for p in _pieces(word)]
+        return max(pieces, default=0) + self.indent or 1
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         lines = self.text.plain.split("\n")
@@ -116,7 +107,7 @@ class Flow:
         out: list[Text] = []
         offset = 0
         for line in self.text.plain.split("\n"):
-            for n, (start, end) in enumerate(_spans(line, width, self.indent, self.breaks)):
+            for n, (start, end) in enumerate(_spans(line, width, self.indent)):
                 piece = self.text[offset + start : offset + end]
                 piece.rstrip()
                 out.append(Text(" " * self.indent) + piece if n else piece)
@@ -127,12 +118,7 @@ class Flow:
         yield from self.lines(options.max_width)  # each ends with its newline
 
 
-def flow_cell(value: object) -> Flow:
-    """A table cell of plain text (paths among it) that folds at ``/``."""
-    return Flow.plain(str(value))
-
-
-def _as_text(cell: object, console: Console) -> Text:
+def _as_text(cell: object) -> Text:
     if isinstance(cell, Flow):
         return cell.text
     if isinstance(cell, Text):
@@ -214,13 +200,13 @@ class FitTable(Table):
         return sum(widths) + self._extra_width <= options.max_width
 
     def _records(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
-        headers = [_as_text(c.header, console).plain for c in self.columns]
+        headers = [_as_text(c.header).plain for c in self.columns]
         pad = max((len(h) for h in headers), default=0)
         for row in range(self.row_count):
             if row:
                 yield Segment.line()
             for header, column in zip(headers, self.columns, strict=True):
-                value = _as_text(column._cells[row], console)
+                value = _as_text(column._cells[row])
                 if not value.plain.strip():
                     continue
                 for i, part in enumerate(value.split("\n")):
@@ -243,7 +229,7 @@ class Entry:
         width = options.max_width
         at = self.label.cell_len + 2
         if not self.path:
-            yield from self.label.split("\n")
+            yield Flow(self.label, indent=2)
         elif not width - at < Flow.plain(self.path).min_width <= width - 2:
             # Beside the label, unless a segment fits a line of its own and not beside it.
             yield Flow(self.label + Text("  ") + Text(self.path), indent=at)
