@@ -52,6 +52,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Fixtures with many partitions, long file names (UUIDs) and damage to show."""
     base = tmp_path_factory.mktemp("fit")
     found = {"hdfs-200": HDFS_200, "join": CASES_DIR / "spark4-join" / "checkpoint"}
+    # transformWithState whose state changed between restarts: versions' state history.
+    found["tws-evolve"] = CASES_DIR / "spark4-tws-evolve-avro" / "checkpoint"
     crashed = base / "crash-v2"  # temp files of interrupted writes: very long names
     shutil.copytree(CASES_DIR / "spark4-crash-rocksdb-v2" / "checkpoint", crashed)
     found["crash-v2"] = crashed
@@ -113,10 +115,12 @@ def assert_fits(text: str, width: int, paths: set[str], what: str) -> None:
     for line in lines:
         assert cell_len(line) <= width, f"{what}: wider than {width}:\n{line}"
         assert "\t" not in line, f"{what}: a tab in a table"
-    # A segment shown in part (any 8 characters of it) must be whole on one line, unless it
-    # alone is wider than a line (less an item's indent).
+    # A segment shown in part must be whole on one line, unless it alone is wider than a line
+    # (less an item's indent). Shown in part: any run of half its characters (at least 8) is
+    # there; a segment cut anywhere leaves one such run on one side of the cut.
     for segment in {s for p in paths for s in p.split("/") if 8 <= len(s) <= width - 4}:
-        shown = any(segment[i : i + 8] in text for i in range(len(segment) - 7))
+        run = max(8, (len(segment) + 1) // 2)
+        shown = any(segment[i : i + run] in text for i in range(len(segment) - run + 1))
         if shown:
             assert any(segment in line for line in lines), (
                 f"{what}: {segment!r} broken at {width} columns:\n{text}"
@@ -124,7 +128,8 @@ def assert_fits(text: str, width: int, paths: set[str], what: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["hdfs-200", "join", "crash-v2", "rocks-200-damaged", "hdfs-200-damaged"]
+    "name",
+    ["hdfs-200", "join", "crash-v2", "rocks-200-damaged", "hdfs-200-damaged", "tws-evolve"],
 )
 def test_every_command_fits_80_and_120_columns(
     name: str, checkpoints: dict[str, Path], tmp_path: Path
