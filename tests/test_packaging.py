@@ -142,7 +142,7 @@ def _replay_with_debug(venv: Path, out: Path) -> tuple[bytes, str]:
     checkpoint = CASES_DIR / "spark4-rocksdb-changelog" / "checkpoint"
     args = [str(venv / "bin" / "ckpt"), "--debug", "replay", str(checkpoint)]
     run = subprocess.run(
-        [*args, "--format", "jsonl", "-O", str(out)], capture_output=True, env=_venv_env()
+        [*args, "--format", "jsonl", "--output", str(out)], capture_output=True, env=_venv_env()
     )
     assert run.returncode == 0, run.stderr
     return out.read_bytes(), run.stderr.decode()
