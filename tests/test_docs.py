@@ -110,7 +110,7 @@ def test_the_api_page_documents_every_checkpoint_method(site: Path) -> None:
     missing = [
         m
         for m in methods
-        if not m.startswith("_") and f'id="ckpt_cli.Checkpoint.{m}"' not in markup
+        if not m.startswith("_") and f'id="ckpt_cli.api.CheckpointCalls.{m}"' not in markup
     ]
     assert not missing, f"add them to docs/reference/python-api.md: {missing}"
     assert ":class:" not in text_of(markup)  # Sphinx roles read as code
