@@ -62,7 +62,7 @@ def _help_blocks(text: str) -> str:
         if all(line.startswith("  ") for line in lines):
             code = "\n".join(line.strip() for line in lines)
             out.append(f'<pre class="ckpt-example"><code>{html.escape(code)}</code></pre>')
-        elif block.strip() == "Examples":
+        elif re.fullmatch(r"Examples:?", block.strip()):
             out.append("<p><strong>Examples</strong></p>")
         else:
             joined = " ".join(line.strip() for line in lines)
