@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import html
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -43,8 +44,20 @@ def _cli() -> Any:
     return typer.main.get_command(make_app())
 
 
+def _helptext() -> Any:
+    """The CLI's own help renderer (``ckpt_cli/cli/helptext.py``) when this tree has it: the
+    reference then shows the option labels and notes ``--help`` shows. Else None: Typer's."""
+    try:
+        return importlib.import_module("ckpt_cli.cli.helptext")
+    except ImportError:
+        return None
+
+
 def _plain(text: str) -> str:
-    """Help text as the terminal shows it: Typer reads it as Rich markup."""
+    """Help text as the terminal shows it: plain with the CLI's own renderer, else Rich
+    markup, as Typer reads it."""
+    if _helptext() is not None:
+        return text
     from rich.errors import MarkupError
     from rich.text import Text
 
@@ -76,15 +89,26 @@ def _usage(command: Any, ctx: Any) -> str:
     return re.sub(r"^Usage:\s*", "", usage.strip())
 
 
+def _param_record(param: Any, ctx: Any) -> tuple[str, str]:
+    """The option's names with its value's name, and its help with its notes (default,
+    bounds), as ``--help`` shows them."""
+    helptext = _helptext()
+    if helptext is not None and hasattr(helptext, "_label") and hasattr(helptext, "_notes"):
+        notes = helptext._notes(param)
+        help_text = " ".join((getattr(param, "help", None) or "").split())
+        if notes:
+            help_text += f" [{'; '.join(notes)}]"
+        return str(helptext._label(param)), help_text
+    names, help_text = param.get_help_record(ctx)
+    return str(names), str(help_text)
+
+
 def _params_table(command: Any, ctx: Any) -> str:
     rows = []
     for param in command.params:
         if getattr(param, "hidden", False):
             continue
-        record = param.get_help_record(ctx)
-        if record is None:
-            continue
-        names, help_text = record
+        names, help_text = _param_record(param, ctx)
         anchor = f"opt-{param.name}"
         rows.append(
             f'<tr id="{html.escape(ctx.info_name)}-{anchor}">'
