@@ -85,7 +85,8 @@ def _help_blocks(text: str) -> str:
 
 
 def _usage(command: Any, ctx: Any) -> str:
-    usage: str = command.get_usage(ctx)
+    # Typer writes a required argument as {NAME}; Click's convention, and --help's, is NAME.
+    usage = str(command.get_usage(ctx)).replace("{", "").replace("}", "")
     return re.sub(r"^Usage:\s*", "", usage.strip())
 
 
