@@ -118,7 +118,7 @@ def _params_table(command: Any, ctx: Any) -> str:
         )
     if not rows:
         return ""
-    # Material styles tables without a class; docs/assets/extra.css keeps option names whole.
+    # Material styles tables without a class; docs/assets/extra.css keeps names whole.
     return (
         '<div class="ckpt-options">\n<table>\n<thead><tr><th>argument or option</th>'
         "<th>meaning</th></tr></thead>\n<tbody>\n"
