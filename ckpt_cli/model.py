@@ -165,7 +165,8 @@ class Operator:
 
     @property
     def metadata_v2_files(self) -> dict[int, CheckpointFile]:
-        """``_metadata/v2/<batchId>`` files by batch id (Spark reads only the newest)."""
+        """``_metadata/v2/<batchId>`` files by batch id (Spark reads a batch with the newest at
+        or below it: ``replay.history``)."""
         prefix = f"{self.path}/_metadata/v2/"
         return {
             int(name): f

@@ -88,6 +88,25 @@ class StateVariableInfo:
 
 
 @dataclass(frozen=True)
+class StateEra:
+    """The batches an operator ran under one ``_metadata/v2/<batch>`` file (written at the
+    first batch of each run of the query): the state variables it declares and, per column
+    family of its stores, the schema ids of the schema file in force (the last one it names;
+    a value schema that evolved under Avro has a new id)."""
+
+    metadata_file: str
+    first_batch: int
+    # The batch before the next file's; the newest file: the last committed batch (None when
+    # none committed since it was written).
+    last_batch: int | None
+    state_variables: list[StateVariableInfo]
+    # Store -> the schema file in force (state/<op>/_stateSchema/<store>/<batch>_<uuid>).
+    schema_files: dict[str, str]
+    # Store -> column family -> [key schema id, value schema id] in that file.
+    schema_ids: dict[str, dict[str, list[int]]]
+
+
+@dataclass(frozen=True)
 class OperatorVersions:
     id: int
     name: str | None  # from the newest operator metadata file (Spark 4.0+)
@@ -102,6 +121,9 @@ class OperatorVersions:
     # spark.sql.streaming.join.stateFormatVersion for a stream-stream join: 1-2 keep four
     # stores, 3-4 one store with a column family per former store.
     join_state_format: int | None
+    # Operator metadata v2: which batches ran under which metadata file, variables and
+    # schema ids, oldest first (state_variables above are the newest's).
+    state_history: list[StateEra]
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(replace(self, stores=[])), "stores": [s.to_json() for s in self.stores]}
@@ -222,6 +244,57 @@ def _operators(
                 ],
                 schema_files=[f.path for f in op.schema_files],
                 join_state_format=_join_state_format(checkpoint, meta),
+                state_history=_state_history(checkpoint, op),
+            )
+        )
+    return out
+
+
+def _state_history(checkpoint: Checkpoint, op: Operator) -> list[StateEra]:
+    """Every ``_metadata/v2/<batch>`` file and what it declares; unreadable files are left
+    out (validate reports them)."""
+    from ckpt_cli.replay.history import operator_history
+
+    if not op.metadata_v2_files:
+        return []
+    try:
+        history = operator_history(checkpoint, op.id)
+    except (CkptError, FormatError):
+        return []
+    latest = checkpoint.batches.latest_committed
+    out = []
+    for era in history.eras:
+        following = history.era_after(era)
+        if following is not None:
+            last: int | None = following.batch - 1
+        else:
+            last = latest if latest is not None and latest >= era.batch else None
+        files: dict[str, str] = {}
+        ids: dict[str, dict[str, list[int]]] = {}
+        for store in era.schema_paths:
+            try:
+                schemas = history.schemas(era, store)
+            except (CkptError, FormatError):
+                schemas = None
+            if schemas is None:
+                continue
+            files[store] = schemas.path
+            ids[store] = {
+                cf.name: [cf.key_schema_id, cf.value_schema_id]
+                for cf in schemas.active.column_families
+                if cf.name != "default"
+            }
+        out.append(
+            StateEra(
+                metadata_file=era.path,
+                first_batch=era.batch,
+                last_batch=last,
+                state_variables=[
+                    StateVariableInfo(v.name, v.short_kind, v.ttl_enabled)
+                    for v in era.metadata.state_variables
+                ],
+                schema_files=files,
+                schema_ids=ids,
             )
         )
     return out

@@ -36,10 +36,12 @@ def test_query_and_batches(case: Case) -> None:
     assert b.commits_gaps == () and b.offsets_gaps == ()
     assert ckpt.unknown_files == []
     crash = expected.get("crash")
+    # A restart Spark refused (issue 29's runs) may leave the batch it planned uncommitted.
+    planned = {p for r in expected.get("runs", []) if not r["ok"] for p in r["planned_batches"]}
     if crash is None:
         # A query stopped cleanly leaves nothing in flight and no temp files.
-        assert set(b.offsets) <= set(batches_run)
-        assert b.in_flight == ()
+        assert set(b.offsets) <= set(batches_run) | planned
+        assert b.in_flight == tuple(sorted(planned))
         assert ckpt.temp_files == []
         return
     # A driver killed mid-batch: the planned batch has offsets but no commit, and the stores

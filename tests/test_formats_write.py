@@ -46,10 +46,10 @@ from ckpt_cli.formats.state_encoders import (
 )
 from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.join_families import join_families, join_format
 from ckpt_cli.replay.plan import codec_of, plan_version
 from ckpt_cli.replay.read import iter_state, read_zip_metadata
-from ckpt_cli.replay.tws import list_families, state_variables
+from ckpt_cli.replay.source import covering_reads
+from ckpt_cli.replay.tws import list_families
 from tests.conftest import REPO
 
 FIXTURE_DIRS = (REPO / "fixtures" / "checkpoints",)
@@ -384,12 +384,7 @@ def replace_newest_version(src: Path, dst: Path) -> Replaced:
 def selections(ckpt: Checkpoint, op_id: int, store: str) -> list[dict[str, Any]]:
     """Every read ``ckpt replay`` offers of a store: each transformWithState variable and
     the timers, each family of a join of formats 3/4, else the store itself."""
-    variables = state_variables(ckpt, op_id)
-    if variables is not None:
-        return [{"state_var": v} for v in variables] + [{"timers": True}]
-    if join_format(ckpt, op_id) is not None:  # join formats 3/4: families of one store
-        return [{"store": family} for family in join_families(ckpt, op_id)]
-    return [{"store": store}]
+    return [read or {"store": store} for read in covering_reads(ckpt, op_id)]
 
 
 def canon_rows(ckpt: Checkpoint, op_id: int, selection: dict[str, Any]) -> list[str]:

@@ -33,6 +33,16 @@ PICKS = {
         "op0_default_changefeed_8_to_11_events.jsonl",
     ],
     "spark4-tws-avro": ["op0_default_batch5_last.jsonl", "op0_default_batch5_seen_nested.jsonl"],
+    # Issue 29: values of two schema ids; a variable dropped at a later restart; a list
+    # replaced with put across the restart that added it.
+    "spark4-tws-evolve-avro": [
+        "op0_default_batch5_seen.jsonl",
+        "op0_default_changefeed_0_to_5_cnt.jsonl",
+    ],
+    "spark4-tws-vars": [
+        "op0_default_batch3_by_bucket.jsonl",
+        "op0_default_changefeed_0_to_11_hist.jsonl",
+    ],
     "spark4-join-v3-rocksdb": [
         "op0_left-keyWithIndexToValue_batch11.jsonl",
         "op0_right_batch11.jsonl",
@@ -137,6 +147,8 @@ def _dataset_rows(root: Path, fmt: str) -> list[dict[str, Any]]:
     [
         ("spark4-tws-row", "op0_default_batch11_events.jsonl", ["--state-var", "events"]),
         ("spark4-tws-row-avro", "op0_default_batch11_timers.jsonl", ["--timers"]),
+        ("spark4-tws-evolve-avro", "op0_default_batch5_cnt.jsonl", ["--state-var", "cnt"]),
+        ("spark4-tws-vars", "op0_default_batch3_by_bucket.jsonl", ["--state-var", "by_bucket"]),
         ("spark4-join-v3-rocksdb", "op0_right_batch11.jsonl", ["--join-side", "right"]),
         (
             "spark4-join-v4-rocksdb",

@@ -34,6 +34,12 @@ def test_every_tws_case_has_reads() -> None:
         "spark4-tws-row",
         "spark4-tws-row-avro",
         "spark4-tws-row-v2",
+        # Issue 29: queries whose state changes between restarts (test_state_history.py).
+        "spark4-tws-evolve-avro",
+        "spark4-tws-evolve-unsaferow",
+        "spark4-tws-evolve-nocheck",
+        "spark4-tws-vars",
+        "spark4-tws-ttl-evolve",
     }
     reads = [read for case, read in SAVED_READS if case.name.startswith("spark4-tws-")]
     assert {r["reader_options"].get("stateVarName") for r in reads} >= {"cnt", "events", None}

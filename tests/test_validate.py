@@ -19,6 +19,7 @@ from tests.conftest import (
     CANNOT_RESTART,
     CASES,
     CASES_DIR,
+    DEEP_WARNING,
     UPGRADE_WARNING,
     Case,
     case_params,
@@ -56,6 +57,10 @@ def test_healthy_fixtures_have_no_error_or_warning(case: Case, mode: list[str]) 
         # Not healthy: the one finding is why Spark cannot restart it.
         assert code == 1
         assert {f["code"] for f in found if f["severity"] != "info"} == {CANNOT_RESTART[case.name]}
+        return
+    if case.name in DEEP_WARNING and "--deep" in mode:
+        assert code == 1
+        assert {f["code"] for f in found if f["severity"] != "info"} == {DEEP_WARNING[case.name]}
         return
     if case.name in UPGRADE_WARNING:
         assert code == 1

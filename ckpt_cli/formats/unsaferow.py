@@ -544,3 +544,46 @@ def decode_row(
     For many rows, use ``make_decoder`` once instead.
     """
     return make_decoder(schema, path=path, as_tuple=as_tuple)(data)
+
+
+def _variable_length(data_type: DataType) -> bool:
+    """Whether a field's slot points at bytes after the fixed part (offset << 32 | size)."""
+    try:
+        return _plan(data_type, False).var is not None
+    except ValueError:
+        return True
+
+
+def row_layout_problem(schema: StructType, data: bytes | bytearray | memoryview) -> str | None:
+    """What about an UnsafeRow's bytes does not fit ``schema``, or None.
+
+    Spark's ``UnsafeRowWriter`` lays a row out exactly: the null bitset, one 8-byte slot per
+    field, then each variable-length value the slots point at, padded to 8 bytes, nothing
+    after (what ``UnsafeRowUtils.validateStructuralIntegrity`` checks of state rows). A row
+    written under another schema (a field added or dropped with
+    ``stateStore.stateSchemaCheck=false``) is longer or shorter than that: Spark reads the
+    missing slots from whatever follows the row."""
+    buf = bytes(data)
+    n = len(schema.fields)
+    words = (n + 63) // 64
+    fixed = 8 * words + 8 * n
+    size = len(buf)
+    if size < fixed:
+        return f"{size} bytes, shorter than the {fixed} the schema's {n} fields take"
+    if size % 8:
+        return f"{size} bytes, not a multiple of 8"
+    bits = int.from_bytes(buf[: 8 * words], "little")
+    if bits >> n:
+        return f"null bits set beyond the schema's {n} fields"
+    end = fixed
+    for i, f in enumerate(schema.fields):
+        if bits >> i & 1 or not _variable_length(f.data_type):
+            continue
+        raw = int.from_bytes(buf[8 * words + 8 * i : 8 * words + 8 * i + 8], "little")
+        offset, length = raw >> 32, raw & 0xFFFFFFFF
+        if offset < fixed or offset + length > size:
+            return f"field {f.name!r} points at bytes {offset}-{offset + length} of {size}"
+        end = max(end, offset + (length + 7) // 8 * 8)
+    if end != size:
+        return f"{size} bytes where the schema's {n} fields take {end}"
+    return None

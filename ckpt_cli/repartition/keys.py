@@ -31,6 +31,7 @@ from ckpt_cli.formats import state_encoders as encoders
 from ckpt_cli.formats.schema import DataType, StateSchema, StructType
 from ckpt_cli.formats.tws import family_role
 from ckpt_cli.model import Checkpoint
+from ckpt_cli.replay.history import operator_history
 from ckpt_cli.replay.read import read_zip_metadata, store_schema
 from ckpt_cli.replay.rows import RowDecoder
 from ckpt_cli.replay.source import decoder_for
@@ -286,13 +287,23 @@ def operator_name(ckpt: Checkpoint, operator: int) -> str | None:
     return meta_v2.operator_name if meta_v2 is not None else None
 
 
+def _store_schema(ckpt: Checkpoint, operator: int, store: str) -> StateSchema | None:
+    """The store's schema at its newest batch, with the families of the earlier schema files
+    its operator metadata names (keys of a dropped TTL variable's index stay in the store)."""
+    history = operator_history(ckpt, operator)
+    schemas = history.schemas(history.newest, store) if history.newest is not None else None
+    if schemas is None:
+        return store_schema(ckpt, operator, store)
+    return schemas.with_earlier_families()
+
+
 def operator_partition_keys(ckpt: Checkpoint, operator: int) -> dict[str, dict[str, PartitionKey]]:
     """Every store of an operator -> its families (or the store itself) -> partition key."""
     name = operator_name(ckpt, operator)
     path = f"state/{operator}"
     out: dict[str, dict[str, PartitionKey]] = {}
     for store in ckpt.operators[operator].stores:
-        schema = store_schema(ckpt, operator, store)
+        schema = _store_schema(ckpt, operator, store)
         if schema is None:
             raise FormatError(path, f"store {store}: no schema file, the key columns are unknown")
         out[store] = schema_partition_keys(name, store, schema, path=path)
@@ -391,7 +402,7 @@ def key_placer(
         if schema is not None and plain and _flat(keys[store]):
             placer.rows[store] = (1 if provider == "rocksdb" else 0, len(schema.key.fields))
         return placer
-    schema = store_schema(ckpt, operator, store)
+    schema = _store_schema(ckpt, operator, store)
     assert schema is not None  # operator_partition_keys refuses a store without one
     encoding = encoders.state_encoding(ckpt.conf)
     families: dict[int | None, tuple[str, Callable[[bytes], Any]]] = {}

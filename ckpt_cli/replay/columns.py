@@ -239,7 +239,7 @@ def state_tables(
 
     columnar = rows_columnar(rows)
     if columnar is None:
-        yield from arrow_tables(itertools.islice(rows, limit))
+        yield from arrow_tables(itertools.islice(rows, limit), rows.arrow_schema)
         return
     yield from plan_tables(rows.ckpt, rows.plans, columnar, limit, workers)
 

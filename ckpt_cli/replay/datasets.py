@@ -111,7 +111,10 @@ def _write_family_unit(
     rows = family_rows(ckpt, plan, reader, family_filter(reader, settings.where))
     with output.open_write(rel) as fh:
         if settings.fmt == "parquet":
-            return write_parquet((_without_partition(row) for row in rows), fh)
+            schema = reader.arrow_schema()
+            if schema is not None:  # the partition is the directory's name
+                schema = schema.remove(schema.get_field_index("partition_id"))
+            return write_parquet((_without_partition(row) for row in rows), fh, schema)
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
         count = write_text(rows, text)
         text.flush()

@@ -38,6 +38,10 @@ class FamilyRead:
     flatten: bool = True
     join_family: JoinFamily | None = None
     raw: bool = False
+    # The batch whose operator metadata and schema files the read uses (a change feed: its
+    # end batch; None: the newest).
+    batch: int | None = None
+    change_feed: bool = False
 
     def reader(self, ckpt: Checkpoint) -> VariableReader:
         if self.join_family is not None:
@@ -50,6 +54,8 @@ class FamilyRead:
                 state_var=self.state_var,
                 timers=self.timers,
                 flatten=self.flatten,
+                batch=self.batch,
+                change_feed=self.change_feed,
             )
         reader.raw = self.raw
         return reader
@@ -64,12 +70,15 @@ def family_read(
     flatten: bool,
     join_family: JoinFamily | None,
     raw: bool,
+    batch: int | None = None,
+    change_feed: bool = False,
 ) -> FamilyRead | None:
-    """The family a read of ``target`` decodes, or None for a store of one family. As
-    Spark, a transformWithState store needs a state variable or its timers named."""
+    """The family a read of ``target`` decodes at ``batch`` (a change feed: its end batch),
+    or None for a store of one family. As Spark, a transformWithState store needs a state
+    variable or its timers named."""
     if join_family is not None:
         return FamilyRead(target.operator, target.store, join_family=join_family, raw=raw)
-    variables = state_variables(ckpt, target.operator)
+    variables = state_variables(ckpt, target.operator, batch)
     if variables is None:
         if state_var is not None or timers:
             raise SelectionError(
@@ -83,7 +92,16 @@ def family_read(
             "state variables with state_var=NAME (" + ", ".join(variables) + ") or read "
             "its timers with timers=True"
         )
-    return FamilyRead(target.operator, target.store, state_var, timers, flatten, raw=raw)
+    return FamilyRead(
+        target.operator,
+        target.store,
+        state_var,
+        timers,
+        flatten,
+        raw=raw,
+        batch=batch,
+        change_feed=change_feed,
+    )
 
 
 def family_filter(reader: VariableReader, where: Any) -> Filter | None:
@@ -100,14 +118,13 @@ def family_rows(
     ckpt: Checkpoint, plan: ReplayPlan, reader: VariableReader, matches: Filter | None
 ) -> Iterator[Row]:
     """The family's rows of one partition's plan."""
-    cf_id = reader.family_id(
-        ckpt, zips_of(ckpt, plan.operator, plan.store, plan.partition), plan.partition
-    )
-    if cf_id is None:
+    zips = zips_of(ckpt, plan.operator, plan.store, plan.partition)
+    cf_ids = reader.family_ids(ckpt, zips, plan.partition, (plan.version, plan.version))
+    if not cf_ids:
         return
     # Closed at once when a row fails: the zip's temporary RocksDB copy goes with it.
     with closing(iter_state(ckpt, plan, checksummed=reader.checksums)) as pairs:
-        for row in reader.rows(pairs, cf_id):
+        for row in reader.rows(pairs, cf_ids):
             if matches is None or matches(row["key"]):
                 yield {"partition_id": plan.partition, **row}
 
@@ -121,13 +138,31 @@ def family_change_rows(
 ) -> Iterator[Row]:
     """The family's change feed: one file per (batch, partition)."""
     op, store = target.operator, target.store
+    # Store versions (batch + 1) of the feed, per partition.
+    spans: dict[int, tuple[int, int]] = {}
+    for batch, pid in changes:
+        low, high = spans.get(pid, (batch + 1, batch + 1))
+        spans[pid] = (min(low, batch + 1), max(high, batch + 1))
     ids = {
-        pid: reader.family_id(ckpt, zips_of(ckpt, op, store, pid), pid) for _batch, pid in changes
+        pid: reader.family_ids(ckpt, zips_of(ckpt, op, store, pid), pid, span)
+        for pid, span in spans.items()
     }
     for (batch, pid), f in sorted(changes.items()):
-        cf_id = ids[pid]
-        if cf_id is None:
+        cf_ids = ids[pid]
+        if not cf_ids:
             continue
-        for row in reader.change_rows(iter_file_records(ckpt, f), cf_id):
+        for row in reader.change_rows(iter_file_records(ckpt, f), cf_ids):
             if matches is None or matches(row["key"]):
                 yield {"batch_id": batch, "partition_id": pid, **row}
+
+
+def family_layout_problems(
+    ckpt: Checkpoint, plan: ReplayPlan, reader: VariableReader, limit: int
+) -> Iterator[tuple[Any, str | None]]:
+    """``VariableReader.layout_problems`` of one partition's plan."""
+    zips = zips_of(ckpt, plan.operator, plan.store, plan.partition)
+    cf_ids = reader.family_ids(ckpt, zips, plan.partition, (plan.version, plan.version))
+    if not cf_ids:
+        return
+    with closing(iter_state(ckpt, plan, checksummed=reader.checksums)) as pairs:
+        yield from reader.layout_problems(pairs, cf_ids, limit)

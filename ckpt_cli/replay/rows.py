@@ -163,21 +163,77 @@ def require_pyarrow(what: str) -> None:
         raise missing_extra(what, "parquet", exc) from exc
 
 
-def arrow_tables(rows: Iterable[dict[str, Any]]) -> Iterator[Any]:
+def arrow_tables(rows: Iterable[dict[str, Any]], schema: Any = None) -> Iterator[Any]:
     """Rows as ``pyarrow.Table`` batches of up to ``ARROW_BATCH_ROWS`` (at least one, empty
-    when there are no rows), types inferred from the values (``Table.from_pylist``)."""
+    when there are no rows), of ``schema`` when given, else with types inferred from the
+    values (``Table.from_pylist``: a column null in every row of a batch is then of type
+    null there)."""
     require_pyarrow("Arrow output")
     import pyarrow as pa
+
+    def table(batch: list[dict[str, Any]]) -> Any:
+        if schema is not None:
+            try:
+                return pa.Table.from_pylist(batch, schema=schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                pass  # a value of no such type here (a non-finite float is text): inferred
+        return pa.Table.from_pylist(batch)
 
     batch: list[dict[str, Any]] = []
     sent = False
     for row in rows:
         batch.append(row)
         if len(batch) >= ARROW_BATCH_ROWS:
-            yield pa.Table.from_pylist(batch)
+            yield table(batch)
             batch, sent = [], True
     if batch or not sent:
-        yield pa.Table.from_pylist(batch)
+        yield table(batch)
+
+
+def json_arrow_type(data_type: S.DataType) -> Any:
+    """The Arrow type of a column of Spark type ``data_type`` in rows of ``json_value``s
+    (timestamps, dates, decimals and binary are text there), or None when there is none
+    to give (the types are then inferred)."""
+    import pyarrow as pa
+
+    t = data_type
+    while isinstance(t, S.UserDefinedType):
+        t = t.sql_type
+    if isinstance(t, S.AtomicType):
+        by_name = {
+            "boolean": pa.bool_(),
+            "byte": pa.int64(),
+            "short": pa.int64(),
+            "integer": pa.int64(),
+            "long": pa.int64(),
+            "float": pa.float64(),
+            "double": pa.float64(),
+            "string": pa.string(),
+            "binary": pa.string(),
+            "date": pa.string(),
+            "timestamp": pa.string(),
+            "timestamp_ntz": pa.string(),
+            "void": pa.null(),
+        }
+        return by_name.get(t.name)
+    if isinstance(t, (S.StringLikeType, S.DecimalType, S.TimeType, S.DayTimeIntervalType)):
+        return pa.string()
+    if isinstance(t, S.YearMonthIntervalType):
+        return pa.int64()
+    if isinstance(t, S.StructType):
+        fields = [json_arrow_type(f.data_type) for f in t.fields]
+        if any(f is None for f in fields):
+            return None
+        return pa.struct(list(zip(t.unique_names(), fields, strict=True)))
+    if isinstance(t, S.ArrayType):
+        element = json_arrow_type(t.element_type)
+        return None if element is None else pa.list_(element)
+    if isinstance(t, S.MapType):
+        # json_value gives an atomic-keyed map a dict with text keys.
+        value = json_arrow_type(t.value_type)
+        atomic = isinstance(t.key_type, (S.AtomicType, S.StringLikeType, S.DecimalType))
+        return pa.map_(pa.string(), value) if atomic and value is not None else None
+    return None
 
 
 # -- plain JSON values -----------------------------------------------------------------------

@@ -68,11 +68,11 @@ def write_text(rows: Iterable[dict[str, Any]], out: IO[str], limit: int | None =
     return writer.count
 
 
-def write_parquet(rows: Iterable[dict[str, Any]], out: BinaryIO) -> int:
-    """Rows as one parquet file (the schema of the first ``arrow_tables`` batch); returns
-    how many."""
+def write_parquet(rows: Iterable[dict[str, Any]], out: BinaryIO, schema: Any = None) -> int:
+    """Rows as one parquet file (of ``schema``, else the first ``arrow_tables`` batch's);
+    returns how many."""
     require_pyarrow("parquet output")
-    return write_tables(arrow_tables(rows), out)
+    return write_tables(arrow_tables(rows, schema), out)
 
 
 def write_state_parquet(

@@ -50,7 +50,7 @@ from ckpt_cli.replay.rows import (
     require_pyarrow,
 )
 from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target, state_time
-from ckpt_cli.replay.tws import state_variables
+from ckpt_cli.replay.tws import registers_timers, state_variables
 from ckpt_cli.storage.errors import first_line
 
 # ``where``: (key column, value) pairs that must all hold.
@@ -105,13 +105,17 @@ def requested_store(
     return f"{join_side}-keyWithIndexToValue", None
 
 
-def covering_reads(ckpt: Checkpoint, operator: int) -> list[dict[str, Any]]:
-    """The ``read_state`` options that together read all of an operator's state, the way
-    Spark's reader must be asked for it: one per transformWithState variable and one for its
-    timers, one per column family of a format 3/4 join, else one plain read."""
-    variables = state_variables(ckpt, operator)
+def covering_reads(
+    ckpt: Checkpoint, operator: int, batch: int | None = None
+) -> list[dict[str, Any]]:
+    """The ``read_state`` options that together read all of an operator's state at ``batch``
+    (default: the newest operator metadata's), the way Spark's reader must be asked for it:
+    one per transformWithState variable of that batch and one for its timers, one per column
+    family of a format 3/4 join, else one plain read."""
+    variables = state_variables(ckpt, operator, batch)
     if variables is not None:
-        return [{"state_var": v} for v in variables] + [{"timers": True}]
+        timers = [{"timers": True}] if registers_timers(ckpt, operator, batch) else []
+        return [{"state_var": v} for v in variables] + timers
     if join_format(ckpt, operator) is not None:
         return [{"store": family} for family in join_families(ckpt, operator)]
     return [{}]
@@ -177,6 +181,14 @@ class StateRows:
             for plan in self.plans
             for row in iter_rows(self.ckpt, plan, self.decoder, self.matches)
         )
+
+    @property
+    def arrow_schema(self) -> Any:
+        """The Arrow schema of the rows of one family (the schemas of the read's batch: an
+        evolved state's older rows have its new fields null), or None: inferred from them."""
+        if self.state_var is None:
+            return None
+        return self.state_var.arrow_schema(change_feed=self.changes is not None)
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` of the rows (needs pyarrow)."""
@@ -263,6 +275,10 @@ def target_rows(
 ) -> StateRows:
     """``read_state`` for a resolved target: the key filter is checked, then every
     partition planned, before any row is read."""
+    end = change_end_batch
+    if change_start_batch is not None and end is None:
+        end = ckpt.batches.latest_committed or 0
+    # Spark reads a change feed with the operator metadata of its end batch.
     family = family_read(
         ckpt,
         target,
@@ -271,6 +287,8 @@ def target_rows(
         flatten=flatten,
         join_family=join_family,
         raw=raw,
+        batch=target.batch if change_start_batch is None else end,
+        change_feed=change_start_batch is not None,
     )
     rows = StateRows(
         ckpt, target, [], raw, where, family=family, join_side=join_side and not join_family
@@ -278,9 +296,7 @@ def target_rows(
     if change_start_batch is not None and join_side:
         raise SelectionError("{join_side} reads have no change feed (Spark refuses them too)")
     if change_start_batch is not None:
-        end = change_end_batch
-        if end is None:
-            end = ckpt.batches.latest_committed or 0
+        assert end is not None
         rows.changes = plan_changes(ckpt, target, change_start_batch, end, best_effort=best_effort)
     elif change_end_batch is not None:
         raise SelectionError("{change_end_batch} is given without {change_start_batch}")

@@ -50,6 +50,7 @@ SYMLINK = "SYMLINK"
 FMGWS_V1_SNAPSHOT = "FMGWS_V1_SNAPSHOT"
 SCHEMA_FAMILY_MISMATCH = "SCHEMA_FAMILY_MISMATCH"
 ROWS_NOT_DECODED = "ROWS_NOT_DECODED"
+ROW_LAYOUT_MISMATCH = "ROW_LAYOUT_MISMATCH"
 UNFINISHED_REPARTITION = "UNFINISHED_REPARTITION"
 
 _ROLL_BACK = (
@@ -186,6 +187,13 @@ CODES: dict[str, tuple[str, str]] = {
         "the store's zips and its schema file v3 (_stateSchema/) disagree on the column "
         "families; the state of a family without a schema cannot be decoded: restore the "
         "schema file or the zip from a backup",
+    ),
+    ROW_LAYOUT_MISMATCH: (
+        WARNING,
+        "rows written under another schema than the one they are read with (a restart with "
+        "spark.sql.streaming.stateStore.stateSchemaCheck=false over an incompatible change): "
+        "Spark reads their fields from the wrong bytes; run the query code that wrote them, "
+        "or start the query on a new checkpoint",
     ),
     ROWS_NOT_DECODED: (
         INFO,

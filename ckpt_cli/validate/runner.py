@@ -18,7 +18,11 @@ from ckpt_cli.validate.pool import run_file_checks
 from ckpt_cli.validate.repartition import check_unfinished_repartition
 from ckpt_cli.validate.report import ValidationReport
 from ckpt_cli.validate.sources import check_sources
-from ckpt_cli.validate.spark4 import check_column_families, check_rows_decodable
+from ckpt_cli.validate.spark4 import (
+    check_column_families,
+    check_row_layouts,
+    check_rows_decodable,
+)
 from ckpt_cli.validate.state import check_state
 from ckpt_cli.validate.upgrade import check_zip_metadata_v2
 
@@ -69,6 +73,7 @@ def validate(
         progress.start("Checking column families, rows and orphans")
         check_column_families(run)
         check_rows_decodable(run)
+        check_row_layouts(run)
         check_orphans(run)
         check_symlinks(run)
     finally:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 from ckpt_cli.errors import CkptError, FormatError, UnsupportedVersionError
 from ckpt_cli.formats.schema import parse_state_schema
-from ckpt_cli.formats.tws import (
-    family_role,
-    parse_operator_metadata_v2,
-    schema_file_in_operator_dir,
-)
+from ckpt_cli.formats.tws import family_role
 from ckpt_cli.model import DEFAULT_STORE, Operator
-from ckpt_cli.validate.codes import FMGWS_V1_SNAPSHOT, ROWS_NOT_DECODED, SCHEMA_FAMILY_MISMATCH
+from ckpt_cli.validate.codes import (
+    FMGWS_V1_SNAPSHOT,
+    ROW_LAYOUT_MISMATCH,
+    ROWS_NOT_DECODED,
+    SCHEMA_FAMILY_MISMATCH,
+)
 from ckpt_cli.validate.context import ValidationRun
 
 FMGWS_FORMAT = "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"
+ENCODING_FORMAT = "spark.sql.streaming.stateStore.encodingFormat"
 # operatorName in the operator metadata of (flat)MapGroupsWithState and its PySpark twin.
 FMGWS_NAMES = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
 # Rows of each partition that --deep decodes to tell whether ckpt reads its rows.
@@ -58,52 +61,88 @@ def check_fmgws_v1(run: ValidationRun, op: Operator) -> None:
 
 def check_column_families(run: ValidationRun) -> None:
     """The virtual column families in the checked zips (``columnFamilyMapping``) against the
-    store's schema file v3, read from this checkpoint's own ``_stateSchema/`` (metadata v2
-    names the absolute path where Spark ran, elsewhere once a checkpoint is moved)."""
-    schemas: dict[tuple[int, str], tuple[str, set[str]] | None] = {}
+    schema file v3 in force at each zip's batch: the last ``stateSchemaFilePaths`` entry of
+    the operator metadata Spark reads that batch with (the newest ``_metadata/v2/<b>`` at or
+    below it; a query's families change when a restart adds or drops a state variable),
+    read from this checkpoint's own ``_stateSchema/`` (metadata v2 names the absolute path
+    where Spark ran, elsewhere once a checkpoint is moved). A zip may keep a family of a
+    variable an earlier run had: ``deleteIfExists`` drops the variable's own family but
+    leaves its TTL index (``$ttl_<name>``), so a family of any schema file the metadata names
+    (it names every one so far) is explained."""
+    schemas: dict[tuple[int, str, int], tuple[str, set[str], set[str]] | None] = {}
     for path, meta in sorted(run.zip_metadata.items()):
         if not meta.uses_column_families:
             continue
         parts = path.split("/")
         op, store = int(parts[1]), parts[3] if len(parts) > 4 else DEFAULT_STORE
-        if (op, store) not in schemas:
-            schemas[op, store] = _schema_families(run, run.ckpt.operators[op], store)
-        schema = schemas[op, store]
+        version = _zip_version(parts[-1])
+        if version is None:
+            continue
+        era = _era_batch(run, op, version - 1)  # a zip of version v holds batch v-1's state
+        if era is None:
+            continue  # no readable operator metadata: its own checks report it
+        if (op, store, era) not in schemas:
+            schemas[op, store, era] = _schema_families(run, op, store, era)
+        schema = schemas[op, store, era]
         if schema is None:
             continue  # no readable schema file: the schema checks report it
-        schema_path, in_schema = schema
+        schema_path, in_schema, named = schema
         in_zip = set(meta.column_family_mapping) - {DEFAULT_STORE}
         # Spark declares a TTL list's row counter even when the store never creates it.
         not_created = {n for n in in_schema - in_zip if family_role(n).role != "row_counter"}
         for names, where, other in (
-            (in_zip - in_schema, path, schema_path),
+            (in_zip - in_schema - named, path, schema_path),
             (not_created, schema_path, path),
         ):
             if names:
                 run.add(
                     SCHEMA_FAMILY_MISMATCH,
-                    f"{where}: column families {', '.join(sorted(names))} are not in {other}",
+                    f"{where}: column families {', '.join(sorted(names))} are not in {other} "
+                    f"(the schema of batch {version - 1}, by state/{op}/_metadata/v2/{era})",
                     [path, schema_path],
                     operator=op,
                     store=store,
                 )
 
 
-def _schema_families(run: ValidationRun, op: Operator, store: str) -> tuple[str, set[str]] | None:
-    v2 = op.metadata_v2_files
-    if not v2:
-        return None
-    newest = v2[max(v2)]
+def _zip_version(name: str) -> int | None:
+    head = name.split(".", 1)[0].split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _era_batch(run: ValidationRun, op: int, batch: int) -> int | None:
+    """The ``_metadata/v2/<b>`` file batch ``batch`` is read with (None: unreadable)."""
+    from ckpt_cli.replay.history import operator_history
+
     try:
-        meta = parse_operator_metadata_v2(newest.path, run.ckpt.storage.read_bytes(newest.path))
-        urls = next(s.schema_file_paths for s in meta.stores if s.name == store)
-        path = f"{op.path}/{schema_file_in_operator_dir(urls[-1], path=newest.path)}"
-        if run.ckpt.file(path) is None:
-            return None
-        schema = parse_state_schema(path, run.ckpt.storage.read_bytes(path))
-    except (FormatError, StopIteration, IndexError):
-        return None  # the operator metadata and schema checks report these
-    return path, {cf.name for cf in schema.column_families}
+        era = operator_history(run.ckpt, op).era_at(batch)
+    except CkptError:
+        return None  # the operator metadata checks report it
+    return era.batch if era is not None else None
+
+
+def _schema_families(
+    run: ValidationRun, op: int, store: str, era_batch: int
+) -> tuple[str, set[str], set[str]] | None:
+    """The schema file in force (the last the metadata names), its families, and the
+    families of the files named before it."""
+    from ckpt_cli.replay.history import operator_history
+
+    history = operator_history(run.ckpt, op)
+    era = next(e for e in history.eras if e.batch == era_batch)
+    paths = era.schema_paths.get(store)
+    if not paths or run.ckpt.file(paths[-1]) is None:
+        return None
+    families: list[set[str]] = []
+    for path in paths:
+        try:
+            schema = parse_state_schema(path, run.ckpt.storage.read_bytes(path))
+        except (FormatError, CkptError):
+            if path == paths[-1]:
+                return None  # the schema checks report it
+            continue
+        families.append({cf.name for cf in schema.column_families})
+    return paths[-1], families[-1], set().union(*families[:-1])
 
 
 def check_rows_decodable(run: ValidationRun) -> None:
@@ -168,7 +207,7 @@ def _first_undecodable(
     for part in partitions:
         try:
             # A transformWithState variable or join family at a time, as Spark reads them.
-            for options in covering_reads(run.ckpt, op):
+            for options in covering_reads(run.ckpt, op, run.batch):
                 rows = read_state(
                     run.ckpt,
                     batch=run.batch,
@@ -181,3 +220,75 @@ def _first_undecodable(
         except CkptError as exc:
             return part, exc
     return None
+
+
+# Keys a ROW_LAYOUT_MISMATCH finding names.
+KEYS_NAMED = 3
+
+
+def check_row_layouts(run: ValidationRun) -> None:
+    """``--deep``: the sampled rows of each transformWithState variable stored as UnsafeRows
+    against the value schema they are read with at the checked batch. A row of another
+    layout was written under another schema (``stateSchemaCheck=false`` lets a query change
+    a variable's schema incompatibly): Spark reads it without complaint, as garbage."""
+    if not run.deep or run.ckpt.conf.get(ENCODING_FORMAT, "unsaferow").lower() == "avro":
+        return
+    from ckpt_cli.replay.source import covering_reads
+    from ckpt_cli.replay.tws import state_variables
+
+    version = run.target_version()
+    if version is None:
+        return
+    for op in run.ckpt.operators.values():
+        try:
+            if state_variables(run.ckpt, op.id, version - 1) is None:
+                continue
+            reads = [r for r in covering_reads(run.ckpt, op.id, version - 1) if "state_var" in r]
+        except CkptError:
+            continue  # the operator metadata checks report it
+        for store in op.stores.values():
+            for options in reads:
+                _check_layouts(run, op, store.name, options["state_var"], version - 1)
+
+
+def _check_layouts(run: ValidationRun, op: Operator, store: str, var: str, batch: int) -> None:
+    from ckpt_cli.replay.families import family_layout_problems
+    from ckpt_cli.replay.source import read_state
+
+    bad: list[tuple[int, object, str]] = []
+    checked = 0
+    for part in sorted(op.stores[store].partitions):
+        try:
+            rows = read_state(
+                run.ckpt,
+                batch=batch,
+                operator=op.id,
+                store=store,
+                state_var=var,
+                partitions=[part],
+            )
+            reader = rows.state_var
+            if reader is None or reader.value_schema is None:
+                return
+            for plan in rows.plans:
+                for key, problem in family_layout_problems(run.ckpt, plan, reader, ROWS_SAMPLED):
+                    checked += 1
+                    if problem is not None:
+                        bad.append((part, key, problem))
+        except CkptError:
+            continue  # ROWS_NOT_DECODED says why
+    if not bad:
+        return
+    assert reader is not None and reader.value_schema is not None
+    part, key, problem = bad[0]
+    keys = ", ".join(json.dumps(k, sort_keys=True) for _p, k, _q in bad[:KEYS_NAMED])
+    more = f" and {len(bad) - KEYS_NAMED} more" if len(bad) > KEYS_NAMED else ""
+    run.add(
+        ROW_LAYOUT_MISMATCH,
+        f"{op.path}/{part}: {len(bad)} of {checked} rows of state variable {var} at batch "
+        f"{batch} do not fit the value schema they are read with "
+        f"({reader.value_schema.simple_string()}): keys {keys}{more}; the first: {problem}",
+        sorted({f"{op.path}/{p}" for p, _k, _q in bad}),
+        operator=op.id,
+        store=store,
+    )

@@ -130,9 +130,39 @@ def _versions(report: VersionsReport, out: TextRenderer) -> None:
         about = _operator_details(op)
         if about:
             console.print(about)
+        for line in _state_history(op):
+            console.print(line)
     console.print(
         "\n[dim]Versions are state store versions: version N+1 holds the state after batch N.[/]"
     )
+
+
+def _state_history(op: OperatorVersions) -> list[str]:
+    """Which batches ran under which operator metadata, variables and schema ids, when the
+    query's state changed between restarts (one line per metadata file)."""
+    eras = op.state_history
+    if len(eras) < 2 or all(
+        (e.state_variables, e.schema_ids) == (eras[0].state_variables, eras[0].schema_ids)
+        for e in eras
+    ):
+        return []
+    lines = []
+    for era in eras:
+        if era.last_batch is None:
+            batches = f"batch {era.first_batch}-"
+        elif era.last_batch == era.first_batch:
+            batches = f"batch {era.first_batch}"
+        else:
+            batches = f"batches {era.first_batch}-{era.last_batch}"
+        ids = {name: pair[1] for store in era.schema_ids.values() for name, pair in store.items()}
+        variables = ", ".join(
+            f"{v.name} ({v.kind}, value schema {ids[v.name]})" if v.name in ids else v.name
+            for v in era.state_variables
+            if v.kind != "timer"
+        )
+        what = variables or "no variables"
+        lines.append(f"[dim]Operator {op.id} {batches}: {era.metadata_file} · {what}[/]")
+    return lines
 
 
 def _operator_details(op: OperatorVersions) -> str:
