@@ -4,7 +4,7 @@ Builds synthetic checkpoints (benchmarks/synthetic.py: Spark's exact formats, re
 real Spark in tests/test_synthetic_spark.py) of growing size, and times on each:
 
 * `validate --all-versions --deep` (every state file decoded, every .crc verified),
-* replaying the latest batch of every partition into a jsonl dataset (`--output DIR/`),
+* replaying the latest batch of every partition into a jsonl dataset (`--output-dir DIR`),
 
 with the local engine at 1 and 2 workers and the Spark engine on local[2] (its session made in
 the measured run, JVM start-up included). Each run in a forked child (benchmarks/common.py),

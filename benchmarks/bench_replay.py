@@ -31,6 +31,8 @@ summed over the tree against the state's decompressed size, rows written by each
     .venv/bin/python benchmarks/bench_replay.py [--keys 1000000] [--partitions 4] [--quick]
     .venv/bin/python benchmarks/bench_replay.py --provider rocksdb --changelog
     .venv/bin/python benchmarks/bench_replay.py --provider rocksdb --checkpoint-format 2
+    .venv/bin/python benchmarks/bench_replay.py --partitions 200 --formats jsonl,csv,parquet \
+        --one-worker      # Spark's default partition count, against --workers 1 too
 
 Needs PySpark and Java for the Spark side (``--no-spark`` leaves it out).
 """
@@ -288,22 +290,30 @@ def compare(
             cmd = [sys.executable, "-c", spark_script, str(ckpt), str(theirs), fmt]
             return measure(cmd, output=log)
 
+        def run_one(fmt: str = fmt, ours: Path = ours) -> Measurement:
+            ours.unlink(missing_ok=True)
+            cmd = [ckpt_bin, "replay", str(ckpt), "--format", fmt, "--output", str(ours)]
+            return measure([*cmd, "--workers", "1"], output=log)
+
         cases = [Case(f"ckpt replay -> {fmt}", run_ckpt, prepare=lambda: warm(ckpt))]
+        if args.one_worker:
+            one = Case(f"ckpt replay --workers 1 -> {fmt}", run_one, prepare=lambda: warm(ckpt))
+            cases.append(one)
         if not args.no_spark:
             cases.append(Case(f"Spark statestore -> {fmt}", run_spark, prepare=lambda: warm(ckpt)))
         try:
             runs = alternate(cases, args.repeat)
         except SystemExit as failed:
-            if len(cases) == 1:
+            if len(cases) == 1 or args.no_spark:
                 raise
             # Spark 4.3's reader fails on some states (NOTES: format v2, zip + changelog).
             print(f"Spark's side failed ({str(failed)[:200]}); ckpt measured alone", flush=True)
-            cases = cases[:1]
+            cases = [c for c in cases if not c.name.startswith("Spark")]
             runs = alternate(cases, args.repeat)
             failure = {"case": f"{label}: Spark statestore -> {fmt}", "runs": "failed"}
             rows.append(failure)
         counts = {"ckpt": rows_written(ours, fmt)}
-        if len(cases) > 1:
+        if any(c.name.startswith("Spark") for c in cases):
             counts["spark"] = rows_written(theirs, fmt)
             assert counts["ckpt"] == counts["spark"], counts
         walls = {name: statistics.median(m.wall for m in r) for name, r in runs.items()}
@@ -344,6 +354,11 @@ def main(argv: list[str] | None = None) -> None:
         "--states", default="deltas,snapshot", help="--source spark, HDFS: which states to measure"
     )
     parser.add_argument("--no-spark", action="store_true", help="ckpt's side only")
+    parser.add_argument(
+        "--one-worker",
+        action="store_true",
+        help="also ckpt with --workers 1 (partitions one after another)",
+    )
     add_options(parser)
     args = parser.parse_args(argv)
     if args.provider == "rocksdb" and args.source != "spark":

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ckpt_cli.du import DiskUsageReport
     from ckpt_cli.engine import Engine
     from ckpt_cli.model import Checkpoint
-    from ckpt_cli.repair import RepairPlan
+    from ckpt_cli.repair import RepairPlan, UndoResult
     from ckpt_cli.repartition.apply import RepartitionResult
     from ckpt_cli.repartition.plan import RepartitionPlan
     from ckpt_cli.replay import StateRows
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 class CheckpointCalls:
     """What ``ckpt versions``, ``validate``, ``replay``, ``orphans``/``cleanup`` (the plan),
-    ``repair`` (the plan) and ``repartition`` compute, as methods of a checkpoint."""
+    ``repair`` (the plan), ``repartition`` and their ``--undo`` compute, as methods of a
+    checkpoint."""
 
     @property
     def _checkpoint(self) -> Checkpoint:
@@ -156,7 +157,7 @@ class CheckpointCalls:
     ) -> RepartitionResult:
         """Change the number of state partitions to ``partitions``, as Spark's own repartition
         does (``ckpt repartition --apply``); refused while the query looks active unless
-        ``force``. ``.manifest`` is what ``ckpt repartition --undo`` restores from.
+        ``force``. ``.manifest`` is what :meth:`undo_repartition` restores from.
         ``engine``: where partitions are read and written (``SparkEngine``: as tasks)."""
         from ckpt_cli.repartition.apply import default_quarantine, repartition, staged_plan
 
@@ -166,3 +167,23 @@ class CheckpointCalls:
             return repartition(self._checkpoint, plan, force=force, quarantine=where, engine=engine)
         finally:
             plan.discard()
+
+    def undo_repair(self, *, manifest: str | None = None, break_lock: bool = False) -> UndoResult:
+        """What ``ckpt repair --undo`` does: put back everything the newest repair of this
+        checkpoint (or the one of ``manifest``) changed; ``.already_undone`` says when an
+        earlier undo did it (then nothing changes). See :mod:`ckpt_cli.repair.undo`."""
+        from ckpt_cli.repair import undo_repair
+
+        return undo_repair(self._checkpoint.storage, manifest=manifest, break_lock=break_lock)
+
+    def undo_repartition(
+        self, *, manifest: str | None = None, force: bool = False, break_lock: bool = False
+    ) -> UndoResult:
+        """What ``ckpt repartition --undo`` does: the checkpoint as it was before its newest
+        repartition (or the one of ``manifest``); refused when the query ran batches after it,
+        unless ``force``."""
+        from ckpt_cli.repartition.run import undo_repartition
+
+        return undo_repartition(
+            self._checkpoint.storage, manifest=manifest, force=force, break_lock=break_lock
+        )

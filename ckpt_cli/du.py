@@ -16,6 +16,7 @@ from typing import Any
 
 from ckpt_cli.model import Checkpoint, CheckpointFile
 from ckpt_cli.results import Report
+from ckpt_cli.units import natural_key
 
 DEFAULT_TOP = 10
 
@@ -161,7 +162,7 @@ def disk_usage(
             stores.append(StoreUsage(op.id, store.name, Usage.of(in_store), parts))
         under = [f for f in files if f.path.startswith(op.path + "/")]
         operators.append(OperatorUsage(op.id, op.path, Usage.of(under), stores))
-    largest = sorted(every, key=lambda p: (-p.usage.bytes, p.path))[: max(top, 0)]
+    largest = sorted(every, key=lambda p: (-p.usage.bytes, natural_key(p.path)))[: max(top, 0)]
     return DiskUsageReport(
         checkpoint=checkpoint.storage.url,
         total=Usage.of(files),

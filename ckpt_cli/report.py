@@ -177,6 +177,7 @@ def render_html(
 {plots["state-heatmap"]}
 <h2>Batches</h2>
 <p>{_batch_summary(timeline)}</p>
+{"" if has_watermark(timeline) else _NO_WATERMARK}
 {plots["batch-timeline"]}
 <h2>Files and bytes by class</h2>
 <p>{usage.total.files:,} files, {usage.total.bytes:,} bytes.</p>
@@ -185,11 +186,15 @@ def render_html(
 """
 
 
+_NO_WATERMARK = (
+    "<p>No watermark chart: the query sets no watermark (no withWatermark), every batch's is 0.</p>"
+)
+
 _CSS = (
     "body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1200px}"
     "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;"
     "text-align:left;vertical-align:top}.error{color:#b00}.warning{color:#a60}"
-    ".ok{color:#070}"
+    ".ok{color:#070}.paths{font-family:monospace;font-size:90%}"
 )
 
 
@@ -220,13 +225,19 @@ def _findings_html(report: ValidationReport) -> str:
     rows = "".join(
         f'<tr><td class="{html.escape(f.severity)}">{html.escape(f.severity)}</td>'
         f"<td>{html.escape(f.code)}</td><td>{html.escape(f.message)}</td>"
-        f"<td>{html.escape(', '.join(f.paths[:3]))}</td></tr>"
+        f"<td>{html.escape(f.hint or '')}</td>"
+        f'<td class="paths">{_paths_html(f.paths[:3])}</td></tr>'
         for f in report.findings
     )
     return (
-        "<table><tr><th>Severity</th><th>Code</th><th>Finding</th><th>Paths</th></tr>"
-        f"{rows}</table>"
+        "<table><tr><th>Severity</th><th>Code</th><th>Finding</th><th>What to do</th>"
+        f"<th>Paths</th></tr>{rows}</table>"
     )
+
+
+def _paths_html(paths: list[str]) -> str:
+    """Paths that wrap after a '/' only (never inside a file name)."""
+    return ", ".join(html.escape(p).replace("/", "/<wbr>") for p in paths)
 
 
 def _batch_summary(timeline: BatchesReport) -> str:
@@ -267,11 +278,20 @@ _STATE_COLOURS = {
 }
 
 
+def has_watermark(timeline: BatchesReport) -> bool:
+    return any(r.watermark_ms for r in timeline.batches)
+
+
 def _timeline(plotly: Any, timeline: BatchesReport) -> Any:
-    """Planned times above, the watermark below: event time can be far from wall time."""
+    """Planned times above, the watermark below (event time can be far from wall time); a
+    query with no watermark (none set, or 0 in every batch) gets no empty chart for it."""
     go = plotly.go
+    watermark = has_watermark(timeline)
     fig = plotly.make_subplots(
-        rows=2, cols=1, shared_xaxes=True, subplot_titles=("planned", "watermark")
+        rows=2 if watermark else 1,
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=("planned", "watermark") if watermark else ("planned",),
     )
     # (rows, y of a row, subplot row, trace name, mode, style)
     series = [
@@ -285,25 +305,26 @@ def _timeline(plotly: Any, timeline: BatchesReport) -> Any:
         )
         for state, colour in _STATE_COLOURS.items()
     ]
-    series.append(
-        (
-            [r for r in timeline.batches if r.watermark_ms],
-            "watermark",
-            2,
-            "watermark",
-            "lines+markers",
-            {"line": {"color": "#36c", "shape": "hv"}},
+    if watermark:
+        series.append(
+            (
+                [r for r in timeline.batches if r.watermark_ms],
+                "watermark",
+                2,
+                "watermark",
+                "lines+markers",
+                {"line": {"color": "#36c", "shape": "hv"}},
+            )
         )
-    )
     for rows, field, row, name, mode, style in series:
         if rows:
             xs, ys = [r.batch for r in rows], [getattr(r, field) for r in rows]
             fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=name, **style), row, 1)
     for batch in sorted(set(timeline.offsets_gaps)):
         fig.add_vline(x=batch, line={"color": "#888", "dash": "dot"})
-    fig.update_layout(height=460)
+    fig.update_layout(height=460 if watermark else 300)
     fig.update_xaxes(tickformat="d")
-    fig.update_xaxes(title_text="batch", row=2, col=1)
+    fig.update_xaxes(title_text="batch", row=2 if watermark else 1, col=1)
     return fig
 
 

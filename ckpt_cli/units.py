@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from typing import Any
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key with the numbers in a name in order: ``state/0/9`` before ``state/0/10``
+    (partition directories, batch files), where plain string order puts 10 after 1."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(text) if p)
 
 
 def iso_ms(ms: int | None) -> str | None:

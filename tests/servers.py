@@ -92,7 +92,7 @@ class _Server:
         raise NotImplementedError
 
     def cli_options(self) -> list[str]:
-        return [arg for k, v in self.options.items() for arg in ("-o", f"{k}={v}")]
+        return [arg for k, v in self.options.items() for arg in ("-S", f"{k}={v}")]
 
     def upload(self, local: Path, bucket: str, prefix: str) -> str:
         """Upload ``local`` under ``bucket``/``prefix`` (bucket or container made once)."""

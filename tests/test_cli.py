@@ -153,5 +153,5 @@ def test_unknown_operator_is_an_error(tmp_path: Path) -> None:
 
 
 def test_bad_storage_option(tmp_path: Path) -> None:
-    result = run_cli("versions", str(small_checkpoint(tmp_path)), "-o", "novalue")
+    result = run_cli("versions", str(small_checkpoint(tmp_path)), "-S", "novalue")
     assert result.exit_code == 2 and "expected KEY=VALUE" in result.stderr

@@ -94,12 +94,12 @@ def test_inspect_names_file_and_checkpoint() -> None:
     text = run_cli("inspect", "--help").stdout
     usage = next(line for line in text.splitlines() if "Usage:" in line)
     assert "FILE" in usage
-    assert re.search(r"--checkpoint\s+-c\s+CHECKPOINT", text)
+    assert re.search(r"--checkpoint, -c CHECKPOINT", text)
     assert "Examples" in text
 
 
 def test_replay_of_version_0_is_before_the_first_batch() -> None:
-    result = run_cli("replay", str(AGG), "--version", "0")
+    result = run_cli("replay", str(AGG), "--state-version", "0")
     assert result.exit_code == 0, result.stderr
     title = " ".join(result.stdout.split())
     assert "before the first batch (version 0)" in title

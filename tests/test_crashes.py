@@ -264,7 +264,9 @@ def test_deeply_nested_repair_manifest_is_one_line(tmp_path: Path) -> None:
     assert applied.exit_code == 0, applied.stderr
     manifest = Path(applied.json()["result"]["manifest"])
     manifest.write_text('{"changes": ' + NESTED)
-    assert str(manifest) in one_line_error(run_cli("repair", "--undo", str(manifest)))
+    assert str(manifest) in one_line_error(
+        run_cli("repair", str(root), "--undo", "--manifest", str(manifest))
+    )
 
 
 # -- item 8: -o values -----------------------------------------------------------------------
@@ -287,7 +289,7 @@ def test_deeply_nested_repair_manifest_is_one_line(tmp_path: Path) -> None:
 def test_malformed_storage_option_is_one_line(option: str, named: str) -> None:
     # Nothing listens on the endpoint: the value is refused before any request.
     endpoint = f"endpoint_url=http://127.0.0.1:{free_port()}"
-    result = run_cli("versions", "s3://bucket/q", "-o", endpoint, "-o", option)
+    result = run_cli("versions", "s3://bucket/q", "-S", endpoint, "-S", option)
     assert named in one_line_error(result)
 
 
@@ -322,21 +324,21 @@ def test_kwargs_options_reach_the_s3_client(s3_server: S3Server) -> None:
     client = storage.fs.s3
     assert client.meta.region_name == "eu-west-3"
     assert (client.meta.config.read_timeout, client.meta.config.connect_timeout) == (7, 3)
-    result = run_cli("versions", url, *[a for o in raw for a in ("-o", o)], "--json")
+    result = run_cli("versions", url, *[a for o in raw for a in ("-S", o)], "--json")
     assert result.exit_code == 0, result.stderr
 
 
 @pytest.mark.s3
 def test_s3_options_reach_the_dataset_output(s3_server: S3Server) -> None:
     # ckpt's own S3 options (bounded waiting) were passed raw to s3fs for --output.
-    opts = ["-o", "max_attempts=1", "-o", "read_timeout=5", "-o", "retries=1"]
+    opts = ["-S", "max_attempts=1", "-S", "read_timeout=5", "-S", "retries=1"]
     out = f"s3://ckpt-tests/out-{free_port()}/"
     args = ["replay", str(HDFS), "-O", out, *opts]
     result = run_cli(*args, *s3_server.cli_options(), "--json")
     assert result.exit_code == 0, result.stderr
     assert len(s3_server.fs().find(out.removeprefix("s3://"))) == 2  # one file a partition
-    refused = ["-o", f"endpoint_url=http://127.0.0.1:{free_port()}"]
-    line = one_line_error(run_cli(*args, *refused, "-o", "connect_timeout=1"))
+    refused = ["-S", f"endpoint_url=http://127.0.0.1:{free_port()}"]
+    line = one_line_error(run_cli(*args, *refused, "-S", "connect_timeout=1"))
     assert "partition_id=" in line and "could not connect" in line
 
 
@@ -358,7 +360,7 @@ def test_scrub_masks_url_passwords_in_other_libraries_text() -> None:
 def test_url_password_never_printed(s3_server: S3Server, endpoint: str) -> None:
     url = s3_server.endpoint if endpoint == "live" else f"http://127.0.0.1:{free_port()}"
     for extra in ([], ["--json"]):
-        args = ["--debug", "validate", "s3://user:PASS@bucket/q", "-o", f"endpoint_url={url}"]
+        args = ["--debug", "validate", "s3://user:PASS@bucket/q", "-S", f"endpoint_url={url}"]
         result = run_cli(*args, *extra)
         assert result.exit_code == 2
         assert "PASS" not in result.stdout + result.stderr
@@ -369,7 +371,7 @@ def test_url_password_never_printed(s3_server: S3Server, endpoint: str) -> None:
 def test_endpoint_password_never_printed(s3_server: S3Server) -> None:
     for url in (s3_server.endpoint, f"http://127.0.0.1:{free_port()}"):
         endpoint = url.replace("http://", "http://ckpt:Secret-Word-9@")
-        args = ["--debug", "versions", "s3://ckpt-tests/q", "-o", f"endpoint_url={endpoint}"]
-        result = run_cli(*args, "-o", "max_attempts=1", "--json")
+        args = ["--debug", "versions", "s3://ckpt-tests/q", "-S", f"endpoint_url={endpoint}"]
+        result = run_cli(*args, "-S", "max_attempts=1", "--json")
         assert result.exit_code == 2
         assert "Secret-Word-9" not in result.stdout + result.stderr

@@ -87,7 +87,7 @@ def error_and_hint(stderr: str, exit_code: int) -> tuple[str, str]:
 def azurite_options(server: AzureServer) -> list[str]:
     """The account on Azurite, and no key."""
     host = server.endpoint.removeprefix("http://")
-    return ["-o", f"account_name={AZURITE_ACCOUNT}", "-o", f"account_host={host}"]
+    return ["-S", f"account_name={AZURITE_ACCOUNT}", "-S", f"account_host={host}"]
 
 
 # -- ADLS ----------------------------------------------------------------------------------
@@ -124,13 +124,13 @@ def test_adls_url_of_a_real_account_without_credentials(no_credentials: Path) ->
 def test_adls_credential_chain_that_finds_nothing_is_one_line(
     azure_server: AzureServer, no_credentials: Path
 ) -> None:
-    """-o anon=false asks for Azure's credential chain: it runs once, its failure is not
+    """-S anon=false asks for Azure's credential chain: it runs once, its failure is not
     retried, and the SDK's messages stay off stderr. A real process: in-process, pytest's
     log capture would hide what Python prints for unconfigured logging."""
     # The chain's developer tools only (none is installed on this PATH): no request to the
     # IMDS address leaves the machine.
     env = bare_environ(no_credentials, AZURE_TOKEN_CREDENTIALS="dev")
-    args = ["versions", "abfs://ckpt-tests/q1", *azurite_options(azure_server), "-o", "anon=false"]
+    args = ["versions", "abfs://ckpt-tests/q1", *azurite_options(azure_server), "-S", "anon=false"]
     start = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "ckpt_cli", *args],

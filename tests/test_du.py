@@ -61,9 +61,9 @@ def test_a_hot_partition_shows_as_skew(tmp_path: Path) -> None:
     assert report.by_class["sst"].bytes >= 200_000
 
 
-def test_tab_separated_when_not_a_terminal() -> None:
-    # The test runner's stdout is not a terminal: one line per figure, exact bytes.
-    out = run_cli("du", str(JOIN)).stdout
+def test_tab_separated_with_tsv() -> None:
+    # One line per figure, exact bytes; the test runner's stdout is not a terminal.
+    out = run_cli("du", str(JOIN), "--tsv").stdout
     rows = [line.split("\t") for line in out.splitlines()]
     assert all(len(r) == 4 for r in rows)
     by = {(r[0], r[1]): (int(r[2]), int(r[3])) for r in rows}
@@ -74,11 +74,18 @@ def test_tab_separated_when_not_a_terminal() -> None:
     assert by[("operator", "state/0")] == _disk(JOIN, "state/0")
     assert ("class", "hadoop_crc") in by
 
-    summary = run_cli("du", str(JOIN), "--summarize").stdout
+    summary = run_cli("du", str(JOIN), "--summarize", "--tsv").stdout
     levels = {line.split("\t")[0] for line in summary.splitlines()}
     assert "partition" not in levels and {"store", "operator", "total"} <= levels
     data = run_cli("du", str(JOIN), "--summarize", "--json").json()
     assert "partitions" not in data["operators"][0]["stores"][0]
+
+
+def test_tables_in_a_pipe_as_on_a_terminal() -> None:
+    # The one rule of every command: stdout not being a terminal does not change the output.
+    piped = run_cli("du", str(JOIN))
+    assert piped.exit_code == 0 and "\t" not in piped.stdout
+    assert "By area" in piped.stdout and "By operator and store" in piped.stdout
 
 
 def test_tables_on_a_terminal() -> None:

@@ -30,7 +30,9 @@ def damaged_copy(tmp_path: Path) -> Path:
 
 def undo_all(tmp_path: Path, broken: Path) -> None:
     for manifest in sorted(tmp_path.glob("work/*.ckpt-quarantine/*/manifest.json")):
-        undone = run_cli("repair", "--undo", str(manifest), "--break-lock")
+        undone = run_cli(
+            "repair", str(broken), "--undo", "--manifest", str(manifest), "--break-lock"
+        )
         assert undone.exit_code == 0, undone.stderr
     (broken / LOCK_NAME).unlink(missing_ok=True)
 

@@ -57,7 +57,7 @@ def check_and_recover(
         assert all(Path(p).name.endswith(".tmp") for p in leftovers), leftovers
         assert {k: v for k, v in tree(path).items() if k in original} == original
     if finish:
-        args = ("-p", "3", "--apply", "-y", "--force", "--break-lock")
+        args = ("--partitions", "3", "--apply", "-y", "--force", "--break-lock")
         again = run_cli("repartition", str(path), *args)
         if outcome == "done":
             assert again.exit_code == 2 and "already has 3 partitions" in again.stderr
@@ -86,7 +86,7 @@ def test_a_repartition_dying_in_any_write_is_finished_or_undone(name: str, tmp_p
     for i, nth in enumerate(DEATHS[name]):
         path = tmp_path / f"run{nth}" / "ckpt"
         shutil.copytree(source, path)
-        args = ["repartition", str(path), "-p", "3", "--apply", "-y", "--force"]
+        args = ["repartition", str(path), "--partitions", "3", "--apply", "-y", "--force"]
         died = die_in_nth_write(nth, f"{path}/", args)
         assert died.returncode == 9, died.stderr.decode()  # it did die in that write
         outcomes.append(check_and_recover(path, original, last, i % 2 == 0, rows))
@@ -99,5 +99,7 @@ def test_a_repartition_killed_with_sigkill_is_finished_or_undone(tmp_path: Path)
     for i, delay in enumerate([0.3]):
         path = tmp_path / f"run{i}" / "ckpt"
         shutil.copytree(source, path)
-        kill_after(["repartition", str(path), "-p", "3", "--apply", "-y", "--force"], path, delay)
+        kill_after(
+            ["repartition", str(path), "--partitions", "3", "--apply", "-y", "--force"], path, delay
+        )
         check_and_recover(path, original, last, i % 2 == 1, rows)

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 # test_kill_repartition.DEATHS): HDFS partition 1's snapshot checksum; RocksDB format v2
 # partition 1's zip checksum.
 KILLS = {"spark4-hdfs-agg": 6, "spark4-rocksdb-v2": 12}
-APPLY = ("-p", "3", "--apply", "-y", "--force")
+APPLY = ("--partitions", "3", "--apply", "-y", "--force")
 
 
 def killed_copy(case: Case, dest: Path, nth: int) -> None:

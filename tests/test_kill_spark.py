@@ -89,7 +89,9 @@ def test_killed_repair_undoes_byte_for_byte_finishes_and_restarts(
     # Undo what the killed run did (its manifest is written before the first change).
     manifests = sorted(tmp_path.glob("work/*.ckpt-quarantine/*/manifest.json"))
     for manifest in manifests:
-        undone = run_cli("repair", "--undo", str(manifest), "--break-lock")
+        undone = run_cli(
+            "repair", str(broken), "--undo", "--manifest", str(manifest), "--break-lock"
+        )
         assert undone.exit_code == 0, undone.stderr
     (broken / LOCK_NAME).unlink(missing_ok=True)  # a kill before any change leaves only it
     assert tree(broken) == damaged

@@ -176,7 +176,7 @@ def test_repair_apply_and_undo_match_local(store: S3Server | AzureServer, tmp_pa
     manifest = run_cli("repair", url, *store.cli_options(), "--json", "--apply", "--yes")
     assert manifest.json()["actions"] == []  # nothing left to repair
     undo_from = there_manifest(store, url)
-    undo = run_cli("repair", "--undo", undo_from, *store.cli_options())
+    undo = run_cli("repair", url, "--undo", "--manifest", undo_from, *store.cli_options())
     assert undo.exit_code == 0, undo.stderr
     assert remote_paths(store, url) == before
 
@@ -315,7 +315,7 @@ def test_s3_endpoint_that_does_not_answer(s3_server: S3Server) -> None:
 
     endpoint = f"http://127.0.0.1:{free_port()}"
     start = time.monotonic()
-    result = run_cli("versions", "s3://bucket/ckpt", "-o", f"endpoint_url={endpoint}")
+    result = run_cli("versions", "s3://bucket/ckpt", "-S", f"endpoint_url={endpoint}")
     took = time.monotonic() - start
     line = one_line_error(result)
     assert endpoint in line and "could not connect" in line.lower()
@@ -334,11 +334,11 @@ def test_s3_endpoint_that_accepts_but_never_answers(s3_server: S3Server) -> None
         result = run_cli(
             "versions",
             "s3://bucket/ckpt",
-            "-o",
+            "-S",
             f"endpoint_url={endpoint}",
-            "-o",
+            "-S",
             "read_timeout=1",
-            "-o",
+            "-S",
             "max_attempts=2",
         )
         took = time.monotonic() - start
@@ -364,7 +364,7 @@ def test_azure_wrong_key_is_access_denied(azure_server: AzureServer) -> None:
     conn = azure_server.connection_string.replace(
         azure_server.connection_string.split("AccountKey=")[1].split(";")[0], wrong
     )
-    result = run_cli("cleanup", url, "-o", f"connection_string={conn}", "--apply", "--yes")
+    result = run_cli("cleanup", url, "-S", f"connection_string={conn}", "--apply", "--yes")
     line = one_line_error(result)
     assert "denied" in line.lower() or "authori" in line.lower(), line
     assert wrong not in result.stderr + result.stdout  # secrets never printed
@@ -384,7 +384,7 @@ def test_secrets_stay_hidden_with_debug(azure_server: AzureServer) -> None:
     conn = azure_server.connection_string
     key = conn.split("AccountKey=")[1].split(";")[0]
     result = run_cli(
-        "--debug", "versions", "abfs://no-such-container/ckpt", "-o", f"connection_string={conn}"
+        "--debug", "versions", "abfs://no-such-container/ckpt", "-S", f"connection_string={conn}"
     )
     assert result.exit_code != 0
     assert key not in result.stdout + result.stderr

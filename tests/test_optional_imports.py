@@ -69,7 +69,7 @@ def test_object_store_without_its_library(
 def test_engine_spark_without_pyspark(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     hide(monkeypatch, "pyspark")
     out = f"{tmp_path}/out/"
-    result = run_cli("replay", str(CHECKPOINT), "--engine", "spark", "--output", out)
+    result = run_cli("replay", str(CHECKPOINT), "--engine", "spark", "--output-dir", out)
     line, hint = missing_extra_error(result)
     assert line == "error: --engine spark needs the 'spark' extra: pip install 'spark-ckpt[spark]'"
     assert hint.startswith("hint: pyspark could not be imported"), hint

@@ -93,9 +93,18 @@ def test_truncated_latest_delta_rolls_back_and_undo_restores(tmp_path: Path) -> 
     assert manifest.parent.parent.name == "ckpt.ckpt-quarantine"
     body = json.loads(manifest.read_text())
     assert body["complete"] and len(body["changes"]) == len(plan["actions"])
-    undo = run_cli("repair", "--undo", str(manifest))
+    # --undo finds the newest repair's manifest beside the checkpoint.
+    undo = run_cli("repair", str(root), "--undo")
     assert undo.exit_code == 0, undo.stderr
     assert tree(root) == before
+    assert json.loads(manifest.read_text())["undone"]
+    # A second undo says so, exit 0, and changes nothing (it used to fail: "no longer exists").
+    again = run_cli("repair", str(root), "--undo", "--json")
+    assert again.exit_code == 0, again.stderr
+    assert again.json()["already_undone"] and again.json()["restored"] == 0
+    assert tree(root) == before
+    text = run_cli("repair", str(root), "--undo")
+    assert text.exit_code == 0 and "Already undone" in text.stdout
 
 
 def test_hand_edited_offsets_gets_its_crc_rewritten(tmp_path: Path) -> None:
@@ -111,7 +120,7 @@ def test_hand_edited_offsets_gets_its_crc_rewritten(tmp_path: Path) -> None:
     ]
     crc = parse_hadoop_crc("crc", (root / f"offsets/.{n}.crc").read_bytes())
     assert verify_hadoop_crc(crc, entry.read_bytes()) is None
-    undo = run_cli("repair", "--undo", plan["result"]["manifest"])
+    undo = run_cli("repair", str(root), "--undo", "--manifest", plan["result"]["manifest"])
     assert undo.exit_code == 0 and tree(root) == before
 
 
@@ -199,8 +208,11 @@ def test_apply_without_yes_needs_a_terminal(tmp_path: Path) -> None:
 def test_undo_of_a_bad_manifest(tmp_path: Path) -> None:
     bad = tmp_path / "m.json"
     bad.write_text("{}")
-    result = run_cli("repair", "--undo", str(bad))
+    root = copy(HDFS, tmp_path)
+    result = run_cli("repair", str(root), "--undo", "--manifest", str(bad))
     assert result.exit_code == 2 and "not a ckpt repair manifest" in result.stderr
+    nothing = run_cli("repair", str(root), "--undo")
+    assert nothing.exit_code == 2 and "no repair to undo" in nothing.stderr
 
 
 def test_killed_upload_leaves_an_empty_sst_that_repair_quarantines(tmp_path: Path) -> None:
@@ -253,7 +265,7 @@ def test_a_repair_interrupted_mid_change_is_undone_byte_for_byte(
     monkeypatch.undo()
     assert tree(root) != before
     (manifest,) = tmp_path.glob("ckpt.ckpt-quarantine/*/manifest.json")
-    undo = run_cli("repair", "--undo", str(manifest))
+    undo = run_cli("repair", str(root), "--undo", "--manifest", str(manifest))
     assert undo.exit_code == 0, undo.stderr
     assert tree(root) == before
 

@@ -172,7 +172,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert "2 -> 3 partitions" in result.stdout and "Dry run" in result.stdout
     assert "state/0/2/11.snapshot" in result.stdout
-    doc = run_cli("repartition", str(path), "-p", "3", "--json").json()
+    doc = run_cli("repartition", str(path), "--partitions", "3", "--json").json()
     assert doc["applied"] is False and doc["from_partitions"] == 2 and doc["partitions"] == 3
     (store,) = doc["stores"]
     assert sum(store["keys_before"]) == sum(store["keys_after"]) == 7
@@ -201,26 +201,33 @@ def refusal(*args: str) -> str:
 
 def test_refusals(tmp_path: Path) -> None:
     path = copy("spark4-hdfs-agg", tmp_path)
-    assert "already has 2 partitions" in refusal(str(path), "-p", "2")
-    assert "must be >= 1" in refusal(str(path), "-p", "0")
+    assert "already has 2 partitions" in refusal(str(path), "--partitions", "2")
+    assert "must be >= 1" in refusal(str(path), "--partitions", "0")
     assert "--partitions" in refusal(str(path))
     assert "no repartition to undo" in refusal(str(path), "--undo")
     crashed = copy("spark4-crash-hdfs", tmp_path)
-    assert "is not committed" in refusal(str(crashed), "-p", "3")
+    assert "is not committed" in refusal(str(crashed), "--partitions", "3")
     # A query that planned a batch a minute ago looks active: --apply refuses unless --force.
     active = tmp_path / "active"
     shutil.copytree(fixture("spark4-hdfs-agg"), active)
     plan_latest_batch(active, 60)
-    assert "looks active" in refusal(str(active), "-p", "3", "--apply", "-y")
+    assert "looks active" in refusal(str(active), "--partitions", "3", "--apply", "-y")
     # --min-age 0 would switch that check off: as in cleanup and repair, it needs --force.
-    assert "below the default" in refusal(str(active), "-p", "3", "--apply", "-y", "--min-age", "0")
-    assert run_cli("repartition", str(active), "-p", "3", "--apply", "-y", "--force").exit_code == 0
+    assert "below the default" in refusal(
+        str(active), "--partitions", "3", "--apply", "-y", "--min-age", "0"
+    )
+    assert (
+        run_cli(
+            "repartition", str(active), "--partitions", "3", "--apply", "-y", "--force"
+        ).exit_code
+        == 0
+    )
 
 
 def test_unreadable_state_is_refused(tmp_path: Path) -> None:
     path = copy("spark4-hdfs-agg", tmp_path)
     truncate_latest_delta(path)
-    message = refusal(str(path), "-p", "3")
+    message = refusal(str(path), "--partitions", "3")
     assert "cannot be read completely" in message and "state/0/0" in message
     with pytest.raises(RepartitionRefused):
         plan_repartition(open_ckpt(path), partitions=3)
@@ -231,13 +238,13 @@ def test_unsupported_operator_is_refused(tmp_path: Path) -> None:
     meta = path / "state/0/_metadata/metadata"
     meta.write_text(meta.read_text().replace("stateStoreSave", "someFutureExec"))
     (path / "state/0/_metadata/.metadata.crc").unlink()
-    assert "someFutureExec" in refusal(str(path), "-p", "3")
+    assert "someFutureExec" in refusal(str(path), "--partitions", "3")
 
 
 def test_an_unfinished_repartition_is_finished_by_the_same_count(tmp_path: Path) -> None:
     path = copy("spark4-rocksdb-agg", tmp_path)
     before = state_rows(path, 9)
-    assert run_cli("repartition", str(path), "-p", "3", "--apply", "-y").exit_code == 0
+    assert run_cli("repartition", str(path), "--partitions", "3", "--apply", "-y").exit_code == 0
     # As if killed before the commit (Spark's own failed attempts look the same).
     (path / "commits" / "10").unlink()
     (path / "commits" / ".10.crc").unlink()
@@ -246,10 +253,12 @@ def test_an_unfinished_repartition_is_finished_by_the_same_count(tmp_path: Path)
         2,
         3,
     )
-    message = refusal(str(path), "-p", "4")
+    message = refusal(str(path), "--partitions", "4")
     assert "changes spark.sql.shuffle.partitions from 2 to 3" in message
     # ckpt wrote offsets/10 a moment ago: the query looks active until --force.
-    finished = run_cli("repartition", str(path), "-p", "3", "--apply", "-y", "--json", "--force")
+    finished = run_cli(
+        "repartition", str(path), "--partitions", "3", "--apply", "-y", "--json", "--force"
+    )
     assert finished.exit_code == 0, finished.stderr
     doc = finished.json()
     assert doc["finishing"]["batch"] == 10 and doc["result"]["rewritten"]
@@ -260,7 +269,7 @@ def test_an_unfinished_repartition_is_finished_by_the_same_count(tmp_path: Path)
 
 def test_cleanup_removes_left_over_partitions_once_unneeded(tmp_path: Path) -> None:
     path = copy("spark4-hdfs-agg", tmp_path)
-    applied = run_cli("repartition", str(path), "-p", "1", "--apply", "-y")
+    applied = run_cli("repartition", str(path), "--partitions", "1", "--apply", "-y")
     text = " ".join(applied.stdout.split())
     assert applied.exit_code == 0 and "Left over" in text and "ckpt cleanup" in text
     age_everything(path)
@@ -328,7 +337,7 @@ def test_same_logs_and_rows_as_sparks_own_repartition(oracle: Path, tmp_path: Pa
     expected = json.loads((oracle / "expected.json").read_text())
     path = copy(expected["source_case"], tmp_path)
     m = expected["num_partitions"]
-    result = run_cli("repartition", str(path), "-p", str(m), "--apply", "-y", "--json")
+    result = run_cli("repartition", str(path), "--partitions", str(m), "--apply", "-y", "--json")
     assert result.exit_code == 0, result.stderr
     batch = result.json()["batch"]
     if "log_files" in expected:
@@ -376,22 +385,28 @@ def test_object_store_repartition_and_undo() -> None:
 def test_undo_refuses_once_the_query_ran_on(tmp_path: Path) -> None:
     path = copy("spark4-hdfs-agg", tmp_path)
     before = tree(path)
-    assert run_cli("repartition", str(path), "-p", "3", "--apply", "-y").exit_code == 0
+    assert run_cli("repartition", str(path), "--partitions", "3", "--apply", "-y").exit_code == 0
     (path / "offsets" / "11").write_bytes((path / "offsets" / "10").read_bytes())
     assert "ran batch 11 after the repartition" in refusal(str(path), "--undo")
     (path / "offsets" / "11").unlink()
     assert run_cli("repartition", str(path), "--undo").exit_code == 0
     assert tree(path) == before
-    assert "no repartition to undo" in refusal(str(path), "--undo")  # undone already
+    again = run_cli("repartition", str(path), "--undo", "--json")  # undone already: said so
+    assert again.exit_code == 0 and again.json()["already_undone"], again.stdout
+    assert tree(path) == before
 
 
 def test_a_quarantine_of_ones_own(tmp_path: Path) -> None:
     path = copy("spark4-rocksdb-changelog", tmp_path)
     before = tree(path)
     where = tmp_path / "elsewhere"
-    args = ("-p", "1", "--quarantine", str(where))
+    args = ("--partitions", "1", "--quarantine", str(where))
     assert run_cli("repartition", str(path), *args, "--apply", "-y").exit_code == 0
     assert (where / "manifest.json").is_file()
     assert "no repartition to undo" in refusal(str(path), "--undo")
-    assert run_cli("repartition", str(path), "--undo", "--quarantine", str(where)).exit_code == 0
+    # The old spelling of where to undo from names the new one.
+    old = refusal(str(path), "--undo", "--quarantine", str(where))
+    assert f"did you mean --undo --manifest {where}/manifest.json" in old
+    manifest = str(where / "manifest.json")
+    assert run_cli("repartition", str(path), "--undo", "--manifest", manifest).exit_code == 0
     assert tree(path) == before

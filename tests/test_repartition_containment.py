@@ -14,6 +14,7 @@ refused by both.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -30,7 +31,7 @@ from tests.kill_support import die_in_nth_write, tree
 from tests.test_repartition_tasks import Tasks
 
 HDFS, ROCKS_V2, ROCKS = "spark4-hdfs-agg", "spark4-rocksdb-v2", "spark4-rocksdb-agg"
-APPLY = ("-p", "3", "--apply", "-y", "--force")
+APPLY = ("--partitions", "3", "--apply", "-y", "--force")
 QUARANTINE = "ckpt.ckpt-quarantine"  # the default, beside the checkpoint
 
 
@@ -101,8 +102,17 @@ def test_apply_killed_finished_and_undone_touch_nothing_outside(
     undone = run_cli("repartition", str(root), "--undo")
     assert undone.exit_code == 0, undone.stdout + undone.stderr
     assert outside(parent, root, quarantine) == before
-    # The finish's own manifest is undone; the killed attempt's is the older one.
-    undone = run_cli("repartition", str(root), "--undo")
+    # The finish's own manifest is undone: a second --undo says so and changes nothing; the
+    # killed attempt's, the older one, is undone by naming it.
+    killed_state = tree(root)
+    again = run_cli("repartition", str(root), "--undo")
+    assert again.exit_code == 0 and "Already undone" in again.stdout, again.stdout
+    assert tree(root) == killed_state
+    manifests = [
+        json.loads(m.read_text()) | {"path": str(m)} for m in quarantine.glob("*/manifest.json")
+    ]
+    (killed,) = [m["path"] for m in manifests if not m.get("undone")]
+    undone = run_cli("repartition", str(root), "--undo", "--manifest", killed)
     assert undone.exit_code == 0, undone.stdout + undone.stderr
     assert tree(root) == original
     assert outside(parent, root, quarantine) == before
@@ -114,7 +124,8 @@ def test_apply_killed_finished_and_undone_touch_nothing_outside(
     assert run_cli("repartition", str(root), *APPLY, *where).exit_code == 0
     assert (mine / "manifest.json").is_file()
     assert outside(parent, root, quarantine, mine) == before
-    assert run_cli("repartition", str(root), "--undo", *where).exit_code == 0
+    undo_from = ("--manifest", str(mine / "manifest.json"))
+    assert run_cli("repartition", str(root), "--undo", *undo_from).exit_code == 0
     assert tree(root) == original
     assert outside(parent, root, quarantine, mine) == before
 
@@ -163,7 +174,7 @@ def test_symlinks_inside_are_refused_before_anything_is_written(
     before = outside(parent, root)
     # Into a quarantine through the link (the only way to reach it), else the default one.
     where = ("--quarantine", str(root / "q" / "x")) if rel == "q" else ()
-    for given in ((str(root), *APPLY, *where), (str(root), "-p", "3")):  # and the dry run
+    for given in ((str(root), *APPLY, *where), (str(root), "--partitions", "3")):  # and the dry run
         one_line_refusal(given, f"{rel} is a symbolic link", "not repartitioning")
         assert tree(root) == original and not (root / LOCK_NAME).exists()
         assert outside(parent, root) == before  # no quarantine made either

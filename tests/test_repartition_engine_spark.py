@@ -32,7 +32,7 @@ def test_hdfs_store_on_spark_equals_local(spark: Any, tmp_path: Path) -> None:  
     )
     assert_same_result(local, other, a, b)
     assert not list((tmp_path / "other").glob("*.ckpt-quarantine/*/staging"))
-    undo_repartition(str(other))
+    undo_repartition(Storage.from_url(str(other)))
     assert tree(other) == before
 
 

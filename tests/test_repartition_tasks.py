@@ -138,7 +138,7 @@ def test_tasks_give_the_local_result_and_stage_outside_the_checkpoint(
     assert not (quarantine / "staging").exists()
     assert not [p for p in tree(other) if "staging" in p]
 
-    undo_repartition(str(other))
+    undo_repartition(Storage.from_url(str(other)))
     assert tree(other) == other_before
 
 
@@ -167,5 +167,5 @@ def test_tasks_on_an_object_store(tmp_path: Path) -> None:
         assert len(staged) == len(run.result.written) - 3  # all but offsets, metadata, commit
         assert fs.exists(run.result.manifest)
         assert not [k for k in fs.find("/tasks-test.ckpt-quarantine") if "/staging/" in k]
-        undo_repartition("memory://tasks-test")
+        undo_repartition(storage)
         assert memory_objects(fs, "tasks-test") == before

@@ -32,7 +32,7 @@ def test_threads_write_the_text_of_one_process(name: str, tmp_path: Path) -> Non
     texts = []
     for workers in ("1", "2"):
         out = tmp_path / f"{workers}.jsonl"
-        result = run_cli("replay", ckpt, "--format", "jsonl", "-O", str(out), "--workers", workers)
+        result = run_cli("replay", ckpt, "--format", "jsonl", "-o", str(out), "--workers", workers)
         assert result.exit_code == 0, result.stderr
         texts.append(out.read_bytes())
     assert texts[0] and texts[0] == texts[1]  # same lines, same partition order
@@ -83,7 +83,7 @@ def test_cli_replay_does_not_import_pandas(tmp_path: Path) -> None:
         "import sys\n"
         "from ckpt_cli.cli import app\n"
         "try:\n"
-        f"    app([ 'replay', {ckpt!r}, '--format', sys.argv[1], '-O', sys.argv[2]])\n"
+        f"    app([ 'replay', {ckpt!r}, '--format', sys.argv[1], '-o', sys.argv[2]])\n"
         "except SystemExit as exit:\n"
         "    assert not exit.code, exit.code\n"
         "print('pandas' in sys.modules)\n"

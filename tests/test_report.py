@@ -74,6 +74,21 @@ def test_report_shows_the_damage_validate_finds(tmp_path: Path) -> None:
     page = out.read_text()
     assert 'Restartable</th><td><span class="error">no</span>, because' in page
     assert 'class="error">error</td>' in page
+    # Each finding with what to do about it, in a column of its own.
+    assert "<th>What to do</th>" in page
+    finding = run_cli("validate", str(ckpt), "--json").json()["findings"][0]
+    assert f"<td>{finding['hint']}</td>" in page.replace("&#x27;", "'").replace("&quot;", '"')
+
+
+def test_no_watermark_no_empty_chart(tmp_path: Path) -> None:
+    # spark4-hdfs-agg sets no watermark (every batchWatermarkMs is 0); spark4-join does.
+    for ckpt, charts in ((HDFS, ["planned"]), (JOIN, ["planned", "watermark"])):
+        out = tmp_path / f"{ckpt.parent.name}.html"
+        assert run_cli("report", str(ckpt), "-o", str(out)).exit_code == 0
+        page = out.read_text()
+        traces = _plot_data(page, "batch-timeline")
+        assert ("watermark" in [t.get("name") for t in traces]) == ("watermark" in charts)
+        assert ("No watermark" in page) == ("watermark" not in charts)
 
 
 def test_report_of_something_not_a_checkpoint_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ def test_s3_json_lines_take_the_threaded_path_and_write_the_local_bytes(
     for source, options in ((str(local), ()), (url, s3_server.cli_options())):
         threaded.clear()
         out = tmp_path / f"{len(outputs)}.jsonl"
-        args = ("replay", source, "--format", "jsonl", "-O", str(out), "--workers", "2")
+        args = ("replay", source, "--format", "jsonl", "-o", str(out), "--workers", "2")
         result = run_cli(*args, *options)
         assert result.exit_code == 0, result.stderr
         outputs.append(out.read_bytes())

@@ -229,7 +229,7 @@ def test_a_copy_is_not_an_active_query(tmp_path: Path) -> None:
     assert text.exit_code == 0 and "looks active" not in text.stderr
     assert "warning: offsets/ was last written " in text.stderr
     assert "but the last batch (9) was planned " in text.stderr
-    moved = run_cli("repartition", str(root), "-p", "3", "--apply", "-y")
+    moved = run_cli("repartition", str(root), "--partitions", "3", "--apply", "-y")
     assert moved.exit_code == 0, moved.stderr
 
 
@@ -261,7 +261,7 @@ def test_planned_and_written_just_now_is_refused_naming_both(tmp_path: Path) -> 
     for command, *args in (
         ("cleanup", "--retain", "1"),
         ("repair",),
-        ("repartition", "-p", "3"),
+        ("repartition", "--partitions", "3"),
     ):
         refused = run_cli(command, str(root), *args, "--apply", "--yes")
         assert refused.exit_code == 2, (command, refused.stdout)
@@ -280,7 +280,7 @@ def test_a_batch_time_ahead_of_this_clock_counts_as_young(tmp_path: Path) -> Non
     activity = query_activity(Checkpoint.open(str(root)))
     assert activity.active and activity.signals == ["planned", "written"]
     assert activity.planned_age is not None and -31 < activity.planned_age < -25
-    assert "was planned 2" in activity.evidence() and "s in the future" in activity.evidence()
+    assert re.search(r"was planned (2\d|30)s in the future", activity.evidence())
 
 
 def test_without_a_batch_time_the_file_time_decides(tmp_path: Path) -> None:
@@ -303,17 +303,17 @@ def test_an_unfinished_repartition_is_judged_by_its_file_time(tmp_path: Path) ->
     # until then its writer may be running, whatever that time says.
     root = copy(HDFS, tmp_path)
     age_everything(root)
-    assert run_cli("repartition", str(root), "-p", "3", "--apply", "-y").exit_code == 0
+    assert run_cli("repartition", str(root), "--partitions", "3", "--apply", "-y").exit_code == 0
     for name in ("commits/10", "commits/.10.crc"):
         (root / name).unlink()
     activity = query_activity(Checkpoint.open(str(root)))
     assert activity.active and activity.copied_from == 9 and activity.signals == ["written"]
     assert "repeats batch 9's batchTimestampMs (a repartition" in activity.evidence()
-    refused = run_cli("repartition", str(root), "-p", "3", "--apply", "-y")
+    refused = run_cli("repartition", str(root), "--partitions", "3", "--apply", "-y")
     assert refused.exit_code == 2 and "looks active" in refused.stderr
     age_everything(root)  # the repartition was left two hours ago
     assert not query_activity(Checkpoint.open(str(root))).active
-    assert run_cli("repartition", str(root), "-p", "3", "--apply", "-y").exit_code == 0
+    assert run_cli("repartition", str(root), "--partitions", "3", "--apply", "-y").exit_code == 0
 
 
 def test_library_dry_runs_never_refuse(tmp_path: Path) -> None:
@@ -344,15 +344,17 @@ def test_library_dry_runs_never_refuse(tmp_path: Path) -> None:
 def test_repartition_dry_run_warns_of_a_low_min_age(tmp_path: Path) -> None:
     root = copy(HDFS, tmp_path)
     age_everything(root)
-    dry = run_cli("repartition", str(root), "-p", "3", "--min-age", "0", "--json")
+    dry = run_cli("repartition", str(root), "--partitions", "3", "--min-age", "0", "--json")
     assert dry.exit_code == 0, dry.stderr
     assert dry.json()["warnings"] == [
         "min_age=0s is below the default 1h: applying needs force=True"
     ]
-    text = run_cli("repartition", str(root), "-p", "3", "--min-age", "0")
+    text = run_cli("repartition", str(root), "--partitions", "3", "--min-age", "0")
     assert text.exit_code == 0
     assert "warning: --min-age 0s is below the default 1h: applying needs --force" in text.stderr
-    refused = run_cli("repartition", str(root), "-p", "3", "--min-age", "0", "--apply", "-y")
+    refused = run_cli(
+        "repartition", str(root), "--partitions", "3", "--min-age", "0", "--apply", "-y"
+    )
     assert refused.exit_code == 2 and "below the default 1h" in refused.stderr
 
 

@@ -46,19 +46,19 @@ def imported(*args: str) -> set[str]:
     ("args", "unneeded"),
     [
         (
-            ("replay", HDFS, "-f", "jsonl", "-p", "0", "-n", "5", "-O"),
+            ("replay", HDFS, "-f", "jsonl", "-p", "0", "-n", "5", "-o"),
             {"pydantic", "rich", "fsspec"},
         ),
         (("replay", ROCKSDB, "--format", "parquet", "--output"), {"pydantic", "rich", "fsspec"}),
         (("versions", HDFS), {"pydantic", "fsspec", "numpy"}),
-        (("repartition", HDFS, "-p", "3"), {"pydantic", "fsspec"}),
+        (("repartition", HDFS, "--partitions", "3"), {"pydantic", "fsspec"}),
     ],
     ids=["replay-hdfs-jsonl", "replay-rocksdb-parquet", "versions", "repartition-dry-run"],
 )
 def test_a_run_imports_only_what_it_needs(
     args: tuple[str, ...], unneeded: set[str], tmp_path: Path
 ) -> None:
-    if args[-1] in ("-O", "--output"):
+    if args[-1] in ("-o", "--output"):
         args = (*args, str(tmp_path / "out"))
     assert not unneeded & imported(*args)
 
@@ -78,7 +78,7 @@ def test_values_typer_would_reject_keep_its_messages() -> None:
 def test_plain_values_are_converted(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
     result = run_cli(
-        "replay", HDFS, "-p", "1", "-p", "0", "--limit", "3", "-f", "jsonl", "-O", str(out)
+        "replay", HDFS, "-p", "1", "-p", "0", "--limit", "3", "-f", "jsonl", "-o", str(out)
     )
     assert result.exit_code == 0, result.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]

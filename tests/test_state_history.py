@@ -408,7 +408,7 @@ def test_arrow_batches_share_the_batchs_schema(
     assert str(table.schema.field("value").type) == "struct<n: int64, total: int64>"
     assert sorted(r["value"]["total"] or 0 for r in table.to_pylist()) == [0, 120, 123]
     out = tmp_path / "cnt.parquet"
-    args = ["--batch", "5", "--state-var", "cnt", "-f", "parquet", "-O", str(out)]
+    args = ["--batch", "5", "--state-var", "cnt", "-f", "parquet", "-o", str(out)]
     result = run_cli("replay", str(case.checkpoint), *args)
     assert result.exit_code == 0, result.stderr
     assert pq.read_table(out).to_pylist() == table.to_pylist()

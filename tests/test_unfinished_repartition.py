@@ -147,7 +147,7 @@ def test_repair_rolls_it_back_and_undo_restores_it(name: str, tmp_path: Path) ->
     base = tree(base_case(name).checkpoint)
     assert {p: h for p, h in tree(root).items() if p in base} == base
     assert not set(tree(root)) - set(base)
-    undo = run_cli("repair", "--undo", report["result"]["manifest"], "--yes")
+    undo = run_cli("repair", str(root), "--undo", "--yes")
     assert undo.exit_code == 0, undo.stdout + undo.stderr
     assert tree(root) == before
 

@@ -52,6 +52,7 @@ from ckpt_cli.formats import logs, rocksdb_zip
 from ckpt_cli.model import CHECKSUM_KINDS, Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
+from ckpt_cli.units import natural_key
 
 SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 
@@ -358,7 +359,7 @@ class _Planner:
             plan.deletions.remove(d)
             plan.kept_young.append(d)
         plan.deletions.sort(key=delete_order)
-        plan.kept_young.sort(key=lambda d: d.path)
+        plan.kept_young.sort(key=lambda d: natural_key(d.path))
 
 
 def plan_cleanup(
@@ -391,7 +392,7 @@ def plan_cleanup(
     planner.plan_checksums()
     planner.finish(plan)
     plan.skipped = planner.skipped
-    plan.kept = sorted(planner.kept, key=lambda d: d.path)
+    plan.kept = sorted(planner.kept, key=lambda d: natural_key(d.path))
     _keep_symlinks(ckpt, plan)
     return plan
 

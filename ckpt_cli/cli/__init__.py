@@ -13,6 +13,7 @@ import typer
 from ckpt_cli import __version__
 from ckpt_cli.cli.coercion import CkptCommand
 from ckpt_cli.cli.common import STATE, quiet_store_loggers
+from ckpt_cli.cli.helptext import unwrap
 from ckpt_cli.cli.usage import CkptGroup
 
 # Each command: its module under ckpt_cli/cli/ and function. A run imports only its own
@@ -42,6 +43,9 @@ def make_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
             "Inspect, validate, replay and clean Spark Structured Streaming checkpoints.\n\n"
             "CHECKPOINT is the query's checkpointLocation: a local path or a URL "
             "(file://, s3://, abfs://, memory://).\n\n"
+            "Output: tables for people, the same on a terminal and in a pipe or file; --json on "
+            "every command for programs (indented on a terminal, one line in a pipe or file); "
+            "ckpt du --tsv for sort, awk and cut.\n\n"
             "Exit codes: 0 ok, 1 problems found, 2 could not run."
         ),
         no_args_is_help=True,
@@ -54,7 +58,8 @@ def make_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
     for name in commands:
         module, function = COMMANDS[name]
         command = getattr(importlib.import_module(f"ckpt_cli.cli.{module}"), function)
-        app.command(name=name, cls=CkptCommand)(command)
+        # Each paragraph on one line: help reflows it at the terminal's width.
+        app.command(name=name, cls=CkptCommand, help=unwrap(command.__doc__))(command)
     return app
 
 

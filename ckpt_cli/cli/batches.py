@@ -19,11 +19,15 @@ def batches(
     ] = None,
     since: Annotated[
         int | None,
-        typer.Option("--since", min=0, help="From this batch id on.", show_default=False),
+        typer.Option(
+            "--since", min=0, metavar="BATCH", help="From this batch id on.", show_default=False
+        ),
     ] = None,
     until: Annotated[
         int | None,
-        typer.Option("--until", min=0, help="Up to this batch id.", show_default=False),
+        typer.Option(
+            "--until", min=0, metavar="BATCH", help="Up to this batch id.", show_default=False
+        ),
     ] = None,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -39,7 +43,7 @@ def batches(
     sources their offset JSON. Holes in the logs are rows of their own; batches
     planned after the last commit are in flight (Spark re-runs them).
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt batches /data/ckpt/q1 --last 20
 

@@ -15,6 +15,7 @@ from ckpt_cli.cleanup import (
     scan_orphans,
 )
 from ckpt_cli.cli.common import (
+    ApplyOpt,
     BreakLockOpt,
     EngineOpt,
     ForceOpt,
@@ -25,6 +26,7 @@ from ckpt_cli.cli.common import (
     QuietOpt,
     RetainOpt,
     StorageOpt,
+    YesOpt,
     error_boundary,
     parse_duration,
     start,
@@ -64,7 +66,7 @@ def orphans(
     Exit code 1 when there are files to remove (a cron job can alert), 0 when there are none.
     Changes nothing: `ckpt cleanup` removes them.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt orphans /data/ckpt/q1
 
@@ -84,18 +86,15 @@ def cleanup(
     path: PathArg,
     retain: RetainOpt = None,
     min_age: MinAgeOpt = "1h",
-    apply: Annotated[
-        bool, typer.Option("--apply", help="Delete the files (without it: a dry run).")
-    ] = False,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Do not ask before deleting (cron).")
-    ] = False,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
     force: ForceOpt = False,
     break_lock: BreakLockOpt = False,
     manifest: Annotated[
         str | None,
         typer.Option(
             "--manifest",
+            metavar="FILE",
             help="Where to write the JSON manifest of what is deleted (default: beside the "
             "checkpoint, <checkpoint>.ckpt-cleanup-<time>.json).",
             show_default=False,
@@ -118,9 +117,10 @@ def cleanup(
     the query looks active (its last batch planned and offsets/ written within --min-age; a
     copy's new files alone are not) unless --force; a --min-age below the default 1h needs
     --force too. The dry run warns of these instead. --apply holds the checkpoint lock
-    (.ckpt-lock): a second cleanup or repair fails naming the holder.
+    (.ckpt-lock): a second cleanup or repair fails naming the holder. Deleted files are gone
+    (cleanup has no --undo): its manifest lists them.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt cleanup /data/ckpt/q1
 

@@ -98,9 +98,15 @@ def convert_param(param: Any) -> None:
 
 
 class CkptCommand(TyperCommand):
-    """A ``ckpt`` command: its ``--help`` option (made per run) converted plainly too."""
+    """A ``ckpt`` command: its ``--help`` option (made per run) converted plainly too, and its
+    help reflowed at the terminal's width (:mod:`ckpt_cli.cli.helptext`)."""
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)
         convert_param(option)
         return option
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from ckpt_cli.cli.helptext import print_help
+
+        print_help(self, ctx)

@@ -33,7 +33,12 @@ ResultT = TypeVar("ResultT", bound=Result)
 # -- shared options (one spelling for every command) -------------------------------------------
 
 JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Write one JSON object to stdout instead of tables.")
+    bool,
+    typer.Option(
+        "--json",
+        help="Write one JSON object to stdout instead of tables (indented on a terminal, one "
+        "line in a pipe or file).",
+    ),
 ]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress bars or hints on stderr.")
@@ -42,7 +47,7 @@ StorageOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--storage-option",
-        "-o",
+        "-S",
         metavar="KEY=VALUE",
         help="Option for the filesystem (e.g. endpoint_url=..., anon=true). Repeatable.",
     ),
@@ -51,6 +56,7 @@ EngineOpt = Annotated[
     str,
     typer.Option(
         "--engine",
+        metavar="local|spark",
         help="Where the per-partition work runs: local (this machine's cores) or spark (tasks "
         "on the active SparkSession, or one started for --master / SPARK_REMOTE).",
         show_default=True,
@@ -60,6 +66,7 @@ MasterOpt = Annotated[
     str | None,
     typer.Option(
         "--master",
+        metavar="URL",
         help="Spark master for --engine spark when no session is active (default: local[*]).",
         show_default=False,
     ),
@@ -74,7 +81,7 @@ PathArg = Annotated[
 ]
 
 
-# -- options of the commands that change a checkpoint (cleanup, repair) ---------------------
+# -- options of the commands that change a checkpoint (cleanup, repair, repartition) ---------
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -95,17 +102,28 @@ RetainOpt = Annotated[
     typer.Option(
         "--retain",
         min=1,
+        metavar="N",
         help="Batches to keep restartable (default: spark.sql.streaming.minBatchesToRetain "
         "from the offsets conf, else Spark's default 100).",
         show_default=False,
     ),
 ]
+ApplyOpt = Annotated[
+    bool,
+    typer.Option("--apply", help="Carry the plan out (without it: a dry run, nothing changes)."),
+]
+YesOpt = Annotated[
+    bool, typer.Option("--yes", "-y", help="Do not ask before changing anything (scripts, cron).")
+]
 MinAgeOpt = Annotated[
     str,
     typer.Option(
         "--min-age",
-        help="Never delete files modified more recently than this (30s, 15m, 12h, 3d, 1w or "
-        "seconds). Below the default 1h, --apply needs --force.",
+        metavar="DURATION",
+        help="Files modified more recently than this are left alone, and --apply refuses while "
+        "the query looks active (its last batch planned and offsets/ written within it), "
+        "unless --force. 30s, 15m, 12h, 3d, 1w or seconds; below the default 1h, --apply needs "
+        "--force.",
     ),
 ]
 ForceOpt = Annotated[
@@ -121,9 +139,107 @@ BreakLockOpt = Annotated[
     typer.Option(
         "--break-lock",
         help="Remove a stale checkpoint lock (its process is gone, or it is older than 12 h) "
-        "left by a killed cleanup or repair.",
+        "left by a killed cleanup, repair or repartition.",
     ),
 ]
+QuarantineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--quarantine",
+        metavar="DIR",
+        help="Where the manifest and the files moved out or replaced go (default: "
+        "<checkpoint>.ckpt-quarantine/<time>/, beside the checkpoint).",
+        show_default=False,
+    ),
+]
+UndoOpt = Annotated[
+    bool,
+    typer.Option(
+        "--undo",
+        help="Put the checkpoint back, byte for byte, as it was before the newest run of this "
+        "command (from its manifest in <checkpoint>.ckpt-quarantine/; --manifest picks "
+        "another). A second --undo of the same run says it is already undone.",
+    ),
+]
+ManifestOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--manifest",
+        metavar="FILE",
+        help="With --undo: the manifest.json of the run to undo (default: the newest of this "
+        "command beside the checkpoint).",
+        show_default=False,
+    ),
+]
+
+
+def check_change_options(
+    command: str,
+    path: str,
+    *,
+    undo: bool,
+    manifest: str | None,
+    quarantine: str | None,
+    apply: bool,
+) -> None:
+    """The options of a command that changes a checkpoint, and the old spellings of
+    ``--undo`` (a path, ``--quarantine``) with what they are now (one line, exit 2)."""
+    if undo and _looks_like_manifest(path):
+        raise UsageError(
+            f"{command} --undo takes no value: did you mean "
+            f"ckpt {command} CHECKPOINT --undo --manifest {path}"
+        )
+    if manifest is not None and not undo:
+        raise UsageError(f"--manifest picks the run to undo: add --undo (ckpt {command} --help)")
+    if undo and quarantine is not None:
+        where = f"{quarantine.rstrip('/')}/manifest.json"
+        raise UsageError(
+            f"--quarantine is where --apply puts what it moves: did you mean --undo --manifest "
+            f"{where}"
+        )
+    if undo and apply:
+        raise UsageError("give --apply or --undo, not both (--undo puts back at once)")
+
+
+def _looks_like_manifest(path: str) -> bool:
+    """A manifest given where the checkpoint goes (``repair --undo MANIFEST``, the old
+    spelling): a checkpoint is a directory."""
+    return path.rstrip("/").endswith(".json") or os.path.isfile(path)
+
+
+OutputFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="Write to this file (a local path or a URL) instead of stdout.",
+        show_default=False,
+    ),
+]
+OutputDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output-dir",
+        "-O",
+        metavar="DIR",
+        help="Write a dataset to this directory (a local path or a URL): one "
+        "partition_id=<p>/ folder per state partition.",
+        show_default=False,
+    ),
+]
+_STORAGE_OPTION_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
+
+
+def check_output_file(output: str | None) -> None:
+    """``-o`` was ``--storage-option`` on most commands: ``-o endpoint_url=...`` is that, not
+    a file name (``./endpoint_url=...`` is one)."""
+    if output is not None and _STORAGE_OPTION_LIKE.fullmatch(output):
+        key = output.split("=")[0]
+        raise UsageError(
+            f"-o {key}=...: -o is the output file; storage options are -S/--storage-option "
+            f"KEY=VALUE (a file of that name: -o ./{key}=...)"
+        )
 
 
 @dataclass
@@ -209,13 +325,13 @@ def _json_option(key: str, value: str) -> Any:
         problem = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
         raise CkptError(
             f"--storage-option {key}: the value is not valid JSON ({problem})",
-            hint=f"""quote it for the shell: -o '{key}={{"name": "value"}}'""",
+            hint=f"""quote it for the shell: -S '{key}={{"name": "value"}}'""",
         ) from None
     if key.endswith("_kwargs") and not isinstance(parsed, dict):
         raise CkptError(
             f"--storage-option {key}: expected a JSON object of keyword arguments, "
             f"found {_JSON_TYPES.get(type(parsed), type(parsed).__name__)}",
-            hint=f"""e.g. -o '{key}={{"name": "value"}}'""",
+            hint=f"""e.g. -S '{key}={{"name": "value"}}'""",
         )
     _remember_nested(parsed)
     return parsed
@@ -303,6 +419,28 @@ def start(
     return Session(
         fmt, parse_storage_options(storage_option), progress_sink(), renderer(fmt, **display)
     )
+
+
+def start_change(
+    command: str,
+    path: str,
+    *,
+    undo: bool,
+    manifest: str | None,
+    quarantine: str | None,
+    apply: bool,
+    min_age: str,
+    json_output: bool,
+    quiet: bool,
+    storage_option: list[str] | None,
+) -> tuple[Session, float]:
+    """The preamble of a command that changes a checkpoint (repair, repartition): the
+    session, its options checked (old spellings named), and --min-age in seconds."""
+    run = start(json_output, quiet, storage_option)
+    check_change_options(
+        command, path, undo=undo, manifest=manifest, quarantine=quarantine, apply=apply
+    )
+    return run, parse_duration(min_age)
 
 
 def report_error(exc: CkptError) -> None:

@@ -22,6 +22,14 @@ def du(
             "--summarize", "-s", help="Totals only: no line (no --json list) per partition."
         ),
     ] = False,
+    tsv: Annotated[
+        bool,
+        typer.Option(
+            "--tsv",
+            help="One tab-separated line per figure (level, name, files, bytes; exact bytes), "
+            "for sort, awk and cut, instead of tables.",
+        ),
+    ] = False,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
@@ -30,17 +38,17 @@ def du(
     (offsets/, commits/, sources/, state/), per operator, store and partition;
     the largest partitions and each store's skew (largest partition / median).
 
-    From the one listing: no state file is read. When stdout is not a
-    terminal, one tab-separated line per figure (level, name, files, bytes),
-    for sort, awk and cut.
+    From the one listing: no state file is read. Tables, on a terminal or
+    not; with --tsv, one tab-separated line per figure (level, name, files,
+    bytes), for sort, awk and cut.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt du /data/ckpt/q1 --top 5
 
-      ckpt du s3://bucket/ckpt/q1 | sort -t$'\\t' -k4 -n | tail
+      ckpt du s3://bucket/ckpt/q1 --tsv | sort -t$'\\t' -k4 -n | tail
 
       ckpt du /data/ckpt/q1 --summarize --json
     """
-    run = start(json_output, quiet, storage_option)
+    run = start(json_output, quiet, storage_option, tsv=tsv)
     return run.render(disk_usage(run.open(path), top=top, summarize=summarize))

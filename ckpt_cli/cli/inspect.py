@@ -62,7 +62,7 @@ def inspect(
     Exit code 1 when the file is damaged (the report says how), 2 when it
     cannot be read.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt inspect /data/ckpt/q1/offsets/1200
 

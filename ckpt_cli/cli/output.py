@@ -58,9 +58,21 @@ def write_json(obj: dict[str, Any]) -> None:
     if STATE.stats:
         obj = {**obj, "requests": STATE.requests.to_json()}
         STATE.stats_reported = True
-    # Never through Rich: it wraps lines and interprets markup.
-    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    # Never through Rich: it wraps lines and interprets markup. Indented for a person at a
+    # terminal; one line for a program (a pipe, a file).
+    if _is_terminal(sys.stdout):
+        text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False)
+    else:
+        text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed, or no isatty (a test's buffer)
+        return False
 
 
 class Renderer(Protocol):

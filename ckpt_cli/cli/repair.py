@@ -7,36 +7,34 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.cli.common import (
-    STATE,
+    ApplyOpt,
     BreakLockOpt,
     ForceOpt,
     JsonOpt,
+    ManifestOpt,
+    MinAgeOpt,
+    PathArg,
+    QuarantineOpt,
     QuietOpt,
     StorageOpt,
+    UndoOpt,
+    YesOpt,
     error_boundary,
-    parse_duration,
-    start,
+    start_change,
 )
-from ckpt_cli.errors import CkptError
 from ckpt_cli.repair import RepairRun, UndoResult, run_repair, undo_repair
 
 
 @error_boundary
 def repair(
-    path: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="CHECKPOINT",
-            help="The checkpoint location (not needed with --undo).",
-            show_default=False,
-        ),
-    ] = None,
-    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (scripts).")] = False,
+    path: PathArg,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
     rollback_to: Annotated[
         int | None,
         typer.Option(
             "--rollback-to",
+            metavar="BATCH",
             help="Make this committed batch the last one (Spark re-runs the batches after it).",
             show_default=False,
         ),
@@ -48,31 +46,10 @@ def repair(
             help="Write a .snapshot of the restart version of every HDFS-backed partition.",
         ),
     ] = False,
-    quarantine: Annotated[
-        str | None,
-        typer.Option(
-            "--quarantine",
-            help="Where removed files go (default: <checkpoint>.ckpt-quarantine/<time>/).",
-            show_default=False,
-        ),
-    ] = None,
-    undo: Annotated[
-        str | None,
-        typer.Option(
-            "--undo",
-            help="Put back everything the repair with this manifest changed.",
-            show_default=False,
-        ),
-    ] = None,
-    min_age: Annotated[
-        str,
-        typer.Option(
-            "--min-age",
-            help="Refuse to move or rewrite files modified more recently than this, and to "
-            "repair while the last batch was planned and offsets/ written within it (a running "
-            "query). Below the default 1h, --apply needs --force.",
-        ),
-    ] = "1h",
+    quarantine: QuarantineOpt = None,
+    undo: UndoOpt = False,
+    manifest: ManifestOpt = None,
+    min_age: MinAgeOpt = "1h",
     force: ForceOpt = False,
     break_lock: BreakLockOpt = False,
     json_output: JsonOpt = False,
@@ -86,33 +63,40 @@ def repair(
     (--rollback-to N to choose it); rewrite checksum sidecars that no longer match files that
     read correctly; with --snapshot, write snapshots of the restart version. A dry run unless
     --apply. Nothing is deleted: removed files move to a quarantine folder with a manifest,
-    and `ckpt repair --undo MANIFEST` restores the checkpoint byte for byte. Every apply ends
-    with a validation. --apply and --undo hold the checkpoint lock (.ckpt-lock), and --apply
-    refuses while the query looks active or a file to change is younger than --min-age,
-    unless --force (the dry run warns instead).
+    and `ckpt repair CHECKPOINT --undo` restores the checkpoint byte for byte. Every apply
+    ends with a validation. --apply and --undo hold the checkpoint lock (.ckpt-lock), and
+    --apply refuses while the query looks active or a file to change is younger than
+    --min-age, unless --force (the dry run warns instead).
 
-    Exit code 0 when the checkpoint is (now) healthy or there is nothing to do, 1 when the
-    plan has repairs to apply or the checkpoint still has errors, 2 when repair refuses or
-    cannot run.
+    Exit code 0 when the checkpoint is (now) healthy, there is nothing to do or the repair
+    is undone (already), 1 when the plan has repairs to apply or the checkpoint still has
+    errors, 2 when repair refuses or cannot run.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt repair /data/ckpt/q1
 
       ckpt repair /data/ckpt/q1 --rollback-to 41 --apply
 
-      ckpt repair --undo /data/ckpt/q1.ckpt-quarantine/20260101T120000Z/manifest.json
+      ckpt repair /data/ckpt/q1 --undo
     """
-    run = start(json_output, quiet, storage_option)
-    age = parse_duration(min_age)
-    if undo is not None:
-        return run.render(
-            undo_repair(undo, run.storage_options, break_lock=break_lock, stats=STATE.requests)
-        )
-    if path is None:
-        raise CkptError("give the checkpoint location (or --undo MANIFEST)")
+    run, age = start_change(
+        "repair",
+        path,
+        undo=undo,
+        manifest=manifest,
+        quarantine=quarantine,
+        apply=apply,
+        min_age=min_age,
+        json_output=json_output,
+        quiet=quiet,
+        storage_option=storage_option,
+    )
+    storage = run.storage(path)
+    if undo:
+        return run.render(undo_repair(storage, manifest=manifest, break_lock=break_lock))
     repair_run = run_repair(
-        run.storage(path),
+        storage,
         rollback_to=rollback_to,
         snapshot=snapshot,
         apply=apply,

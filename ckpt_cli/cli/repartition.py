@@ -7,18 +7,22 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.cli.common import (
-    STATE,
+    ApplyOpt,
     BreakLockOpt,
     EngineOpt,
     ForceOpt,
     JsonOpt,
+    ManifestOpt,
     MasterOpt,
+    MinAgeOpt,
     PathArg,
+    QuarantineOpt,
     QuietOpt,
     StorageOpt,
+    UndoOpt,
+    YesOpt,
     error_boundary,
-    parse_duration,
-    start,
+    start_change,
 )
 from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import UsageError
@@ -33,37 +37,17 @@ def repartition(
         int | None,
         typer.Option(
             "--partitions",
-            "-p",
+            metavar="M",
             help="The new number of state partitions (spark.sql.shuffle.partitions).",
             show_default=False,
         ),
     ] = None,
-    apply: Annotated[bool, typer.Option("--apply", help="Write it (without: a dry run).")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (scripts).")] = False,
-    undo: Annotated[
-        bool,
-        typer.Option(
-            "--undo", help="Put back the checkpoint as it was before the last repartition."
-        ),
-    ] = False,
-    quarantine: Annotated[
-        str | None,
-        typer.Option(
-            "--quarantine",
-            help="Where the manifest and replaced files go (default: "
-            "<checkpoint>.ckpt-quarantine/repartition-<time>/); with --undo, where to find it.",
-            show_default=False,
-        ),
-    ] = None,
-    min_age: Annotated[
-        str,
-        typer.Option(
-            "--min-age",
-            help="Refuse to apply while the last batch was planned and offsets/ written within "
-            "this (a running query), unless --force. Below the default 1h, --apply needs "
-            "--force.",
-        ),
-    ] = "1h",
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    quarantine: QuarantineOpt = None,
+    undo: UndoOpt = False,
+    manifest: ManifestOpt = None,
+    min_age: MinAgeOpt = "1h",
     force: ForceOpt = False,
     break_lock: BreakLockOpt = False,
     engine: EngineOpt = "local",
@@ -83,9 +67,18 @@ def repartition(
     A dry run by default: prints the plan (keys and bytes per new partition, the skew before
     and after, files to write). --apply writes it (asks first unless --yes; refuses while the
     query looks active unless --force, of which the dry run warns; holds the checkpoint lock)
-    and ends with a validation.
-    A repartition left unfinished (by ckpt or Spark) is finished by running it again with the
-    same count. --undo restores every byte from the manifest.
+    and ends with a validation. A repartition left unfinished (by ckpt or Spark) is finished
+    by running it again with the same count. --undo restores every byte from the manifest of
+    the newest repartition (--manifest picks another); it refuses when the query ran batches
+    after the repartition, unless --force.
+
+    --engine spark reads and writes the partitions as Spark tasks (a state larger than one
+    machine), staging the records in the quarantine directory beside the checkpoint; the
+    result is the same.
+
+    Exit code 0 when the plan is made, the repartition is written and validates, or it is
+    undone (already), 1 when the checkpoint has errors after it, 2 when it refuses or cannot
+    run.
 
     Examples:
 
@@ -94,30 +87,27 @@ def repartition(
       ckpt repartition s3://bucket/q1 --partitions 8 --apply --yes
 
       ckpt repartition /data/ckpt/q1 --undo
-
-    --engine spark reads and writes the partitions as Spark tasks (a state larger than one
-    machine), staging the records in the quarantine directory beside the checkpoint; the
-    result is the same.
-
-    Exit code 0 when the plan is made or the repartition is written and validates, 1 when
-    the checkpoint has errors after it, 2 when it refuses or cannot run.
     """
-    run = start(json_output, quiet, storage_option)
-    age = parse_duration(min_age)
+    run, age = start_change(
+        "repartition",
+        path,
+        undo=undo,
+        manifest=manifest,
+        quarantine=quarantine,
+        apply=apply,
+        min_age=min_age,
+        json_output=json_output,
+        quiet=quiet,
+        storage_option=storage_option,
+    )
+    storage = run.storage(path)
     if undo:
-        undone = undo_repartition(
-            path,
-            run.storage_options,
-            quarantine=quarantine,
-            force=force,
-            break_lock=break_lock,
-            stats=STATE.requests,
-        )
+        undone = undo_repartition(storage, manifest=manifest, force=force, break_lock=break_lock)
         return run.render(undone)
     if partitions is None:
         raise UsageError("give the new partition count: --partitions M (or --undo)")
     result = run_repartition(
-        run.storage(path),
+        storage,
         partitions=partitions,
         apply=apply,
         quarantine=quarantine,

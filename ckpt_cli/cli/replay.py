@@ -23,6 +23,7 @@ from ckpt_cli.cli.common import (
     QuietOpt,
     Session,
     StorageOpt,
+    check_output_file,
     error_boundary,
     start,
     stderr_console,
@@ -30,7 +31,7 @@ from ckpt_cli.cli.common import (
     write_json,
 )
 from ckpt_cli.engine import make_engine
-from ckpt_cli.errors import CkptError
+from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.replay import StateRows
 from ckpt_cli.replay.datasets import DATASET_FORMATS, write_dataset
 from ckpt_cli.replay.rows import require_pyarrow
@@ -60,27 +61,36 @@ def replay(
         typer.Option(
             "--batch",
             "-b",
+            metavar="N",
             help="The state after this batch committed (Spark's batchId; default: the latest "
             "committed batch).",
             show_default=False,
         ),
     ] = None,
-    version: Annotated[
+    state_version: Annotated[
         int | None,
         typer.Option(
-            "--version", help="A raw state store version instead (= batch + 1).", show_default=False
+            "--state-version",
+            metavar="V",
+            help="A state store version instead of --batch (version V is the state after batch "
+            "V-1).",
+            show_default=False,
         ),
     ] = None,
     operator: Annotated[
         int | None,
         typer.Option(
-            "--operator", help="Operator id (needed when there are several).", show_default=False
+            "--operator",
+            metavar="ID",
+            help="Operator id (needed when there are several).",
+            show_default=False,
         ),
     ] = None,
     store: Annotated[
         str | None,
         typer.Option(
             "--store",
+            metavar="NAME",
             help="Store name, for joins: left-keyToNumValues, left-keyWithIndexToValue, "
             "right-keyToNumValues, right-keyWithIndexToValue.",
             show_default=False,
@@ -90,6 +100,7 @@ def replay(
         str | None,
         typer.Option(
             "--join-side",
+            metavar="left|right",
             help="A stream-stream join's side, left or right: its input rows by join key, "
             "like Spark's joinSide option.",
             show_default=False,
@@ -100,6 +111,7 @@ def replay(
         typer.Option(
             "--partition",
             "-p",
+            metavar="N",
             help="Only this partition (repeatable; default all).",
             show_default=False,
         ),
@@ -109,6 +121,7 @@ def replay(
         typer.Option(
             "--where",
             "-w",
+            metavar="COLUMN=VALUE",
             help="Only keys whose column equals VALUE: COLUMN=VALUE (repeatable, all must hold).",
             show_default=False,
         ),
@@ -125,16 +138,31 @@ def replay(
     ] = None,
     fmt: Annotated[
         OutputFormat,
-        typer.Option("--format", "-f", help="Output format (parquet needs pyarrow and --output)."),
+        typer.Option(
+            "--format",
+            "-f",
+            help="Output format (parquet needs pyarrow and -o FILE or -O DIR).",
+        ),
     ] = OutputFormat.table,
     output: Annotated[
         str | None,
         typer.Option(
             "--output",
+            "-o",
+            metavar="FILE",
+            help="Write the rows to this file (a local path or a URL) instead of stdout.",
+            show_default=False,
+        ),
+    ] = None,
+    output_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--output-dir",
             "-O",
-            help="Write rows to this file instead of stdout; a directory (ending in / or "
-            "existing, or with --engine spark) gets a dataset with one partition_id=<p>/ "
-            "folder per state partition (jsonl or parquet).",
+            metavar="DIR",
+            help="Write the rows as a dataset to this directory (a local path or a URL): one "
+            "partition_id=<p>/ folder per state partition, jsonl or parquet files (needed with "
+            "--engine spark).",
             show_default=False,
         ),
     ] = None,
@@ -148,12 +176,18 @@ def replay(
         ),
     ] = False,
     from_batch: Annotated[
-        int | None, typer.Option("--from", help="First batch of --changes.", show_default=False)
+        int | None,
+        typer.Option(
+            "--from", metavar="BATCH", help="First batch of --changes.", show_default=False
+        ),
     ] = None,
     to_batch: Annotated[
         int | None,
         typer.Option(
-            "--to", help="Last batch of --changes (default: latest committed).", show_default=False
+            "--to",
+            metavar="BATCH",
+            help="Last batch of --changes (default: latest committed).",
+            show_default=False,
         ),
     ] = None,
     best_effort: Annotated[
@@ -169,6 +203,7 @@ def replay(
         str | None,
         typer.Option(
             "--state-var",
+            metavar="NAME",
             help="transformWithState: the state variable to read (Spark's stateVarName), "
             "e.g. ckpt replay CKPT --state-var events.",
             show_default=False,
@@ -218,23 +253,24 @@ def replay(
     A transformWithState operator holds several state variables: name one with --state-var
     (ckpt replay CKPT --state-var events --no-flatten) or read --timers.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt replay /data/ckpt/q1 --operator 0 --limit 20
 
-      ckpt replay /data/ckpt/q1 --batch 41 --format jsonl -O state.jsonl
+      ckpt replay /data/ckpt/q1 --batch 41 --format jsonl -o state.jsonl
 
       ckpt replay /data/ckpt/q1 --changes --from 40 --to 42
 
       ckpt replay /data/ckpt/q1 --format parquet -O out/
     """
     run = start(json_output, quiet, storage_option)
-    if batch is not None and version is not None:
-        raise CkptError("give --batch or --version, not both")
+    _check_outputs(output, output_dir, engine, changes)
+    if batch is not None and state_version is not None:
+        raise UsageError("give --batch or --state-version, not both")
     if changes and from_batch is None:
         raise CkptError("--changes needs --from BATCH")
-    if fmt is OutputFormat.parquet and output is None:
-        raise CkptError("--format parquet needs --output FILE")
+    if fmt is OutputFormat.parquet and output is None and output_dir is None:
+        raise UsageError("--format parquet needs -o/--output FILE or -O/--output-dir DIR")
     if fmt is OutputFormat.parquet:
         require_pyarrow("--format parquet")
     pairs = _parse_where(where)
@@ -246,7 +282,7 @@ def replay(
             target = resolve_target(
                 ckpt,
                 batch=batch,
-                version=version,
+                version=state_version,
                 operator=operator,
                 store=store,
                 partitions=partition,
@@ -268,12 +304,10 @@ def replay(
         _print_notes(target)
         if join_side is not None and rows.family is None:
             workers = 1  # worker processes decode a store's own rows, not a join side's
-            if output is not None and _is_dataset(output, engine):
+            if output_dir is not None:
                 raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
-        if not changes and output is not None and _is_dataset(output, engine):
-            _write_dataset(rows, output, fmt, engine, workers, master, run, json_output)
-        elif not changes and engine != "local":
-            raise CkptError("--engine spark writes a dataset: give --output DIR/")
+        if output_dir is not None:
+            _write_dataset(rows, output_dir, fmt, engine, workers, master, run, json_output)
         elif json_output:
             got = list(islice(rows, limit))
             write_json(
@@ -354,8 +388,34 @@ def _parse_where(where: list[str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _is_dataset(output: str, engine: str) -> bool:
-    return engine != "local" or output.endswith("/") or Path(output).is_dir()
+_FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+
+
+def _check_outputs(output: str | None, output_dir: str | None, engine: str, changes: bool) -> None:
+    """-o is a file, -O a dataset directory; their old spellings (``--output DIR/``, ``-O``
+    for a file) get a did-you-mean."""
+    check_output_file(output)
+    if output is not None and output_dir is not None:
+        raise UsageError("give -o/--output FILE or -O/--output-dir DIR, not both")
+    if output is not None and (output.endswith("/") or Path(output).is_dir()):
+        raise UsageError(
+            f"--output {output}: a directory; did you mean -O/--output-dir {output} (a dataset "
+            "with one folder per partition)"
+        )
+    if (
+        output_dir is not None
+        and not output_dir.endswith("/")
+        and output_dir.endswith(_FILE_SUFFIXES)
+        and not Path(output_dir).is_dir()
+    ):
+        raise UsageError(
+            f"-O {output_dir}: -O is the output directory of a dataset; did you mean "
+            f"-o/--output {output_dir} (one file)? (a directory of that name: -O {output_dir}/)"
+        )
+    if changes and output_dir is not None:
+        raise UsageError("--changes writes one file or stdout, not a dataset: use -o FILE")
+    if engine != "local" and output_dir is None and not changes:
+        raise UsageError("--engine spark writes a dataset: give -O/--output-dir DIR")
 
 
 def _write_dataset(
@@ -389,9 +449,13 @@ def _write_dataset(
     if json_output:
         write_json(summary)
     else:
+        from ckpt_cli.cli.text.fit import Flow
+
         stdout_console().print(
-            f"Wrote {summary['rows']:,} rows of {len(counts):,} partitions to {summary['output']} "
-            f"({fmt_name}, one partition_id=<p>/ folder each)"
+            Flow.plain(
+                f"Wrote {summary['rows']:,} rows of {len(counts):,} partitions to "
+                f"{summary['output']} ({fmt_name}, one partition_id=<p>/ folder each)"
+            )
         )
 
 
@@ -406,9 +470,12 @@ def _open_text(output: str | None) -> Iterator[IO[str]]:
 
 
 def _print_notes(target: ReplayTarget) -> None:
-    for note in target.notes:
-        if not STATE.quiet:
-            stderr_console().print(f"[yellow]note:[/] {note}")
+    if not target.notes or STATE.quiet:
+        return  # rich is not imported for rows written to a file
+    from rich.text import Text
+
+    for note in target.notes:  # one line each, as errors and warnings on stderr
+        stderr_console().print(Text.assemble(("note:", "yellow"), " ", note), soft_wrap=True)
 
 
 def _cell(value: Any) -> str:
@@ -426,12 +493,14 @@ def _variable_value(row: dict[str, Any]) -> dict[str, Any]:
 def render_table(
     rows: list[dict[str, Any]], console: Console, target: ReplayTarget, *, more: bool, changes: bool
 ) -> None:
-    from rich.table import Table
+    from rich.text import Text
+
+    from ckpt_cli.cli.text.fit import FitTable
 
     title = f"Operator {target.operator} · store {target.store} · " + (
         "changes" if changes else f"state {target.when} (version {target.version})"
     )
-    table = Table(title=title, title_justify="left")
+    table = FitTable(title=title, title_justify="left")
     if changes:
         table.add_column("batch", justify="right")
         table.add_column("change")
@@ -451,7 +520,8 @@ def render_table(
         else:
             cells += [_cell(value)] + [""] * (len(value_cols) - 1)
         prefix = [str(row["batch_id"]), row["change_type"]] if changes else []
-        table.add_row(*prefix, str(row["partition_id"]), *cells)
+        # The state's values as they are: a "[x]" in them is no Rich markup.
+        table.add_row(*prefix, str(row["partition_id"]), *(Text(c) for c in cells))
     console.print(table)
     note = f"{len(rows):,} rows"
     if more:

@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from ckpt_cli.cli.common import JsonOpt, PathArg, QuietOpt, error_boundary, start
+from ckpt_cli.cli.common import (
+    JsonOpt,
+    PathArg,
+    QuietOpt,
+    StorageOpt,
+    check_output_file,
+    error_boundary,
+    start,
+)
 from ckpt_cli.report import HtmlReport, require_plotly, write_report
 
 
@@ -24,15 +32,7 @@ def report(
     ] = "report.html",
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
-    # Not -o here: that is the page.
-    storage_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--storage-option",
-            metavar="KEY=VALUE",
-            help="Option for the filesystem (e.g. endpoint_url=..., anon=true). Repeatable.",
-        ),
-    ] = None,
+    storage_option: StorageOpt = None,
 ) -> HtmlReport:
     """One self-contained HTML page (it opens offline): the headline, the
     validate findings, a heatmap of the state written per partition and version
@@ -42,12 +42,13 @@ def report(
     No state file is decoded for the plots; validate runs in its default scope.
     Needs plotly: pip install 'spark-ckpt[report]'.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt report /data/ckpt/q1 -o q1.html
 
       ckpt report s3://bucket/ckpt/q1 -o s3://bucket/reports/q1.html
     """
     run = start(json_output, quiet, storage_option)
+    check_output_file(output)
     require_plotly()  # before the checkpoint is listed
     return run.render(write_report(run.open(path), output, storage_options=run.storage_options))

@@ -36,6 +36,7 @@ def validate_command(
         int | None,
         typer.Option(
             "--batch",
+            metavar="N",
             help="Check what restarting from this committed batch needs (default: the latest).",
             show_default=False,
         ),
@@ -58,7 +59,12 @@ def validate_command(
     ] = FailOn.error,
     junit: Annotated[
         Path | None,
-        typer.Option("--junit", help="Also write a JUnit XML report here.", show_default=False),
+        typer.Option(
+            "--junit",
+            metavar="FILE",
+            help="Also write a JUnit XML report here.",
+            show_default=False,
+        ),
     ] = None,
     workers: Annotated[
         int | None,
@@ -84,7 +90,7 @@ def validate_command(
     Exit code 0 when nothing at or above --fail-on is found, 1 when something is, 2 when
     validation could not run.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt validate /data/ckpt/q1
 

@@ -21,14 +21,27 @@ from ckpt_cli.versions import VersionsReport, describe_versions
 def versions(
     path: PathArg,
     operator: Annotated[
-        int | None, typer.Option("--operator", help="Only this operator id.", show_default=False)
+        int | None,
+        typer.Option("--operator", metavar="ID", help="Only this operator id.", show_default=False),
     ] = None,
     partition: Annotated[
         list[int] | None,
         typer.Option(
-            "--partition", "-p", help="Only this partition id (repeatable).", show_default=False
+            "--partition",
+            "-p",
+            metavar="N",
+            help="Only this partition id (repeatable).",
+            show_default=False,
         ),
     ] = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="A row for every partition (by default, many partitions alike share a row: "
+            "their ids as ranges, plus a row for each outlier). --json always lists each.",
+        ),
+    ] = False,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
     storage_option: StorageOpt = None,
@@ -47,11 +60,13 @@ def versions(
     Reads the listing once plus metadata, the latest offsets and commit entries,
     each operator's metadata file and the sources' newest log files.
 
-    [bold]Examples[/]
+    Examples:
 
       ckpt versions /data/ckpt/q1
 
+      ckpt versions /data/ckpt/q1 --all
+
       ckpt versions s3://bucket/ckpt/q1 --operator 0 -p 3 --json
     """
-    run = start(json_output, quiet, storage_option)
+    run = start(json_output, quiet, storage_option, all=every)
     return run.render(describe_versions(run.open(path), operator=operator, partitions=partition))

@@ -29,6 +29,7 @@ from ckpt_cli.model import CHECKSUM_KINDS, Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.unfinished import find_unfinished_repartition
 from ckpt_cli.results import Result
+from ckpt_cli.units import natural_key
 from ckpt_cli.validate import ERROR, Finding, validate
 from ckpt_cli.validate.repartition import attempt_files
 
@@ -333,7 +334,7 @@ def _plan_rollback(ckpt: Checkpoint, plan: RepairPlan, target: int, add: Any) ->
         and f.version is not None
         and f.version > top
     ]
-    for f in sorted(state_files, key=lambda f: -(f.version or 0)):
+    for f in sorted(state_files, key=lambda f: (-(f.version or 0), natural_key(f.path))):
         add(QUARANTINE, f.path, f"state version {f.version} is after version {top}", 10_000)
 
 

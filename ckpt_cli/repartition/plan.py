@@ -30,6 +30,7 @@ from ckpt_cli.replay.plan import ReplayPlan, plan_version
 from ckpt_cli.replay.read import read_zip_metadata
 from ckpt_cli.results import Result
 from ckpt_cli.storage import Storage
+from ckpt_cli.units import natural_key
 
 if TYPE_CHECKING:
     from ckpt_cli.engine import Engine
@@ -123,7 +124,7 @@ class RepartitionPlan(Result):
 
     @property
     def left_over(self) -> list[str]:
-        return sorted({d for s in self.stores for d in s.left_over})
+        return sorted({d for s in self.stores for d in s.left_over}, key=natural_key)
 
     def body_json(self) -> dict[str, Any]:
         return {
@@ -384,4 +385,6 @@ def finish_store(plan: RepartitionPlan, op: Operator, store: Store, out: StorePl
             out.files.append(f"{where}/{version}_<uniqueId>.zip")
         else:
             out.files.append(f"{where}/{version}.zip")
-    out.left_over = sorted({store_dir(op, p, DEFAULT_STORE) for p in store.partitions if p >= m})
+    out.left_over = sorted(
+        {store_dir(op, p, DEFAULT_STORE) for p in store.partitions if p >= m}, key=natural_key
+    )

@@ -21,17 +21,17 @@ _CONNECT_ERRORS = {
 # What to set, by store: one line each (the hint of a "no credentials" error).
 S3_CREDENTIALS_HINT = (
     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give them with "
-    "-o key=... -o secret=..."
+    "-S key=... -S secret=..."
 )
 AZURE_CREDENTIALS_HINT = (
-    "give -o account_key=..., -o sas_token=... or -o connection_string=... (or set "
+    "give -S account_key=..., -S sas_token=... or -S connection_string=... (or set "
     "AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING); "
-    "-o anon=true for a public container; -o anon=false to use Azure's credential chain "
+    "-S anon=true for a public container; -S anon=false to use Azure's credential chain "
     "(managed identity, az login)"
 )
 GCS_CREDENTIALS_HINT = (
     "set GOOGLE_APPLICATION_CREDENTIALS to a service account key file, run 'gcloud auth "
-    "application-default login', or give -o token=KEY_FILE; -o token=anon for a public bucket"
+    "application-default login', or give -S token=KEY_FILE; -S token=anon for a public bucket"
 )
 # The clients' "no credentials" errors, by class name, and the hint for each.
 _CREDENTIAL_ERRORS = {

@@ -55,7 +55,7 @@ N = TypeVar("N", int, float)
 
 
 def number_option(key: str, value: Any, kind: type[N]) -> N:
-    """A storage option that must be a number (``-o read_timeout=5`` arrives as 5 or "5")."""
+    """A storage option that must be a number (``-S read_timeout=5`` arrives as 5 or "5")."""
     try:
         if isinstance(value, bool):
             raise ValueError
@@ -67,7 +67,7 @@ def number_option(key: str, value: Any, kind: type[N]) -> N:
 
 def _s3_options(options: dict[str, Any]) -> dict[str, Any]:
     """``connect_timeout``, ``read_timeout`` and ``max_attempts`` as plain storage options
-    (``-o read_timeout=5``), with bounded defaults, moved into botocore's config."""
+    (``-S read_timeout=5``), with bounded defaults, moved into botocore's config."""
     options = dict(options)
     config = dict(options.pop("config_kwargs", None) or {})
     for key, default in S3_DEFAULTS.items():
@@ -107,7 +107,7 @@ def fsspec_options(url: str, storage_options: Mapping[str, Any] | None) -> dict[
             raise StorageAccessError(
                 f"{redact_url(url)}: an s3:// URL cannot carry credentials "
                 "(user:password@ before the bucket name)",
-                hint="give them with -o key=... -o secret=..., or the AWS_ACCESS_KEY_ID "
+                hint="give them with -S key=... -S secret=..., or the AWS_ACCESS_KEY_ID "
                 "and AWS_SECRET_ACCESS_KEY variables",
             )
         number_option("retries", options.pop("retries", 2), int)

@@ -8,6 +8,7 @@ from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.units import natural_key
 from ckpt_cli.validate.codes import SEVERITY_RANK
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.links import check_symlinks
@@ -78,7 +79,9 @@ def validate(
         check_symlinks(run)
     finally:
         progress.close()
-    run.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code, f.paths))
+    run.findings.sort(
+        key=lambda f: (-SEVERITY_RANK[f.severity], f.code, [natural_key(p) for p in f.paths])
+    )
     stats = ckpt.storage.stats
     target = run.target_version()
     return ValidationReport(

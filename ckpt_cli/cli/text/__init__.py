@@ -57,14 +57,15 @@ def plan_first(plan: Result, out: TextRenderer, *, applied: bool, dry_run: str) 
 
 
 def print_warnings(warnings: list[str]) -> None:
-    """A plan's warnings, on stderr (stdout carries the plan), in the command line's words."""
+    """A plan's warnings, on stderr (stdout carries the plan), in the command line's words;
+    each one line, as errors are (the terminal wraps it; logs and grep keep it whole)."""
     if not warnings:
         return
-    from rich.markup import escape
+    from rich.text import Text
 
     from ckpt_cli.cli.common import stderr_console
     from ckpt_cli.cli.output import cli_words
 
     err = stderr_console()
     for warning in warnings:
-        err.print(f"[yellow]warning:[/] {escape(cli_words(warning))}", soft_wrap=True)
+        err.print(Text.assemble(("warning:", "yellow"), " ", cli_words(warning)), soft_wrap=True)

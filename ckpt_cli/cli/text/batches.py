@@ -6,10 +6,10 @@ import json
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
-from rich.table import Table
 
 from ckpt_cli.batches import BatchesReport, BatchRow, SourceProgress
 from ckpt_cli.cli.text import render_text
+from ckpt_cli.cli.text.fit import FitTable, Flow
 from ckpt_cli.units import human_duration
 
 if TYPE_CHECKING:
@@ -68,9 +68,11 @@ def when(iso: str | None) -> str:
 def _batches(report: BatchesReport, out: TextRenderer) -> None:
     console = out.console
     if not report.batches:
-        console.print(f"{report.checkpoint}: no batches in the range asked for")
+        console.print(Flow.plain(f"{report.checkpoint}: no batches in the range asked for"))
         return
-    table = Table(title=report.checkpoint, title_justify="left", title_style="bold")
+    # The location on a line of its own: a table's title would break it anywhere.
+    console.print(Flow.plain(report.checkpoint, style="bold"))
+    table = FitTable()
     for name, justify in (
         ("batch", "right"),
         ("planned (UTC)", "left"),
@@ -109,7 +111,7 @@ def _kafka_table(report: BatchesReport, source: int, out: TextRenderer) -> None:
         if s.source == source and s.kind == "kafka"
     ]
     names = sorted({name for _, parts in rows for name in parts})
-    table = Table(title=f"Source {source} (Kafka): offsets", title_justify="left")
+    table = FitTable(title=f"Source {source} (Kafka): offsets", title_justify="left")
     table.add_column("batch", justify="right")
     for topic, partition in names[:KAFKA_COLUMNS]:
         table.add_column(f"{topic}[{partition}]", justify="right")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.table import Table
+from rich.text import Text
 
 from ckpt_cli.cleanup import CleanupPlan, CleanupRun, OrphanScan, ScanFailure
 from ckpt_cli.cleanup.plan import DESCRIPTIONS
 from ckpt_cli.cli.common import STATE, stderr_console
 from ckpt_cli.cli.text import plan_first, print_warnings, render_text
-from ckpt_cli.units import human_bytes
+from ckpt_cli.cli.text.fit import FitTable, Flow, entry, labelled
+from ckpt_cli.units import human_bytes, natural_key
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer
@@ -18,20 +19,22 @@ if TYPE_CHECKING:
 
 @render_text.register(OrphanScan)
 def _scan(scan: OrphanScan, out: TextRenderer) -> None:
-    table = Table(title="Orphans per checkpoint", title_justify="left")
-    table.add_column("checkpoint", overflow="fold")
+    table = FitTable(title="Orphans per checkpoint", title_justify="left")
+    table.add_column("checkpoint")
     table.add_column("files", justify="right")
     table.add_column("bytes", justify="right")
-    table.add_column("classes", overflow="fold")
-    for p in scan.checkpoints:
+    table.add_column("classes")
+    for p in sorted(scan.checkpoints, key=lambda p: natural_key(p.checkpoint)):
         if isinstance(p, ScanFailure):
-            table.add_row(p.checkpoint, "-", "-", f"[red]{p.error}[/]")
+            table.add_row(Flow.plain(p.checkpoint), "-", "-", Flow.plain(p.error, style="red"))
             continue
         classes = ", ".join(p.by_class())
         if p.kept:
             kept_bytes = human_bytes(sum(k.size for k in p.kept))
             classes += f"{'; ' if classes else ''}{len(p.kept):,} kept ({kept_bytes})"
-        table.add_row(p.checkpoint, f"{len(p.deletions):,}", human_bytes(p.bytes), classes)
+        table.add_row(
+            Flow.plain(p.checkpoint), f"{len(p.deletions):,}", human_bytes(p.bytes), classes
+        )
     out.console.print(table)
     total = sum(len(p.deletions) for p in scan.checkpoints if isinstance(p, CleanupPlan))
     out.console.print(
@@ -43,17 +46,23 @@ def _scan(scan: OrphanScan, out: TextRenderer) -> None:
 def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
     console = out.console
     show_files = bool(out.options.get("show_files"))
+    last = plan.latest_committed if plan.latest_committed is not None else "none"
     console.print(
-        f"[bold]Checkpoint[/] {plan.checkpoint} · latest committed batch "
-        f"{plan.latest_committed if plan.latest_committed is not None else 'none'} · retaining "
-        f"{plan.retain} batches ({plan.retain_source})"
+        Flow(
+            Text.assemble(
+                ("Checkpoint ", "bold"),
+                f"{plan.checkpoint} · latest committed batch {last} · retaining {plan.retain} "
+                f"batches ({plan.retain_source})",
+            ),
+            indent=11,
+        )
     )
     print_warnings(plan.warnings)
     by_class = plan.by_class()
     if not by_class:
         console.print("[green]Nothing to remove.[/]")
     else:
-        table = Table(title=out.options.get("title", "Orphans"), title_justify="left")
+        table = FitTable(title=out.options.get("title", "Orphans"), title_justify="left")
         table.add_column("class")
         table.add_column("files", justify="right")
         table.add_column("bytes", justify="right")
@@ -67,8 +76,11 @@ def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
         )
         console.print(table)
     if show_files:
-        for d in plan.deletions:
-            console.print(f"  {d.klass:<20} {d.path}  [dim]{d.reason}[/]")
+        # By path, partitions as numbers, each checksum right after its file.
+        for d in sorted(
+            plan.deletions, key=lambda d: (natural_key(d.covers or d.path), d.covers is not None)
+        ):
+            console.print(entry(d.klass, d.path, Text(d.reason, style="dim")))
     if plan.kept_young:
         console.print(
             f"[dim]{len(plan.kept_young):,} more files would qualify but are younger than "
@@ -82,12 +94,14 @@ def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
         )
         listed = plan.kept if show_files or len(plan.kept) <= 10 else plan.kept[:10]
         for d in listed:
-            console.print(f"  kept {d.path} ({human_bytes(d.size)})  [dim]{d.reason}[/]")
+            console.print(
+                entry("kept", d.path, Text(f"{human_bytes(d.size)}: {d.reason}", style="dim"))
+            )
         if len(listed) < len(plan.kept):
             more = len(plan.kept) - len(listed)
             console.print(f"  [dim]... {more:,} more (--files lists all)[/]")
     for skipped in plan.skipped:
-        console.print(f"[yellow]kept everything in {skipped.path}:[/] {skipped.reason}")
+        console.print(labelled(f"kept everything in {skipped.path}:", "yellow", skipped.reason))
 
 
 @render_text.register(CleanupRun)
@@ -99,12 +113,17 @@ def _run(run: CleanupRun, out: TextRenderer) -> None:
     if result is None:
         return
     out.console.print(
-        f"[green]Deleted[/] {result.deleted} files ({human_bytes(result.bytes)}) in "
-        f"{result.delete_requests} delete requests"
-        + (f"; manifest: {result.manifest}" if result.manifest else "")
+        labelled(
+            "Deleted",
+            "green",
+            f"{result.deleted} files ({human_bytes(result.bytes)}) in "
+            f"{result.delete_requests} delete requests"
+            + (f"; manifest: {result.manifest}" if result.manifest else ""),
+        )
     )
     for rel, why in result.refused.items():
-        stderr_console().print(f"[yellow]not deleted:[/] {rel}: {why}", soft_wrap=True)
+        line = Text.assemble(("not deleted:", "yellow"), f" {rel}: {why}")
+        stderr_console().print(line, soft_wrap=True)
     if not STATE.quiet and plan.kept_young:
         stderr_console().print(
             f"[dim]{len(plan.kept_young):,} files were kept because they are younger than "

@@ -1,12 +1,15 @@
-"""``ckpt du`` as tables on a terminal, as tab-separated lines elsewhere (a pipe, a file)."""
+"""``ckpt du`` as tables (a terminal, a pipe or a file alike), or with ``--tsv`` as
+tab-separated lines."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from rich.table import Table
+from rich.text import Text
 
 from ckpt_cli.cli.text import render_text
+from ckpt_cli.cli.text.fit import FitTable, Flow
 from ckpt_cli.du import DiskUsageReport, Usage
 from ckpt_cli.units import human_bytes
 
@@ -31,7 +34,7 @@ def tsv_lines(report: DiskUsageReport) -> list[str]:
 
 
 def _usage_table(title: str, first: str, groups: dict[str, Usage], total: int) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold")
+    table = FitTable(title=title, title_justify="left", title_style="bold")
     table.add_column(first)
     for name in ("files", "bytes", "share"):
         table.add_column(name, justify="right")
@@ -44,20 +47,26 @@ def _usage_table(title: str, first: str, groups: dict[str, Usage], total: int) -
 @render_text.register(DiskUsageReport)
 def _du(report: DiskUsageReport, out: TextRenderer) -> None:
     console = out.console
-    if not console.is_terminal:
+    if out.options.get("tsv"):
         # Not through Rich, which turns tabs into spaces.
         console.file.write("".join(line + "\n" for line in tsv_lines(report)))
         return
     total = report.total
     console.print(
-        f"[bold]{report.checkpoint}[/]: {total.files:,} files, {human_bytes(total.bytes)}"
+        Flow(
+            Text.assemble(
+                (report.checkpoint, "bold"), f": {total.files:,} files, {human_bytes(total.bytes)}"
+            )
+        )
     )
+    console.print()
     console.print(_usage_table("By area", "area", report.by_area, total.bytes))
+    console.print()
     console.print(_usage_table("By file class", "class", report.by_class, total.bytes))
     if not report.operators:
         console.print("No state: the query has no stateful operator.")
         return
-    stores = Table(title="By operator and store", title_justify="left", title_style="bold")
+    stores = FitTable(title="By operator and store", title_justify="left", title_style="bold")
     for name, justify in (
         ("op", "right"),
         ("store", "left"),
@@ -74,7 +83,7 @@ def _du(report: DiskUsageReport, out: TextRenderer) -> None:
             skew = "-" if s.skew is None else f"{s.skew:.2f}"
             stores.add_row(
                 str(op.id),
-                s.name,
+                Flow.plain(s.name),
                 f"{len(s.partitions):,}",
                 f"{s.usage.files:,}",
                 human_bytes(s.usage.bytes),
@@ -82,9 +91,10 @@ def _du(report: DiskUsageReport, out: TextRenderer) -> None:
                 human_bytes(s.max_bytes),
                 f"[yellow]{skew}[/]" if s.skew is not None and s.skew >= 2 else skew,
             )
+    console.print()
     console.print(stores)
     if report.largest and not report.summarize:
-        largest = Table(
+        largest = FitTable(
             title=f"Largest {len(report.largest):,} partitions",
             title_justify="left",
             title_style="bold",
@@ -93,5 +103,6 @@ def _du(report: DiskUsageReport, out: TextRenderer) -> None:
         largest.add_column("files", justify="right")
         largest.add_column("bytes", justify="right")
         for p in report.largest:
-            largest.add_row(p.path, f"{p.usage.files:,}", human_bytes(p.usage.bytes))
+            largest.add_row(Flow.plain(p.path), f"{p.usage.files:,}", human_bytes(p.usage.bytes))
+        console.print()
         console.print(largest)

@@ -7,8 +7,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
+from rich.text import Text
 
 from ckpt_cli.cli.text import render_text
+from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
 from ckpt_cli.files import FileReport
 from ckpt_cli.units import human_bytes, human_duration
 
@@ -35,9 +37,9 @@ def _file(result: FileReport, out: TextRenderer) -> None:
     console = out.console
     report = result.to_json()
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
+    grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
-    grid.add_row("File", report["path"])
+    grid.add_row("File", Flow.plain(report["path"]))
     grid.add_row("Kind", report["kind"])
     grid.add_row("Size", human_bytes(report["size"]))
     if report.get("store"):
@@ -51,7 +53,7 @@ def _file(result: FileReport, out: TextRenderer) -> None:
     if report.get("batch") is not None:
         grid.add_row("Batch", str(report["batch"]))
     if report.get("target"):
-        grid.add_row("Covers", report["target"])
+        grid.add_row("Covers", Flow.plain(report["target"]))
     if "codec" in report:
         codec = report["codec"] or "unknown"
         if report["codec"] and report["codec"] != report["configured_codec"]:
@@ -82,7 +84,8 @@ def _file(result: FileReport, out: TextRenderer) -> None:
         entries = ", ".join(e["name"] for e in report["zip_entries"])
         grid.add_row("Zip entries", entries)
     for check in report.get("checksums", []):
-        grid.add_row("Checksum", f"{check['path']}: {'ok' if check['ok'] else '[red]bad[/]'}")
+        state = Text("ok") if check["ok"] else Text("bad", style="red")
+        grid.add_row("Checksum", Flow(Text(f"{check['path']}: ") + state))
     header = report.get("header")
     if header:
         for key, value in header.items():
@@ -97,7 +100,7 @@ def _file(result: FileReport, out: TextRenderer) -> None:
     console.print(grid)
     rows = report.get("rows")
     if rows:
-        table = Table(title=f"First {len(rows):,} rows", title_justify="left")
+        table = FitTable(title=f"First {len(rows):,} rows", title_justify="left")
         has_type = "type" in rows[0]
         if has_type:
             table.add_column("type")
@@ -111,4 +114,4 @@ def _file(result: FileReport, out: TextRenderer) -> None:
             table.add_row(*([row["type"]] if has_type else []), *cells)
         console.print(table)
     for problem in report["problems"]:
-        console.print(f"[red]problem:[/] {problem}")
+        console.print(labelled("problem:", "red", problem))

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.table import Table
-
 from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import plan_first, print_warnings, render_text
+from ckpt_cli.cli.text.fit import entry, field, labelled
 from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 
 if TYPE_CHECKING:
@@ -17,40 +16,34 @@ if TYPE_CHECKING:
 @render_text.register(RepairPlan)
 def _plan(plan: RepairPlan, out: TextRenderer) -> None:
     console = out.console
-    console.print(f"[bold]Checkpoint[/] {plan.checkpoint}")
+    console.print(field("Checkpoint", plan.checkpoint))
     errors = [f for f in plan.findings if f.severity == "error"]
-    console.print(
-        f"[bold]Findings[/]   {len(errors):,} errors, {len(plan.findings) - len(errors):,} other"
-    )
+    other = len(plan.findings) - len(errors)
+    console.print(field("Findings", f"{len(errors):,} errors, {other:,} other"))
     if plan.scope:
-        console.print(f"[bold]Judged[/]     {plan.scope}")
+        console.print(field("Judged", plan.scope))
     if plan.rollback_to is not None:
-        console.print(f"[bold]Rollback[/]   to batch {plan.rollback_to}")
+        console.print(field("Rollback", f"to batch {plan.rollback_to}"))
     if plan.actions:
-        table = Table(title="Repair plan", title_justify="left")
-        table.add_column("action")
-        table.add_column("file", overflow="fold")
-        table.add_column("why", overflow="fold")
+        console.print()
+        console.print(f"[bold]Repair plan[/] ({len(plan.actions):,} actions)")
         for a in plan.actions:
-            table.add_row(a.kind, a.path, a.reason)
-        console.print(table)
+            console.print(entry(a.kind, a.path, a.reason, style="cyan"))
     elif not plan.refused and not any(f["restart"] for f in plan.left):
         console.print("[green]Nothing to repair[/]: a restart finds what it needs.")
     elif not plan.refused:
         console.print("[red]Nothing repair can do[/] about the errors a restart meets:")
     if plan.left:
-        table = Table(title="Left as they are", title_justify="left")
-        table.add_column("code", no_wrap=True)
-        table.add_column("file", overflow="fold")
-        table.add_column("why", overflow="fold")
+        console.print()
+        console.print(f"[bold]Left as they are[/] ({len(plan.left):,} findings)")
         for f in plan.left:
-            table.add_row(f["code"], f["paths"][0] if f["paths"] else "", cli_words(f["why"]))
-        console.print(table)
+            where = f["paths"][0] if f["paths"] else ""
+            console.print(entry(f["code"], where, cli_words(f["why"]), style="yellow"))
     for note in plan.notes:
-        console.print(f"[yellow]note:[/] {cli_words(note)}")
+        console.print(labelled("note:", "yellow", cli_words(note)))
     print_warnings(plan.warnings)
     for reason in plan.refused:
-        console.print(f"[red]refused:[/] {cli_words(reason)}")
+        console.print(labelled("refused:", "red", cli_words(reason)))
 
 
 @render_text.register(RepairRun)
@@ -62,8 +55,13 @@ def _run(run: RepairRun, out: TextRenderer) -> None:
     if result is None:
         return
     out.console.print(
-        f"[green]Repaired[/]: {result.moved} files quarantined, {result.rewritten} "
-        f"rewritten, {result.written} written. Manifest (for --undo): {result.manifest}"
+        labelled(
+            "Repaired:",
+            "green",
+            f"{result.moved} files quarantined, {result.rewritten} rewritten, "
+            f"{result.written} written; `ckpt repair CHECKPOINT --undo` puts them back "
+            f"(manifest: {result.manifest}).",
+        )
     )
     verdict = result.validation.to_json()
     counts = verdict["counts"]
@@ -76,7 +74,20 @@ def _run(run: RepairRun, out: TextRenderer) -> None:
 
 @render_text.register(UndoResult)
 def _undo(undone: UndoResult, out: TextRenderer) -> None:
+    if undone.already_undone:
+        out.console.print(
+            labelled(
+                "Already undone",
+                "yellow",
+                f"(at {undone.already_undone}): {undone.manifest}; nothing was changed.",
+            )
+        )
+        return
     out.console.print(
-        f"[green]Undone[/]: {undone.restored} files put back, {undone.removed} "
-        f"created files removed in {undone.checkpoint}"
+        labelled(
+            "Undone:",
+            "green",
+            f"{undone.restored} files put back, {undone.removed} created files removed in "
+            f"{undone.checkpoint} (from {undone.manifest})",
+        )
     )

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.table import Table
-
 from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import plan_first, print_warnings, render_text
+from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
 from ckpt_cli.repartition.plan import RepartitionPlan, skew
 from ckpt_cli.repartition.run import RepartitionRun
-from ckpt_cli.units import human_bytes
+from ckpt_cli.units import human_bytes, natural_key
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer
@@ -19,6 +18,25 @@ if TYPE_CHECKING:
 def _skew(values: list[int]) -> str:
     s = skew(values)
     return "-" if s is None else f"{s:.2f}"
+
+
+def _dirs(dirs: list[str]) -> str:
+    """Partition directories, as ranges where they run on: ``state/0/2-199``."""
+    from ckpt_cli.cli.text.versions import ranges
+
+    by_parent: dict[str, list[int]] = {}
+    other = []
+    for d in dirs:
+        parent, _, name = d.rpartition("/")
+        if name.isdigit():
+            by_parent.setdefault(parent, []).append(int(name))
+        else:
+            other.append(d)
+    runs = []
+    for parent, ids in by_parent.items():
+        run = ranges(sorted(ids))
+        runs.append(f"{parent}/{{{run}}}" if "," in run else f"{parent}/{run}")
+    return ", ".join(runs + other)
 
 
 def _counts(values: list[int]) -> str:
@@ -32,25 +50,33 @@ def _counts(values: list[int]) -> str:
 def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
     console = out.console
     console.print(
-        f"[bold]Checkpoint[/] {plan.checkpoint} · {plan.provider}, checkpoint format "
-        f"v{plan.checkpoint_format_version}"
+        labelled(
+            "Checkpoint",
+            "bold",
+            f"{plan.checkpoint} · {plan.provider}, checkpoint format "
+            f"v{plan.checkpoint_format_version}",
+        )
     )
     console.print(
-        f"[bold]Repartition[/] {plan.from_partitions} -> {plan.partitions} partitions: last "
-        f"committed batch {plan.last_committed}, repartition batch {plan.batch}, new state "
-        f"version {plan.version}"
+        labelled(
+            "Repartition",
+            "bold",
+            f"{plan.from_partitions} -> {plan.partitions} partitions: last committed batch "
+            f"{plan.last_committed}, repartition batch {plan.batch}, new state version "
+            f"{plan.version}",
+        )
     )
-    table = Table(title="State per operator and store (before -> after)", title_justify="left")
+    table = FitTable(title="State per operator and store (before -> after)", title_justify="left")
     table.add_column("op", justify="right")
-    table.add_column("store", overflow="fold")
+    table.add_column("store")
     table.add_column("keys", justify="right")
     table.add_column("bytes", justify="right")
     table.add_column("skew", justify="right")
-    table.add_column("keys per partition", overflow="fold")
+    table.add_column("keys per partition")
     for s in plan.stores:
         table.add_row(
             str(s.operator),
-            s.store,
+            Flow.plain(s.store),
             str(sum(s.keys_before)),
             human_bytes(sum(s.bytes_before)),
             f"{_skew(s.keys_before)} -> {_skew(s.keys_after)}",
@@ -58,12 +84,14 @@ def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
         )
     console.print(table)
     files = [f for s in plan.stores for f in s.files]
+    shown = ", ".join(sorted(files, key=natural_key)[:3]) + (", ..." if len(files) > 3 else "")
     console.print(
-        f"[bold]Writes[/] {len(files)} state files ({', '.join(files[:3])}"
-        f"{', ...' if len(files) > 3 else ''}) and {', '.join(plan.log_files)}"
+        labelled(
+            "Writes", "bold", f"{len(files)} state files ({shown}) and {', '.join(plan.log_files)}"
+        )
     )
     for note in plan.notes:
-        console.print(f"[yellow]note:[/] {cli_words(note)}")
+        console.print(labelled("note:", "yellow", cli_words(note)))
     print_warnings(plan.warnings)
 
 
@@ -76,15 +104,24 @@ def _run(run: RepartitionRun, out: TextRenderer) -> None:
         return
     console = out.console
     console.print(
-        f"[green]Repartitioned[/]: {len(result.written)} files written "
-        f"({human_bytes(sum(result.written.values()))}), {len(result.rewritten)} replaced. "
-        f"Manifest (for --undo): {result.manifest}"
+        labelled(
+            "Repartitioned:",
+            "green",
+            f"{len(result.written)} files written ({human_bytes(sum(result.written.values()))}), "
+            f"{len(result.rewritten)} replaced; `ckpt repartition CHECKPOINT --undo` puts the "
+            f"checkpoint back (manifest: {result.manifest}).",
+        )
     )
     if result.left_over:
+        left = sorted(result.left_over, key=natural_key)
         console.print(
-            f"Left over: {len(result.left_over)} partition directories the query no longer "
-            f"uses ({', '.join(result.left_over)}); `ckpt cleanup` removes them once no "
-            "retained batch before the repartition needs them."
+            labelled(
+                "Left over:",
+                "bold",
+                f"{len(left)} partition directories the query no longer uses "
+                f"({_dirs(left)}); `ckpt cleanup` removes them once no retained batch before "
+                "the repartition needs them.",
+            )
         )
     verdict = result.validation.to_json()
     counts = verdict["counts"]

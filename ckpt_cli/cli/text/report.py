@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
+from rich.text import Text
 
 from ckpt_cli.cli.text import render_text
+from ckpt_cli.cli.text.fit import Flow
 from ckpt_cli.report import HtmlReport
 from ckpt_cli.units import human_bytes
 
@@ -19,8 +20,14 @@ def _report(report: HtmlReport, out: TextRenderer) -> None:
     r = report.headline.restartable
     restart = "yes" if r else "not known" if r is None else "no"
     out.console.print(
-        f"Wrote [bold]{escape(report.output)}[/] ({human_bytes(report.size)}): "
-        f"{report.batches:,} batches, {report.partitions:,} state partitions over "
-        f"{report.versions:,} versions, {report.findings:,} validate findings "
-        f"({report.validation_status}); restartable: {restart}."
+        Flow(
+            Text.assemble(
+                "Wrote ",
+                (report.output, "bold"),
+                f" ({human_bytes(report.size)}): {report.batches:,} batches, "
+                f"{report.partitions:,} state partitions over {report.versions:,} versions, "
+                f"{report.findings:,} validate findings ({report.validation_status}); "
+                f"restartable: {restart}.",
+            )
+        )
     )

@@ -1,12 +1,16 @@
-"""``ckpt validate`` as findings grouped by severity, and a verdict."""
+"""``ckpt validate`` as findings grouped by severity, and a verdict. A finding is a few lines
+(its code and path, the problem, the hint) rather than a table row: a path then has the
+terminal's whole width and never breaks inside a file name."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.table import Table
+from rich.text import Text
 
 from ckpt_cli.cli.text import render_text
+from ckpt_cli.cli.text.fit import entry, field
+from ckpt_cli.units import natural_key
 from ckpt_cli.validate import ERROR, INFO, WARNING, ValidationReport
 
 if TYPE_CHECKING:
@@ -34,27 +38,32 @@ def _validation(result: ValidationReport, out: TextRenderer) -> None:
         if wide
         else f"what a {restart} loads"
     )
-    console.print(f"[bold]Checkpoint[/] {data['checkpoint']}")
-    console.print(f"[bold]Checked[/]    {scope}")
+    console.print(field("Checkpoint", data["checkpoint"]))
+    console.print(field("Checked", scope))
     findings = data["findings"]
     for severity in (ERROR, WARNING, INFO):
         group = [f for f in findings if f["severity"] == severity]
         if not group:
             continue
-        table = Table(
-            title=f"{severity.capitalize()}s ({len(group):,})",
-            title_justify="left",
-            title_style=_STYLE[severity],
-            show_lines=False,
-        )
-        table.add_column("code", style=_STYLE[severity], no_wrap=True)
-        table.add_column("where", overflow="fold")
-        table.add_column("what", overflow="fold")
-        for f in sorted(group, key=lambda f: (f["paths"][:1], f["code"])):
+        console.print()
+        console.print(f"{severity.capitalize()}s ({len(group):,})", style=_STYLE[severity])
+        for f in sorted(
+            group, key=lambda f: (natural_key(f["paths"][0] if f["paths"] else ""), f["code"])
+        ):
             where = f["paths"][0] if f["paths"] else ""
-            table.add_row(f["code"], where, f"{f['message']}\n[dim]hint: {f['hint']}[/]")
-        console.print(table)
+            message = f["message"]
+            if where and message.startswith(f"{where}: "):
+                message = message[len(where) + 2 :]  # the path is on the line above
+            more = len(f["paths"]) - 1
+            also = (
+                Text(f"and {more:,} more files (--json lists them)", style="dim")
+                if more > 0
+                else ""
+            )
+            hint = Text(f"hint: {f['hint']}", style="dim") if f["hint"] else ""
+            console.print(entry(f["code"], where, message, also, hint, style=_STYLE[severity]))
     s = data["stats"]
+    console.print()
     console.print(
         f"[dim]{s['files_listed']} files listed · {s['versions_checked']} state versions and "
         f"{s['files_checked']} files checked · {s['files_read']} reads, "

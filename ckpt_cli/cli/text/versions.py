@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.cli.text.batches import when
+from ckpt_cli.cli.text.fit import FitTable, Flow
 from ckpt_cli.headline import Headline
 from ckpt_cli.units import ago, human_bytes
-from ckpt_cli.versions import OperatorVersions, VersionsReport
+from ckpt_cli.versions import OperatorVersions, PartitionVersions, VersionsReport
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer
@@ -57,15 +58,15 @@ def headline_text(h: Headline) -> str:
 @render_text.register(VersionsReport)
 def _versions(report: VersionsReport, out: TextRenderer) -> None:
     console = out.console
-    console.print(headline_text(report.headline), soft_wrap=True)
+    console.print(Flow(headline_text(report.headline)))
     console.print()
     b = report.batches
     s = report.settings
     files = report.files
     summary = Table.grid(padding=(0, 2))
-    summary.add_column(style="bold")
+    summary.add_column(style="bold", no_wrap=True)
     summary.add_column()
-    summary.add_row("Checkpoint", report.checkpoint)
+    summary.add_row("Checkpoint", Flow.plain(report.checkpoint))
     summary.add_row("Query id", report.query_id or "[red]missing metadata file[/]")
     in_flight = ranges(b.in_flight) if b.in_flight else "none"
     summary.add_row(
@@ -109,32 +110,101 @@ def _versions(report: VersionsReport, out: TextRenderer) -> None:
             if op.name:
                 title += f" ({op.name})"
             title += f" · store {store.name} · {store.provider}"
-            table = Table(title=title, title_justify="left", title_style="bold")
-            table.add_column("partition", justify="right")
+            rows = partition_rows(store.partitions, every=bool(out.options.get("all")))
+            grouped = len(rows) < len(store.partitions)
+            table = FitTable(title=title)
+            if grouped:
+                table.add_column("partitions")
+            else:
+                table.add_column("partition", justify="right")
             table.add_column("versions")
             table.add_column("count", justify="right")
             table.add_column("snapshots")
             table.add_column("files", justify="right")
             table.add_column("bytes", justify="right")
-            for part in store.partitions:
-                table.add_row(
-                    str(part.id),
-                    ranges(part.versions),
-                    f"{len(part.versions):,}",
-                    ranges(part.snapshot_versions),
-                    f"{part.files:,}",
-                    human_bytes(part.bytes),
-                )
+            for row in rows:
+                table.add_row(*row)
             console.print()
             console.print(table)
+            if grouped:
+                console.print(
+                    f"[dim]{len(store.partitions):,} partitions in {len(rows):,} rows: "
+                    "partitions alike share one (--all: a row each)[/]"
+                )
         about = _operator_details(op)
         if about:
             console.print(about)
         for line in _state_history(op):
-            console.print(line)
+            console.print(Flow(line, indent=2))  # metadata file paths fold after a '/'
+
     console.print(
         "\n[dim]Versions are state store versions: version N+1 holds the state after batch N.[/]"
     )
+
+
+# From this many partitions, alike ones share a row (Spark's default is 200 partitions).
+GROUP_FROM = 16
+# Partitions sharing versions, snapshots and file count share a row when at least this many.
+GROUP_MIN = 3
+
+
+def _row(p: PartitionVersions) -> tuple[str, ...]:
+    return (
+        str(p.id),
+        ranges(p.versions),
+        f"{len(p.versions):,}",
+        ranges(p.snapshot_versions),
+        f"{p.files:,}",
+        human_bytes(p.bytes),
+    )
+
+
+def partition_rows(parts: Sequence[PartitionVersions], *, every: bool) -> list[tuple[str, ...]]:
+    """The rows of a store's table: one per partition, or (many partitions, not ``every``)
+    one per set of alike partitions (the same versions, snapshots and number of files, and
+    at most twice their median bytes: a hot partition stands out) plus one per outlier."""
+    if every or len(parts) < GROUP_FROM:
+        return [_row(p) for p in parts]
+    groups: dict[tuple[Any, ...], list[PartitionVersions]] = {}
+    for p in parts:
+        groups.setdefault((tuple(p.versions), tuple(p.snapshot_versions), p.files), []).append(p)
+    rows: list[tuple[int, tuple[str, ...]]] = []
+    largest = max(groups.values(), key=len)
+    for members in groups.values():
+        median = sorted(m.bytes for m in members)[len(members) // 2]
+        alike = [m for m in members if m.bytes <= 2 * median]
+        if len(alike) < GROUP_MIN:
+            alike = []
+        grouped = {m.id for m in alike}
+        rows += [(p.id, _row(p)) for p in members if p.id not in grouped]
+        if not alike:
+            continue
+        first = alike[0]
+        low, high = min(m.bytes for m in alike), max(m.bytes for m in alike)
+        shown = {human_bytes(m.bytes) for m in alike}
+        size = (
+            f"{human_bytes(low)} each"
+            if len(shown) == 1
+            else f"{human_bytes(low)}-{human_bytes(high)}"
+        )
+        ids = ranges([m.id for m in alike])
+        if members is largest and ids.count(",") >= 3:
+            # The bulk, scattered between the rows listed: named by what it is not.
+            ids = f"the other {len(alike):,}"
+        rows.append(
+            (
+                first.id,
+                (
+                    ids,
+                    ranges(first.versions),
+                    f"{len(first.versions):,}",
+                    ranges(first.snapshot_versions),
+                    f"{first.files:,} each",
+                    size,
+                ),
+            )
+        )
+    return [row for _, row in sorted(rows, key=lambda r: r[0])]
 
 
 def _state_history(op: OperatorVersions) -> list[str]:
