@@ -28,7 +28,8 @@ def test_distribution_name_everywhere() -> None:
     pyproject = (REPO / "pyproject.toml").read_text()
     assert re.search(rf'^name = "{DISTRIBUTION}"$', pyproject, re.M)
     # No install line or hint may send anyone to the other project's package.
-    for path in [REPO / "README.md", *sorted((REPO / "ckpt_cli").rglob("*.py"))]:
+    docs = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    for path in [*docs, *sorted((REPO / "ckpt_cli").rglob("*.py"))]:
         assert not re.search(r"install '?ckpt-cli", path.read_text()), path.relative_to(REPO)
     for extra in ("s3", "azure", "gcs", "hdfs", "spark", "parquet", "report", "all"):
         assert re.search(rf"^{extra} = \[", pyproject, re.M), extra

@@ -1,8 +1,8 @@
 """Severities and finding codes: the one list of what ``ckpt validate`` can report.
 
 Each code is a named constant (a typo is then a NameError, not a silent new code), and
-``CODES`` gives its default severity and its hint. README's code table lists the same codes
-(a test keeps them in step).
+``CODES`` gives its default severity and its hint. The documentation's codes page is
+generated from ``CODES`` (scripts/docs_hooks.py; tests/test_docs.py checks it).
 """
 
 from __future__ import annotations
