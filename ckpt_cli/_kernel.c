@@ -5,6 +5,8 @@
  *   size the end), and keep per key its first record's key and its last record's value,
  *   ordered by first record (applying the files in order, as Spark does); ``Merged.lookup``
  *   finds keys of another buffer among them (a RocksDB zip's keys among its changelogs').
+ * - ``lz4_streams``: Spark's lz4 streams (lz4-java's LZ4Block framing) decompressed, each
+ *   block checked as ``formats/compression`` checks it.
  * - ``sst_records``: the entries of decompressed SST data blocks (``formats/sst`` checks and
  *   decompresses the blocks), each key rebuilt from the one before it.
  * - ``Format``: UnsafeRows of one store's schema straight into JSON lines and CSV rows, the
@@ -911,6 +913,250 @@ static PyObject *kernel_merge(PyObject *module, PyObject *args) {
         return NULL;
     }
     return (PyObject *)m;
+}
+
+/* ---- Spark's lz4 streams ---------------------------------------------------------------------
+ * ``formats/compression._lz4`` in one pass without the GIL: lz4-java ``LZ4BlockOutputStream``
+ * blocks (``LZ4Block`` magic, token, compressed and original lengths, xxhash32 of the block's
+ * bytes with seed 0x9747b28c masked to 28 bits), several streams possibly one after another,
+ * the output held to the same inflation limits after each block. Each block is decoded as
+ * lz4 1.9's ``LZ4_decompress_safe`` decodes (the library python-lz4 carries), at least as
+ * strictly; whatever ``_lz4`` would raise for, or is unsure of, this hands back (None) and
+ * the Python reader reads the file and names the problem. */
+
+#define XXH_P1 2654435761U
+#define XXH_P2 2246822519U
+#define XXH_P3 3266489917U
+#define XXH_P4 668265263U
+#define XXH_P5 374761393U
+#define LZ4_SEED 0x9747B28CU
+#define LZ4_HEADER 21
+
+static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+static inline uint32_t rd_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static uint32_t xxh32(const uint8_t *p, size_t len, uint32_t seed) {
+    size_t i = 0;
+    uint32_t h;
+    if (len >= 16) {
+        uint32_t v1 = seed + XXH_P1 + XXH_P2, v2 = seed + XXH_P2, v3 = seed, v4 = seed - XXH_P1;
+        for (; len - i >= 16; i += 16) {
+            v1 = rotl32(v1 + rd_le32(p + i) * XXH_P2, 13) * XXH_P1;
+            v2 = rotl32(v2 + rd_le32(p + i + 4) * XXH_P2, 13) * XXH_P1;
+            v3 = rotl32(v3 + rd_le32(p + i + 8) * XXH_P2, 13) * XXH_P1;
+            v4 = rotl32(v4 + rd_le32(p + i + 12) * XXH_P2, 13) * XXH_P1;
+        }
+        h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18);
+    } else {
+        h = seed + XXH_P5;
+    }
+    h += (uint32_t)len;
+    for (; len - i >= 4; i += 4) h = rotl32(h + rd_le32(p + i) * XXH_P3, 17) * XXH_P4;
+    for (; i < len; i++) h = rotl32(h + p[i] * XXH_P5, 11) * XXH_P1;
+    h ^= h >> 15;
+    h *= XXH_P2;
+    h ^= h >> 13;
+    h *= XXH_P3;
+    h ^= h >> 16;
+    return h;
+}
+
+/* One lz4 block into exactly ``cap`` bytes: 0, or -1 where LZ4_decompress_safe fails or
+ * would produce another length (sizes, not pointers, so no bound is ever computed past an
+ * end). */
+static int lz4_block(const uint8_t *src, size_t srclen, uint8_t *dst, size_t cap) {
+    if (cap == 0) return (srclen == 1 && src[0] == 0) ? 0 : -1;
+    size_t ip = 0, op = 0;
+    for (;;) {
+        if (ip >= srclen) return -1;
+        unsigned token = src[ip++];
+        size_t length = token >> 4;
+        if (length == 15) { /* read_variable_length(&ip, iend - RUN_MASK, 1) */
+            if (srclen < 15 || ip >= srclen - 15) return -1;
+            unsigned s;
+            do {
+                s = src[ip++];
+                length += s;
+                if (ip > srclen - 15) return -1;
+            } while (s == 255);
+        }
+        /* Literals: the last sequence when they reach the last 12 bytes of the output or the
+         * last 8 of the input; it must end the input exactly and fit the output. */
+        if (length > cap - op || cap - op - length < 12 || length > srclen - ip ||
+            srclen - ip - length < 8) {
+            if (length != srclen - ip || length > cap - op) return -1;
+            memcpy(dst + op, src + ip, length);
+            op += length;
+            break;
+        }
+        memcpy(dst + op, src + ip, length);
+        ip += length;
+        op += length;
+        /* A match: its offset (not 0, not before the output's start), its length. */
+        size_t offset = (size_t)src[ip] | ((size_t)src[ip + 1] << 8);
+        ip += 2;
+        if (offset == 0 || offset > op) return -1;
+        length = token & 15;
+        if (length == 15) { /* read_variable_length(&ip, iend - LASTLITERALS + 1, 0) */
+            unsigned s;
+            do {
+                if (ip >= srclen) return -1;
+                s = src[ip++];
+                length += s;
+                if (srclen < 4 || ip > srclen - 4) return -1;
+            } while (s == 255);
+        }
+        length += 4;
+        /* The last 5 bytes of a block are always literals. */
+        if (length > cap - op || cap - op - length < 5) return -1;
+        const uint8_t *from = dst + op - offset;
+        uint8_t *to = dst + op;
+        if (offset >= length) {
+            memcpy(to, from, length);
+        } else {
+            for (size_t k = 0; k < length; k++) to[k] = from[k];
+        }
+        op += length;
+    }
+    return op == cap ? 0 : -1;
+}
+
+typedef struct {
+    double ratio;
+    int64_t floor;
+    int64_t max_bytes;
+} InflationLimits;
+
+static inline int64_t allowed_bytes(const InflationLimits *l, int64_t compressed) {
+    /* Limits.allowed: min(max_bytes, max(floor, int(ratio * compressed))). */
+    double by_ratio_d = l->ratio * (double)compressed;
+    int64_t by_ratio = by_ratio_d >= 9.2e18 ? INT64_MAX : (int64_t)by_ratio_d;
+    if (by_ratio < l->floor) by_ratio = l->floor;
+    return by_ratio < l->max_bytes ? by_ratio : l->max_bytes;
+}
+
+/* The blocks of one file: their output size (pass 1, ``out`` NULL: headers and limits only)
+ * or their bytes into ``out`` (pass 2). OK, or BAIL where ``_lz4`` would raise. */
+static int lz4_file(const uint8_t *p, size_t n, uint8_t *out, int64_t *produced,
+                    const InflationLimits *limits) {
+    static const uint8_t magic[8] = {'L', 'Z', '4', 'B', 'l', 'o', 'c', 'k'};
+    if (n < 8 || memcmp(p, magic, 8) != 0) return BAIL; /* not an lz4 stream: the caller's */
+    size_t at = 0;
+    int64_t total = 0;
+    while (at < n) {
+        if (n - at < LZ4_HEADER || memcmp(p + at, magic, 8) != 0) return BAIL;
+        unsigned token = p[at + 8];
+        int32_t compressed = (int32_t)rd_le32(p + at + 9);
+        int32_t original = (int32_t)rd_le32(p + at + 13);
+        uint32_t checksum = rd_le32(p + at + 17);
+        unsigned method = token & 0xF0, level = token & 0x0F;
+        if ((method != 0x10 && method != 0x20) || level > 15) return BAIL;
+        int64_t block = (int64_t)1 << (level + 10);
+        if (original < 0 || compressed < 0 || original > block ||
+            compressed > block + block / 255 + 16 || (original == 0) != (compressed == 0) ||
+            (method == 0x10 && original != compressed))
+            return BAIL;
+        at += LZ4_HEADER;
+        if (original == 0) {
+            if (checksum != 0) return BAIL;
+            continue; /* an end mark; another stream may follow */
+        }
+        if ((size_t)compressed > n - at) return BAIL;
+        const uint8_t *payload = p + at;
+        at += (size_t)compressed;
+        total += original;
+        /* Held to the limits after each block, as ``_bounded`` holds the Python reader. */
+        if (total > allowed_bytes(limits, (int64_t)at)) return BAIL;
+        if (out != NULL) {
+            uint8_t *dst = out + *produced;
+            if (method == 0x10) {
+                memcpy(dst, payload, (size_t)original);
+            } else if (lz4_block(payload, (size_t)compressed, dst, (size_t)original) != 0) {
+                return BAIL;
+            }
+            if ((xxh32(dst, (size_t)original, LZ4_SEED) & 0x0FFFFFFFU) != checksum) return BAIL;
+            *produced += original;
+        }
+    }
+    if (out == NULL) *produced += total;
+    return OK;
+}
+
+static PyObject *kernel_lz4_streams(PyObject *module, PyObject *args) {
+    PyObject *files_obj;
+    InflationLimits limits;
+    long long floor, max_bytes;
+    if (!PyArg_ParseTuple(args, "OdLL:lz4_streams", &files_obj, &limits.ratio, &floor,
+                          &max_bytes))
+        return NULL;
+    limits.floor = floor;
+    limits.max_bytes = max_bytes;
+    PyObject *seq = PySequence_Fast(files_obj, "files must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t nfiles = PySequence_Fast_GET_SIZE(seq);
+    Py_buffer *views = calloc((size_t)(nfiles ? nfiles : 1), sizeof *views);
+    int64_t *ends = malloc((size_t)(nfiles ? nfiles : 1) * sizeof *ends);
+    Py_ssize_t got = 0;
+    PyObject *result = NULL;
+    if (views == NULL || ends == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < nfiles; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+    }
+    int rc = OK;
+    int64_t total = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nfiles && rc == OK; i++) {
+        rc = lz4_file(views[i].buf, (size_t)views[i].len, NULL, &total, &limits);
+        ends[i] = total;
+    }
+    Py_END_ALLOW_THREADS
+    if (rc != OK || total > PY_SSIZE_T_MAX) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (data == NULL) goto done;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(data);
+    int64_t produced = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nfiles && rc == OK; i++)
+        rc = lz4_file(views[i].buf, (size_t)views[i].len, out, &produced, &limits);
+    Py_END_ALLOW_THREADS
+    if (rc != OK || produced != total) {
+        Py_DECREF(data);
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    PyObject *offsets = PyList_New(nfiles);
+    if (offsets == NULL) {
+        Py_DECREF(data);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nfiles; i++) {
+        PyObject *end = PyLong_FromLongLong(ends[i]);
+        if (end == NULL) {
+            Py_DECREF(offsets);
+            Py_DECREF(data);
+            goto done;
+        }
+        PyList_SET_ITEM(offsets, i, end);
+    }
+    result = Py_BuildValue("(NN)", data, offsets);
+done:
+    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    free(views);
+    free(ends);
+    Py_DECREF(seq);
+    return result;
 }
 
 /* ---- SST data blocks ------------------------------------------------------------------------
@@ -2015,6 +2261,12 @@ static PyMethodDef kernel_methods[] = {
      "value_sizes, kinds, repeats) or None: the entries of consecutive decompressed SST data "
      "blocks, as formats/sst.block_records gives them (data: every key whole, then the "
      "blocks); None where that function raises."},
+    {"lz4_streams", kernel_lz4_streams, METH_VARARGS,
+     "lz4_streams(files, ratio, floor, max_bytes) -> (data, ends) or None.\n\n"
+     "Each file's Spark lz4 stream (LZ4Block blocks) decompressed, one after another into "
+     "``data``, ``ends[i]`` where file i's bytes end; held to the inflation limits "
+     "(Limits.allowed) after each block. None where formats/compression would raise (or "
+     "the file is not an lz4 stream): the caller reads it and names the problem."},
     {"seed", kernel_seed, METH_VARARGS, "seed(a, b): the key hash's seed."},
     {"_hash_bits", kernel_hash_bits, METH_VARARGS,
      "_hash_bits(mask): keep only these bits of every key hash (tests: keys that collide)."},

@@ -48,6 +48,9 @@ class Format:
 def merge(
     data: Buffer, segments: Sequence[tuple[int, int, bool]], dedupe: bool, keep_removes: bool, /
 ) -> Merged | None: ...
+def lz4_streams(
+    files: Sequence[Buffer], ratio: float, floor: int, max_bytes: int, /
+) -> tuple[bytes, list[int]] | None: ...
 def sst_records(
     blocks: Buffer, sizes: Buffer, /
 ) -> tuple[bytes, Column, Column, Column, Column, Column, Column] | None: ...

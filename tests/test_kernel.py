@@ -783,3 +783,117 @@ def test_damaged_files_give_the_same_one_line_error_with_and_without_the_kernel(
                 failed += 1
                 assert seen[0][1].startswith("error: state/"), seen  # names the file
     assert failed >= 9  # the SST's block may not be read by a replay of the latest batch
+
+
+# -- Spark's lz4 streams ---------------------------------------------------------------------
+
+
+def _python_lz4(data: bytes) -> bytes | None:
+    from ckpt_cli.formats import compression
+
+    try:
+        return compression.decompress("f", data)
+    except FormatError:
+        return None
+
+
+def _lz4_block(payload: bytes, size: int, raw: bytes | None, method: int = 0x20) -> bytes:
+    import xxhash
+
+    checksum = 0 if raw is None else xxhash.xxh32_intdigest(raw, seed=0x9747B28C) & 0x0FFFFFFF
+    head = struct.pack("<Biii", method | 6, len(payload), size, checksum)
+    return b"LZ4Block" + head + payload
+
+
+def test_every_fixture_lz4_file_decompresses_as_the_reader_does() -> None:
+    from ckpt_cli.formats import compression
+
+    checked = 0
+    for path in sorted(CASES_DIR.glob("*/checkpoint/state/**/*")):
+        if path.suffix not in (".delta", ".snapshot", ".changelog") or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if not data.startswith(compression.LZ4_MAGIC):
+            continue
+        found = kernel.lz4_files([data, data])
+        expected = compression.decompress(str(path), data)
+        assert found == (expected + expected, [len(expected), 2 * len(expected)]), path
+        checked += 1
+    assert checked > 100
+
+
+@PROPERTY
+@given(
+    st.lists(st.sampled_from([b"ab", b"abc", b"\x00", b"zzzz"]), max_size=300).map(b"".join),
+    st.binary(max_size=40),
+    st.integers(0, 3),
+    st.data(),
+)
+def test_damaged_lz4_blocks_decompress_as_the_reader_does_or_are_handed_back(
+    text: bytes, noise: bytes, how: int, data: st.DataObject
+) -> None:
+    # The block's checksum is made right for whatever python-lz4 makes of the damaged
+    # payload, so the lz4 decoding itself is what is compared: never bytes of its own, and
+    # never a block the reader refuses.
+    import lz4.block
+
+    raw = text + noise
+    payload = bytearray(lz4.block.compress(raw, store_size=False))
+    size = len(raw)
+    if how == 0 and payload:
+        for _ in range(data.draw(st.integers(1, 3))):
+            payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
+    elif how == 1:
+        payload = payload[: data.draw(st.integers(0, len(payload)))]
+    elif how == 2:
+        size = max(0, size + data.draw(st.integers(-5, 5)))
+    if not payload or not size:
+        return
+    try:
+        made: bytes | None = lz4.block.decompress(bytes(payload), uncompressed_size=size)
+    except Exception:
+        made = None
+    stream = _lz4_block(bytes(payload), size, made)
+    expected = _python_lz4(stream)
+    found = kernel.lz4_files([stream])
+    if found is not None:
+        assert found[0] == expected
+    elif expected is not None:
+        # Stricter than the library is allowed (the reader then reads the file), but only
+        # for damaged payloads: every block lz4 itself made decodes.
+        assert how != 3
+
+
+def test_lz4_streams_hand_back_what_the_reader_refuses() -> None:
+    from ckpt_cli.formats import compression
+
+    good = compression.compress(b"x" * 5000 + bytes(range(256)) * 10, "lz4")
+    cut = [good[:n] for n in (0, 5, 8, 20, 21, 30, len(good) - 1)]
+    flipped = bytearray(good)
+    flipped[-30] ^= 0xFF  # in the payload: the checksum no longer matches
+    bad_token = good[:8] + b"\x35" + good[9:]
+    not_lz4 = compression.compress(b"hello", "zstd")
+    end_mark = b"LZ4Block" + struct.pack("<Biii", 0x10, 0, 0, 0)
+    bad_end = b"LZ4Block" + struct.pack("<Biii", 0x10, 0, 0, 7)
+    for damaged in [*cut, bytes(flipped), bad_token, not_lz4, bad_end, b"LZ4Bloc"]:
+        assert kernel.lz4_files([damaged]) is None
+        assert kernel.lz4_files([good, damaged]) is None
+    # Streams one after another, end marks between them, as lz4-java writes them.
+    assert kernel.lz4_files([good + end_mark + good]) == (
+        _python_lz4(good + end_mark + good),
+        [2 * (5000 + 2560)],
+    )
+    # Held to the inflation limits block by block: a bomb is handed back, and the reader
+    # raises LimitExceededError for it.
+    import io
+
+    from ckpt_cli.errors import LimitExceededError
+    from ckpt_cli.formats.limits import Limits
+
+    bomb = compression.compress(b"\x00" * 60000, "lz4")
+    tight = Limits(max_inflation=5, floor=100)
+    with pytest.raises(LimitExceededError):
+        b"".join(compression.decompressed_chunks("f", io.BytesIO(bomb), limits=tight))
+    assert kernel.load().lz4_streams([bomb], 5.0, 100, 1 << 30) is None
+    assert kernel.load().lz4_streams([bomb], 5.0, 100, 50000) is None  # over max_bytes
+    assert kernel.load().lz4_streams([bomb], 5.0, 1 << 20, 1 << 30) is not None  # the floor

@@ -275,17 +275,47 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
 def _kernel_merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     """``_merged`` by the compiled kernel: the files decompressed into one buffer, then
     framed and merged there in one pass (no array per record)."""
+    whole = whole_lz4(ckpt, plan.files)
+    buf: bytes | bytearray
+    if whole is not None:
+        buf, ends = whole
+        starts = [0, *ends[:-1]]
+        segments = [
+            (start, end, f.kind is FileKind.SNAPSHOT)
+            for f, start, end in zip(plan.files, starts, ends, strict=True)
+        ]
+    else:
+        buf, segments = _decompressed_into_one(ckpt, plan.files)
+    # A snapshot alone holds each key once: framed, not merged.
+    merged = kernel.merge(buf, segments, dedupe=bool(plan.steps) or plan.base is None)
+    return None if merged is None else kernel.packed(buf, merged)
+
+
+def whole_lz4(ckpt: Checkpoint, files: list[CheckpointFile]) -> tuple[bytes, list[int]] | None:
+    """The files' decompressed bytes one after another, and where each ends, by the kernel
+    in one call without the GIL (so partitions read in threads overlap: the Python reader
+    frames block after block under it): lz4 files read whole, up to
+    ``kernel.WHOLE_FILES_BYTES`` together. None otherwise, or where a file is damaged (the
+    caller's reader then names the problem)."""
+    if not files or codec_of(ckpt) != compression.LZ4:
+        return None
+    if sum(f.entry.size for f in files) > kernel.WHOLE_FILES_BYTES:
+        return None
+    return kernel.lz4_files([ckpt.storage.read_bytes(f.path) for f in files])
+
+
+def _decompressed_into_one(
+    ckpt: Checkpoint, files: list[CheckpointFile]
+) -> tuple[bytearray, list[tuple[int, int, bool]]]:
     buf = bytearray()
     segments = []
-    for f in plan.files:
+    for f in files:
         start = len(buf)
         with ckpt.storage.open_stream(f.path) as fh:
             for chunk in compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)):
                 buf += chunk
         segments.append((start, len(buf), f.kind is FileKind.SNAPSHOT))
-    # A snapshot alone holds each key once: framed, not merged.
-    merged = kernel.merge(buf, segments, dedupe=bool(plan.steps) or plan.base is None)
-    return None if merged is None else kernel.packed(buf, merged)
+    return buf, segments
 
 
 _FNV_OFFSET = 0xCBF29CE484222325

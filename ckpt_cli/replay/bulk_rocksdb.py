@@ -46,6 +46,7 @@ from ckpt_cli.replay.bulk import (
     keys_equal,
     last_changes,
     sliced,
+    whole_lz4,
 )
 from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.replay.read import rebuilt_zip, zip_tables
@@ -79,19 +80,37 @@ def rocksdb_batches(ckpt: Checkpoint, plan: ReplayPlan, size: int) -> Iterator[P
 def _kernel_changes(ckpt: Checkpoint, plan: ReplayPlan) -> _KernelLookup | None:
     """``changelog_changes`` by the compiled kernel: the changelogs' records after their
     headers, framed and merged in one buffer (removes kept), looked up by its key table."""
-    buf = bytearray()
-    segments = []
-    for f in plan.steps:
-        data = decompressed(ckpt, f)
-        changelog = records.open_changelog(f.path, [data])
-        if changelog.format_version not in _UNTYPED:
-            return None
-        start = len(buf)
-        buf += data
-        del data
-        segments.append((start + changelog.records_offset, len(buf), False))
+    buf: bytes | bytearray
+    whole = whole_lz4(ckpt, plan.steps)
+    if whole is not None:
+        buf, ends = whole
+        segments = []
+        for f, start, end in zip(plan.steps, [0, *ends[:-1]], ends, strict=True):
+            changelog = records.open_changelog(f.path, _pieces(buf, start, end))
+            if changelog.format_version not in _UNTYPED:
+                return None
+            segments.append((start + changelog.records_offset, end, False))
+    else:
+        buf = bytearray()
+        segments = []
+        for f in plan.steps:
+            data = decompressed(ckpt, f)
+            changelog = records.open_changelog(f.path, [data])
+            if changelog.format_version not in _UNTYPED:
+                return None
+            start = len(buf)
+            buf += data
+            del data
+            segments.append((start + changelog.records_offset, len(buf), False))
     merged = kernel.load().merge(buf, segments, True, True)
     return None if merged is None else _KernelLookup(buf, merged)
+
+
+def _pieces(buf: bytes, start: int, end: int, size: int = 1 << 16) -> Iterator[bytes]:
+    """``buf[start:end]`` a piece at a time (a changelog's header is read from the first,
+    without copying the records after it)."""
+    for at in range(start, end, size):
+        yield buf[at : min(at + size, end)]
 
 
 def changelog_changes(ckpt: Checkpoint, plan: ReplayPlan) -> Changes | None:
@@ -211,7 +230,7 @@ class _KernelLookup:
     """``_Lookup`` over the compiled kernel's merge of the changelogs: keys looked up in its
     table (``used`` is its array, marked as keys are found)."""
 
-    def __init__(self, data: bytearray, merged: Any) -> None:
+    def __init__(self, data: bytes | bytearray, merged: Any) -> None:
         import numpy as np
 
         self.merged = merged

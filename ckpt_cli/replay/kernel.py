@@ -109,10 +109,30 @@ def missing() -> str | None:
     return _loaded()[1]
 
 
+# -- decompressing ---------------------------------------------------------------------------------
+
+# Files read whole for the kernel to decompress together, at most (compressed bytes).
+WHOLE_FILES_BYTES = 256 << 20
+
+
+def lz4_files(datas: list[bytes]) -> tuple[bytes, list[int]] | None:
+    """Spark lz4 streams (whole files) decompressed one after another by the kernel, without
+    the GIL: the bytes and where each file's end; None where ``formats/compression`` would
+    raise or the kernel is unsure (the caller reads the files with it then, and it names the
+    problem), or when a file is not an lz4 stream."""
+    from ckpt_cli.formats.limits import Limits
+
+    limits = Limits.current()
+    found: tuple[bytes, list[int]] | None = load().lz4_streams(
+        datas, limits.max_inflation, limits.floor, limits.max_decompressed_bytes
+    )
+    return found
+
+
 # -- merging -------------------------------------------------------------------------------------
 
 
-def merge(data: bytearray, segments: list[tuple[int, int, bool]], *, dedupe: bool) -> Any:
+def merge(data: bytes | bytearray, segments: list[tuple[int, int, bool]], *, dedupe: bool) -> Any:
     """The records of ``segments`` (start, end, snapshot) of ``data`` in turn: with ``dedupe``
     per key its first record's key and its last record's value, by first record, keys whose
     last record is a remove left out; None when a segment does not frame cleanly. The kernel
@@ -120,7 +140,7 @@ def merge(data: bytearray, segments: list[tuple[int, int, bool]], *, dedupe: boo
     return load().merge(data, segments, dedupe, False)
 
 
-def packed(data: bytearray, merged: Any) -> Packed:
+def packed(data: bytes | bytearray, merged: Any) -> Packed:
     """The records of a kernel merge as a ``Packed`` over ``data`` (no copy)."""
     import numpy as np
 

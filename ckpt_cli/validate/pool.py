@@ -13,6 +13,9 @@ from ckpt_cli.replay.loadable import shared_file_problems
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.files import FileResult, FileTask, check_file, check_in_worker, init_worker
 
+# Bytes to decode from which the checks go to worker processes (local disk).
+PROCESS_BYTES = 16 << 20
+
 
 def run_file_checks(run: ValidationRun, engine: Engine, progress: ProgressSink) -> tuple[int, int]:
     """Decode every queued file; returns the reads and bytes the worker processes made."""
@@ -40,9 +43,16 @@ def _map(
 ) -> Iterable[FileResult]:
     storage = run.ckpt.storage
     cores = os.cpu_count() or 1
-    # Decoding local files is CPU work under the GIL: processes keep every core busy.
+    # Decoding local files is CPU work under the GIL: processes keep every core busy, once
+    # there is enough of it to pay for starting them (a restart's 800 small files take
+    # 0.1 s in threads; a process pool costs about that to start, and its RSS besides).
     # Object stores are latency-bound, where threads overlap the requests.
-    cpu_bound = storage.is_local and len(tasks) >= 64 and cores > 1
+    cpu_bound = (
+        storage.is_local
+        and len(tasks) >= 64
+        and cores > 1
+        and sum(t.size for t in tasks) > PROCESS_BYTES
+    )
     if isinstance(engine, LocalEngine) and not cpu_bound:
         return engine.map(functools.partial(check_file, storage), tasks, progress=progress)
     return engine.map(
