@@ -1,6 +1,6 @@
 """The compiled replay kernel (``ckpt_cli/_kernel.c``), built with the package when a C
 compiler is there; without one the build goes on and replay uses numpy and Arrow
-(``ckpt_cli/replay/kernel.py``). Everything else is in pyproject.toml."""
+(``ckpt_cli/core/kernel.py``). Everything else is in pyproject.toml."""
 
 import hashlib
 import os

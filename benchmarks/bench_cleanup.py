@@ -36,7 +36,7 @@ from common import (  # noqa: E402  # noqa: E402
 )
 
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup  # noqa: E402
-from ckpt_cli.model import Checkpoint  # noqa: E402
+from ckpt_cli.core.model import Checkpoint  # noqa: E402
 
 
 def plan(root: Path, retain: int) -> tuple[int, float, int, int]:

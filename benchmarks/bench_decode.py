@@ -234,7 +234,7 @@ def measure_decode(
 
 RUN = """
 import sys
-import ckpt_cli.replay.columns as columns
+import ckpt_cli.state.columns as columns
 columns.ENABLED = sys.argv.pop(1) == "columns"
 from ckpt_cli.cli import main
 sys.argv[0] = "ckpt"

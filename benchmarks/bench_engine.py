@@ -43,8 +43,8 @@ from common import (  # noqa: E402  # noqa: E402
 )
 from synthetic import build  # noqa: E402
 
+from ckpt_cli.core.model import Checkpoint  # noqa: E402
 from ckpt_cli.engine import Engine, LocalEngine, SparkEngine  # noqa: E402
-from ckpt_cli.model import Checkpoint  # noqa: E402
 from ckpt_cli.replay import read_state  # noqa: E402
 from ckpt_cli.replay.datasets import write_dataset  # noqa: E402
 from ckpt_cli.validate import validate  # noqa: E402

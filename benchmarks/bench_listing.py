@@ -26,7 +26,7 @@ from bench_validate import build  # noqa: E402
 from common import Case, add_options, alternate, data_dir, machine, measure_call, report, row  # noqa: E402
 
 from ckpt_cli.cleanup import plan_cleanup  # noqa: E402
-from ckpt_cli.model import Checkpoint  # noqa: E402
+from ckpt_cli.core.model import Checkpoint  # noqa: E402
 from ckpt_cli.validate import validate  # noqa: E402
 from ckpt_cli.versions import describe_versions  # noqa: E402
 

@@ -45,7 +45,7 @@ from common import (  # noqa: E402  # noqa: E402
 from ckpt_cli.formats import schema as S  # noqa: E402
 from ckpt_cli.formats.compression import CODECS, compress, decompressed_chunks  # noqa: E402
 from ckpt_cli.formats.records import iter_kv_records  # noqa: E402
-from ckpt_cli.replay.rows import RowDecoder  # noqa: E402
+from ckpt_cli.state.decoders import RowDecoder  # noqa: E402
 from ckpt_cli.storage import Storage  # noqa: E402
 
 KEY_SCHEMA = S.StructType((S.StructField("k", S.STRING),))

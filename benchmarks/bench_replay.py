@@ -68,10 +68,10 @@ from common import (  # noqa: E402  # noqa: E402
     warm,
 )
 
+from ckpt_cli.core.model import Checkpoint  # noqa: E402
+from ckpt_cli.core.read import iter_state  # noqa: E402
+from ckpt_cli.core.rebuild import plan_version  # noqa: E402
 from ckpt_cli.formats.compression import decompressed_chunks  # noqa: E402
-from ckpt_cli.model import Checkpoint  # noqa: E402
-from ckpt_cli.replay.plan import plan_version  # noqa: E402
-from ckpt_cli.replay.read import iter_state  # noqa: E402
 
 BUILD = """
 import glob, json, os, sys, shutil, time

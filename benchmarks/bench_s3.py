@@ -50,7 +50,7 @@ from common import row as measured_row  # noqa: E402
 from synthetic import build  # noqa: E402
 
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup  # noqa: E402
-from ckpt_cli.model import Checkpoint  # noqa: E402
+from ckpt_cli.core.model import Checkpoint  # noqa: E402
 from ckpt_cli.storage import StorageStats  # noqa: E402
 from ckpt_cli.validate import validate  # noqa: E402
 from ckpt_cli.versions import describe_versions  # noqa: E402

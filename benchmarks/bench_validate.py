@@ -36,8 +36,8 @@ from common import (  # noqa: E402
 )
 from common import report as write_report  # noqa: E402
 
+from ckpt_cli.core.model import Checkpoint  # noqa: E402
 from ckpt_cli.formats.compression import compress  # noqa: E402
-from ckpt_cli.model import Checkpoint  # noqa: E402
 from ckpt_cli.validate import validate  # noqa: E402
 
 KEYS_PER_PARTITION = 50

@@ -39,7 +39,7 @@ from common import (  # noqa: E402
     row,
 )
 
-from ckpt_cli.model import Checkpoint  # noqa: E402
+from ckpt_cli.core.model import Checkpoint  # noqa: E402
 from ckpt_cli.versions import describe_versions  # noqa: E402
 
 

@@ -9,21 +9,9 @@ The library is the product; :mod:`ckpt_cli.cli` is a thin Typer layer over it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from ckpt_cli.api import Checkpoint, open
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.storage import Storage, StorageStats
-
-__version__ = "0.1.0"
+from ckpt_cli.version import __version__
 
 __all__ = ["Checkpoint", "CkptError", "Storage", "StorageStats", "__version__", "open"]
-
-
-def open(  # noqa: A001 - ckpt_cli.open, like fsspec.open
-    location: str, storage_options: Mapping[str, Any] | None = None
-) -> Checkpoint:
-    """The checkpoint at ``location`` (a path or URL: s3://, abfs://, gs://, memory://...),
-    listed once; ``storage_options`` go to the filesystem (e.g. ``endpoint_url``)."""
-    return Checkpoint.open(location, storage_options)

@@ -1,189 +1,321 @@
-"""The Python API: one method per command on :class:`~ckpt_cli.model.Checkpoint`.
+"""The Python API: the library's calls in one place, and :class:`Checkpoint`, the checkpoint
+of the core model with one method per command.
 
     >>> import ckpt_cli
     >>> ckpt = ckpt_cli.open("s3://bucket/query", {"anon": False})
     >>> ckpt.validate().ok
     >>> ckpt.replay(operator=0).to_pandas()
 
-Each method is the library call its command makes, with the same defaults; the modules named
-in each docstring have the rest of the options. Imports are inside the methods because those
-modules import the model.
+Each method *is* a library function with the checkpoint bound as its first argument (the
+descriptor :class:`Call`): its signature, defaults and docstring are the function's, so the
+API cannot drift from the library. The model does not know its methods (it imports nothing
+above it); they are attached here, and each command's module is imported on the method's
+first use (``ckpt versions`` does not import replay's Arrow code).
+
+The CLI imports what it calls from this module only (an import contract says so): the
+commands' ``run_*`` functions and the result types its renderers show.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, cast
+import functools
+import importlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from ckpt_cli.core import model
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Later:
+    """A library function imported on first use (the API's modules stay unimported until a
+    method needs them)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    @functools.cached_property
+    def function(self) -> Callable[..., Any]:
+        found: Callable[..., Any] = getattr(importlib.import_module(self.module), self.name)
+        return found
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
 
 if TYPE_CHECKING:
-    from ckpt_cli.batches import BatchesReport
-    from ckpt_cli.cleanup import CleanupPlan
-    from ckpt_cli.du import DiskUsageReport
-    from ckpt_cli.engine import Engine
-    from ckpt_cli.model import Checkpoint
-    from ckpt_cli.repair import RepairPlan, UndoResult
-    from ckpt_cli.repartition.apply import RepartitionResult
-    from ckpt_cli.repartition.plan import RepartitionPlan
-    from ckpt_cli.replay import StateRows
-    from ckpt_cli.report import HtmlReport
-    from ckpt_cli.validate import ValidationReport
-    from ckpt_cli.versions import VersionsReport
+    from ckpt_cli.batches import BatchesReport, BatchRow, SourceProgress, batch_timeline
+    from ckpt_cli.change.undo import UndoResult, undo_repair
+    from ckpt_cli.cleanup import (
+        CleanupPlan,
+        CleanupRun,
+        OrphanScan,
+        ScanFailure,
+        run_cleanup,
+        scan_orphans,
+    )
+    from ckpt_cli.cleanup.plan import DESCRIPTIONS
+    from ckpt_cli.cleanup.retention import plan_cleanup
+    from ckpt_cli.du import DEFAULT_TOP, DiskUsageReport, Usage, disk_usage
+    from ckpt_cli.inspect import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
+    from ckpt_cli.repair import RepairPlan, RepairRun, run_repair
+    from ckpt_cli.repair.plan import plan_repair
+    from ckpt_cli.repartition.plan import RepartitionPlan, plan_repartition, skew
+    from ckpt_cli.repartition.run import (
+        RepartitionRun,
+        repartition_checkpoint,
+        run_repartition,
+        undo_repartition,
+    )
+    from ckpt_cli.replay.run import TABLE_LIMIT, ReplayRun, kernel_note, run_replay
+    from ckpt_cli.report import HtmlReport, require_plotly, write_report
+    from ckpt_cli.state.reader import StateRows, read_state
+    from ckpt_cli.state.target import ReplayTarget, SelectionError
+    from ckpt_cli.storage import Storage, StorageStats
+    from ckpt_cli.validate import ERROR, INFO, WARNING, Finding, ValidationReport
+    from ckpt_cli.validate.codes import CODES, SEVERITY_RANK
+    from ckpt_cli.validate.headline import Headline
+    from ckpt_cli.validate.runner import validate
+    from ckpt_cli.versions import (
+        OperatorVersions,
+        PartitionVersions,
+        VersionsReport,
+        describe_versions,
+    )
+else:
+
+    def _later(module: str, name: str) -> Any:
+        return _Later(module, name)
+
+    describe_versions = _later("ckpt_cli.versions", "describe_versions")
+    batch_timeline = _later("ckpt_cli.batches", "batch_timeline")
+    disk_usage = _later("ckpt_cli.du", "disk_usage")
+    write_report = _later("ckpt_cli.report", "write_report")
+    validate = _later("ckpt_cli.validate.runner", "validate")
+    read_state = _later("ckpt_cli.state.reader", "read_state")
+    plan_cleanup = _later("ckpt_cli.cleanup.retention", "plan_cleanup")
+    plan_repair = _later("ckpt_cli.repair.plan", "plan_repair")
+    plan_repartition = _later("ckpt_cli.repartition.plan", "plan_repartition")
+    repartition_checkpoint = _later("ckpt_cli.repartition.run", "repartition_checkpoint")
+    undo_repair = _later("ckpt_cli.change.undo", "undo_repair")
+    undo_repartition = _later("ckpt_cli.repartition.run", "undo_repartition")
 
 
-class CheckpointCalls:
-    """What ``ckpt versions``, ``validate``, ``replay``, ``orphans``/``cleanup`` (the plan),
-    ``repair`` (the plan), ``repartition`` and their ``--undo`` compute, as methods of a
-    checkpoint."""
+def _function(fn: Any) -> Callable[..., Any]:
+    found: Callable[..., Any] = fn.function if isinstance(fn, _Later) else fn
+    return found
+
+
+def _storage(ckpt: model.Checkpoint) -> Storage:
+    return ckpt.storage
+
+
+class Call(Generic[P, R]):
+    """A method that is ``fn`` with the checkpoint (or what ``via`` makes of it, e.g. its
+    storage) as the first argument."""
+
+    def __init__(
+        self, fn: Callable[Concatenate[Any, P], R], via: Callable[[Any], Any] | None = None
+    ) -> None:
+        self._fn = fn
+        self._via = via
 
     @property
-    def _checkpoint(self) -> Checkpoint:
-        return cast("Checkpoint", self)  # the only class this is mixed into
+    def function(self) -> Callable[..., R]:
+        """The library function the method calls."""
+        return _function(self._fn)
 
-    def versions(
-        self, *, operator: int | None = None, partitions: Sequence[int] | None = None
-    ) -> VersionsReport:
-        """Batches, operators, stores, partitions and their state store versions."""
-        from ckpt_cli.versions import describe_versions
+    @property
+    def via_storage(self) -> bool:
+        """Whether the function is given the checkpoint's storage rather than the checkpoint."""
+        return self._via is _storage
 
-        return describe_versions(self._checkpoint, operator=operator, partitions=partitions)
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> Call[P, R]: ...
 
-    def timeline(
-        self, *, last: int | None = None, since: int | None = None, until: int | None = None
-    ) -> BatchesReport:
-        """What ``ckpt batches`` shows (``batches`` is the logs' listing): one row per batch
-        (``.batches``) with its planned time, watermark, each source's offsets and whether it
-        committed; see :func:`ckpt_cli.batches.batch_timeline`."""
-        from ckpt_cli.batches import batch_timeline
+    @overload
+    def __get__(self, obj: model.Checkpoint, owner: type[Any]) -> Callable[P, R]: ...
 
-        return batch_timeline(self._checkpoint, last=last, since=since, until=until)
+    def __get__(self, obj: model.Checkpoint | None, owner: type[Any]) -> Any:
+        if obj is None:
+            return self
+        first = obj if self._via is None else self._via(obj)
+        bound = functools.partial(self.function, first)
+        functools.update_wrapper(bound, self.function)
+        return bound
 
-    def disk_usage(self, *, top: int = 10, summarize: bool = False) -> DiskUsageReport:
-        """What ``ckpt du`` shows: bytes and file counts by class, area, operator, store and
-        partition, the ``top`` largest partitions and each store's skew (no state file read)."""
-        from ckpt_cli.du import disk_usage
 
-        return disk_usage(self._checkpoint, top=top, summarize=summarize)
+class Checkpoint(model.Checkpoint):
+    """The checkpoint at a location, listed once (:class:`ckpt_cli.core.model.Checkpoint`),
+    with one method per command; each is the library function named, with this checkpoint
+    as its first argument."""
 
-    def report(
-        self, output: str, *, storage_options: Mapping[str, object] | None = None
-    ) -> HtmlReport:
-        """What ``ckpt report`` writes: one self-contained HTML page at ``output`` (a path or
-        URL, opened with ``storage_options``) with the headline, the validate findings and plots;
-        see :mod:`ckpt_cli.report`."""
-        from ckpt_cli.report import write_report
+    #: ``ckpt versions``: :func:`ckpt_cli.versions.describe_versions`
+    versions = Call(describe_versions)
+    #: ``ckpt batches``: :func:`ckpt_cli.batches.batch_timeline` (``.batches`` is the logs')
+    timeline = Call(batch_timeline)
+    #: ``ckpt du``: :func:`ckpt_cli.du.disk_usage`
+    disk_usage = Call(disk_usage)
+    #: ``ckpt report``: :func:`ckpt_cli.report.write_report`
+    report = Call(write_report)
+    #: ``ckpt validate``: :func:`ckpt_cli.validate.validate`
+    validate = Call(validate)
+    #: ``ckpt replay``: :func:`ckpt_cli.state.reader.read_state`
+    replay = Call(read_state)
+    #: ``ckpt cleanup`` without ``--apply``: :func:`ckpt_cli.cleanup.retention.plan_cleanup`
+    plan_cleanup = Call(plan_cleanup)
+    #: ``ckpt repair`` without ``--apply``: :func:`ckpt_cli.repair.plan.plan_repair`
+    plan_repair = Call(plan_repair)
+    #: ``ckpt repartition`` without ``--apply``: :func:`ckpt_cli.repartition.plan.plan_repartition`
+    plan_repartition = Call(plan_repartition)
+    #: ``ckpt repartition --apply --yes``: :func:`ckpt_cli.repartition.run.repartition_checkpoint`
+    repartition = Call(repartition_checkpoint)
+    #: ``ckpt repair --undo``: :func:`ckpt_cli.change.undo.undo_repair`
+    undo_repair = Call(undo_repair, via=_storage)
+    #: ``ckpt repartition --undo``: :func:`ckpt_cli.repartition.run.undo_repartition`
+    undo_repartition = Call(undo_repartition, via=_storage)
 
-        return write_report(self._checkpoint, output, storage_options=storage_options)
 
-    def validate(
-        self,
-        *,
-        batch: int | None = None,
-        all_versions: bool = False,
-        deep: bool = False,
-        fail_on: str = "error",
-    ) -> ValidationReport:
-        """Whether the query can restart from this checkpoint (``.ok``) and why not
-        (``.findings``); see :func:`ckpt_cli.validate.validate`."""
-        from dataclasses import replace
+def methods() -> dict[str, Call[Any, Any]]:
+    """Every command method of :class:`Checkpoint`, by name (the docs list them)."""
+    return {name: value for name, value in vars(Checkpoint).items() if isinstance(value, Call)}
 
-        from ckpt_cli.validate import validate
 
-        report = validate(self._checkpoint, batch=batch, all_versions=all_versions, deep=deep)
-        return replace(report, fail_on=fail_on)
+def open(  # noqa: A001 - ckpt_cli.open, like fsspec.open
+    location: str, storage_options: Mapping[str, Any] | None = None
+) -> Checkpoint:
+    """The checkpoint at ``location`` (a path or URL: s3://, abfs://, gs://, memory://...),
+    listed once; ``storage_options`` go to the filesystem (e.g. ``endpoint_url``)."""
+    return Checkpoint.open(location, storage_options)
 
-    def replay(
-        self,
-        *,
-        batch: int | None = None,
-        operator: int | None = None,
-        store: str | None = None,
-        partitions: Iterable[int] | None = None,
-        change_start_batch: int | None = None,
-        change_end_batch: int | None = None,
-        where: Mapping[str, str] | None = None,
-        raw: bool = False,
-    ) -> StateRows:
-        """A store's state after ``batch`` (default: the latest committed), or with
-        ``change_start_batch`` its change feed, as Spark's ``statestore`` source gives it:
-        iterate the rows, or call ``.to_arrow()`` / ``.to_pandas()``."""
-        from ckpt_cli.replay import read_state
 
-        return read_state(
-            self._checkpoint,
-            batch=batch,
-            operator=operator,
-            store=store,
-            partitions=partitions,
-            change_start_batch=change_start_batch,
-            change_end_batch=change_end_batch,
-            where=where,
-            raw=raw,
-        )
+# What the CLI (and any caller) takes from here, by module: imported on first use, so a
+# command's run imports only what it calls.
+_EXPORTS = {
+    "BatchRow": "ckpt_cli.batches",
+    "BatchesReport": "ckpt_cli.batches",
+    "SourceProgress": "ckpt_cli.batches",
+    "batch_timeline": "ckpt_cli.batches",
+    "CleanupPlan": "ckpt_cli.cleanup",
+    "CleanupRun": "ckpt_cli.cleanup",
+    "OrphanScan": "ckpt_cli.cleanup",
+    "ScanFailure": "ckpt_cli.cleanup",
+    "run_cleanup": "ckpt_cli.cleanup",
+    "scan_orphans": "ckpt_cli.cleanup",
+    "DESCRIPTIONS": "ckpt_cli.cleanup.plan",
+    "DEFAULT_TOP": "ckpt_cli.du",
+    "DiskUsageReport": "ckpt_cli.du",
+    "Usage": "ckpt_cli.du",
+    "DEFAULT_LIMIT": "ckpt_cli.inspect",
+    "FileReport": "ckpt_cli.inspect",
+    "inspect_file": "ckpt_cli.inspect",
+    "split_file_location": "ckpt_cli.inspect",
+    "RepairPlan": "ckpt_cli.repair",
+    "RepairRun": "ckpt_cli.repair",
+    "run_repair": "ckpt_cli.repair",
+    "UndoResult": "ckpt_cli.change.undo",
+    "RepartitionPlan": "ckpt_cli.repartition.plan",
+    "skew": "ckpt_cli.repartition.plan",
+    "RepartitionRun": "ckpt_cli.repartition.run",
+    "run_repartition": "ckpt_cli.repartition.run",
+    "ReplayRun": "ckpt_cli.replay.run",
+    "TABLE_LIMIT": "ckpt_cli.replay.run",
+    "kernel_note": "ckpt_cli.replay.run",
+    "run_replay": "ckpt_cli.replay.run",
+    "ReplayTarget": "ckpt_cli.state.target",
+    "SelectionError": "ckpt_cli.state.target",
+    "StateRows": "ckpt_cli.state.reader",
+    "HtmlReport": "ckpt_cli.report",
+    "require_plotly": "ckpt_cli.report",
+    "Storage": "ckpt_cli.storage",
+    "StorageStats": "ckpt_cli.storage",
+    "ERROR": "ckpt_cli.validate",
+    "INFO": "ckpt_cli.validate",
+    "WARNING": "ckpt_cli.validate",
+    "ValidationReport": "ckpt_cli.validate",
+    "Finding": "ckpt_cli.validate",
+    "CODES": "ckpt_cli.validate.codes",
+    "SEVERITY_RANK": "ckpt_cli.validate.codes",
+    "Headline": "ckpt_cli.validate.headline",
+    "OperatorVersions": "ckpt_cli.versions",
+    "PartitionVersions": "ckpt_cli.versions",
+    "VersionsReport": "ckpt_cli.versions",
+}
 
-    def plan_cleanup(
-        self, *, retain: int | None = None, min_age: float | None = None
-    ) -> CleanupPlan:
-        """What ``cleanup`` would delete (``.deletions``) and why, keeping what every retained
-        version needs; nothing is deleted (see :func:`ckpt_cli.cleanup.apply_cleanup`)."""
-        from ckpt_cli.cleanup import plan_cleanup
-        from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS
+__all__ = [
+    "BatchRow",
+    "BatchesReport",
+    "CODES",
+    "Call",
+    "Checkpoint",
+    "CleanupPlan",
+    "CleanupRun",
+    "DEFAULT_LIMIT",
+    "DEFAULT_TOP",
+    "DESCRIPTIONS",
+    "DiskUsageReport",
+    "ERROR",
+    "FileReport",
+    "Finding",
+    "Headline",
+    "HtmlReport",
+    "INFO",
+    "OperatorVersions",
+    "OrphanScan",
+    "PartitionVersions",
+    "RepairPlan",
+    "RepairRun",
+    "RepartitionPlan",
+    "RepartitionRun",
+    "ReplayRun",
+    "ReplayTarget",
+    "SEVERITY_RANK",
+    "ScanFailure",
+    "SelectionError",
+    "SourceProgress",
+    "TABLE_LIMIT",
+    "StateRows",
+    "Storage",
+    "StorageStats",
+    "UndoResult",
+    "Usage",
+    "ValidationReport",
+    "VersionsReport",
+    "WARNING",
+    "batch_timeline",
+    "describe_versions",
+    "disk_usage",
+    "inspect_file",
+    "kernel_note",
+    "methods",
+    "open",
+    "plan_cleanup",
+    "plan_repair",
+    "plan_repartition",
+    "read_state",
+    "repartition_checkpoint",
+    "require_plotly",
+    "run_cleanup",
+    "run_repair",
+    "run_repartition",
+    "run_replay",
+    "scan_orphans",
+    "skew",
+    "split_file_location",
+    "undo_repair",
+    "undo_repartition",
+    "validate",
+    "write_report",
+]
 
-        age = DEFAULT_MIN_AGE_SECONDS if min_age is None else min_age
-        return plan_cleanup(self._checkpoint, retain=retain, min_age=age)
 
-    def plan_repair(self, *, rollback_to: int | None = None, snapshot: bool = False) -> RepairPlan:
-        """What ``repair`` would do to make the checkpoint restartable (``.actions``);
-        nothing is changed (see :func:`ckpt_cli.repair.apply_repair`)."""
-        from ckpt_cli.repair import plan_repair
-
-        return plan_repair(self._checkpoint, rollback_to=rollback_to, snapshot=snapshot)
-
-    def plan_repartition(self, *, partitions: int, engine: Engine | None = None) -> RepartitionPlan:
-        """What ``repartition`` to ``partitions`` would write (batch, version, keys and bytes
-        per new partition, skew); raises ``RepartitionRefused`` when it would refuse. Reads
-        the whole state (on ``engine``: Spark reads partitions as tasks); changes nothing."""
-        from ckpt_cli.repartition.plan import plan_repartition
-
-        return plan_repartition(self._checkpoint, partitions=partitions, engine=engine)
-
-    def repartition(
-        self,
-        *,
-        partitions: int,
-        force: bool = False,
-        quarantine: str | None = None,
-        engine: Engine | None = None,
-    ) -> RepartitionResult:
-        """Change the number of state partitions to ``partitions``, as Spark's own repartition
-        does (``ckpt repartition --apply``); refused while the query looks active unless
-        ``force``. ``.manifest`` is what :meth:`undo_repartition` restores from.
-        ``engine``: where partitions are read and written (``SparkEngine``: as tasks)."""
-        from ckpt_cli.repartition.apply import default_quarantine, repartition, staged_plan
-
-        where = quarantine or default_quarantine(self._checkpoint, time.time())
-        plan = staged_plan(self._checkpoint, partitions, where, engine)
-        try:
-            return repartition(self._checkpoint, plan, force=force, quarantine=where, engine=engine)
-        finally:
-            plan.discard()
-
-    def undo_repair(self, *, manifest: str | None = None, break_lock: bool = False) -> UndoResult:
-        """What ``ckpt repair --undo`` does: put back everything the newest repair of this
-        checkpoint (or the one of ``manifest``) changed; ``.already_undone`` says when an
-        earlier undo did it (then nothing changes). See :mod:`ckpt_cli.repair.undo`."""
-        from ckpt_cli.repair import undo_repair
-
-        return undo_repair(self._checkpoint.storage, manifest=manifest, break_lock=break_lock)
-
-    def undo_repartition(
-        self, *, manifest: str | None = None, force: bool = False, break_lock: bool = False
-    ) -> UndoResult:
-        """What ``ckpt repartition --undo`` does: the checkpoint as it was before its newest
-        repartition (or the one of ``manifest``); refused when the query ran batches after it,
-        unless ``force``."""
-        from ckpt_cli.repartition.run import undo_repartition
-
-        return undo_repartition(
-            self._checkpoint.storage, manifest=manifest, force=force, break_lock=break_lock
-        )
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is not None:
+        return getattr(importlib.import_module(module), name)
+    later = globals().get(name)
+    if isinstance(later, _Later):
+        return later.function
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,9 +21,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.results import Report
 from ckpt_cli.units import iso_ms, seconds_since
 

@@ -1,7 +1,7 @@
 """``ckpt du``: where the bytes of a checkpoint are, from the one listing (no state file is
 read; the latest offsets entry names the store provider).
 
-Sizes and file counts by file class (:class:`~ckpt_cli.layout.FileKind`), by top-level area
+Sizes and file counts by file class (:class:`~ckpt_cli.core.layout.FileKind`), by top-level area
 (``offsets/``, ``commits/``, ``sources/``, ``state/``...), per operator and store, and per
 state partition; the largest partitions, and each store's skew: its largest partition's bytes
 over the median partition's (1.0 is even; state is hash-partitioned by key, so a large skew
@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.model import Checkpoint, CheckpointFile
+from ckpt_cli.core.model import Checkpoint, CheckpointFile
 from ckpt_cli.results import Report
 from ckpt_cli.units import natural_key
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ckpt_cli.version import __version__
+
 
 class CkptError(Exception):
     """Base of every error ckpt reports to a user.
@@ -92,8 +94,6 @@ class UnsupportedVersionError(FormatError):
 
 def unsupported_hint() -> str:
     """The hint of an :class:`UnsupportedVersionError`."""
-    from ckpt_cli import __version__  # at call time: ckpt_cli imports this module
-
     return (
         f"ckpt {__version__} does not read this version; the file may be from a newer Spark "
         "and is not known to be damaged: run the query with the Spark that wrote it, or "

@@ -5,7 +5,7 @@ the batch timeline and the bytes by file class.
 The plots are plotly figures, with plotly.js inlined once in the page. Everything comes from
 what the other commands compute: the listing (no state file is decoded for the plots),
 :func:`~ckpt_cli.batches.batch_timeline`, :func:`~ckpt_cli.du.disk_usage`,
-:func:`~ckpt_cli.headline.headline` and :func:`~ckpt_cli.validate.validate` (its default
+:func:`~ckpt_cli.validate.headline.headline` and :func:`~ckpt_cli.validate.validate` (its default
 scope: the versions a restart loads).
 """
 
@@ -18,13 +18,13 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ckpt_cli.batches import BatchesReport, batch_timeline
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.du import DiskUsageReport, disk_usage
-from ckpt_cli.headline import Headline, headline
 from ckpt_cli.install import missing_extra
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.results import Report
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
+from ckpt_cli.validate.headline import Headline, headline
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -57,3 +57,10 @@ def human_duration(seconds: float) -> str:
             parts.append(f"{left // size}{unit}")
             left %= size
     return " ".join(parts[:2])
+
+
+def format_duration(seconds: float) -> str:
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:g}s"

@@ -11,18 +11,18 @@ from dataclasses import asdict, dataclass, replace
 from operator import attrgetter
 from typing import Any
 
-from ckpt_cli.errors import CkptError, FormatError
-from ckpt_cli.formats import logs, tws
-from ckpt_cli.headline import Headline, headline
-from ckpt_cli.model import (
+from ckpt_cli.core.model import (
     SHARED_KINDS,
     Checkpoint,
     FileKind,
     Operator,
     Partition,
 )
+from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.formats import logs, tws
 from ckpt_cli.results import Report
 from ckpt_cli.storage.listing import collector_paused
+from ckpt_cli.validate.headline import Headline, headline
 
 _entry_size = attrgetter("entry.size")
 
@@ -253,7 +253,7 @@ def _operators(
 def _state_history(checkpoint: Checkpoint, op: Operator) -> list[StateEra]:
     """Every ``_metadata/v2/<batch>`` file and what it declares; unreadable files are left
     out (validate reports them)."""
-    from ckpt_cli.replay.history import operator_history
+    from ckpt_cli.core.history import operator_history
 
     if not op.metadata_v2_files:
         return []

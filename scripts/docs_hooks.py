@@ -6,7 +6,9 @@ A page asks for a part with an HTML comment on a line of its own:
   ``ckpt NAME``, from the Click command Typer builds (what ``ckpt NAME --help`` shows);
 - ``<!-- ckpt:root -->``: the root command's usage, options and its commands;
 - ``<!-- ckpt:codes -->``: the finding codes, severities and hints of ``validate/codes.py``;
-- ``<!-- ckpt:exit-codes -->``: the exit codes of ``exit_codes.py`` with their docstrings.
+- ``<!-- ckpt:exit-codes -->``: the exit codes of ``exit_codes.py`` with their docstrings;
+- ``<!-- ckpt:api-methods -->``: each command method of ``ckpt_cli.Checkpoint`` and the
+  library function it is.
 
 The build fails (``PluginError``) on an unknown part, and when a command of the CLI has no
 page: a new command or option cannot go undocumented. tests/test_docs.py checks the result.
@@ -218,6 +220,31 @@ def exit_codes_part() -> str:
     return "\n".join(rows)
 
 
+def api_methods_part() -> str:
+    """Each command method of ``ckpt_cli.Checkpoint`` with the library function it is (the
+    function's own reference under it: the signature and docstring the method has)."""
+    from ckpt_cli.api import methods
+
+    out = []
+    for name, call in methods().items():
+        fn = call.function
+        target = f"{fn.__module__}.{fn.__qualname__}"
+        out += [
+            f"### `Checkpoint.{name}`",
+            "",
+            f"`ckpt.{name}(...)` is `{target}` with the checkpoint"
+            + (" (its storage)" if call.via_storage else "")
+            + " as its first argument:",
+            "",
+            f"::: {target}",
+            "    options:",
+            "      show_root_heading: true",
+            "      heading_level: 4",
+            "",
+        ]
+    return "\n".join(out)
+
+
 def _part(part: str, arg: str | None) -> str:
     if part == "command" and arg:
         return command_part(arg)
@@ -227,6 +254,8 @@ def _part(part: str, arg: str | None) -> str:
         return codes_part()
     if part == "exit-codes" and arg is None:
         return exit_codes_part()
+    if part == "api-methods" and arg is None:
+        return api_methods_part()
     raise PluginError(f"docs: unknown generated part <!-- ckpt:{part} {arg or ''} -->")
 
 
@@ -252,7 +281,7 @@ _ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):`(~?)([\w.]+)`")
 
 
 def _roles_as_code(text: str) -> str:
-    """Sphinx roles (``:class:`~ckpt_cli.model.Checkpoint```) as Markdown code spans, with
+    """Sphinx roles (``:class:`~ckpt_cli.core.model.Checkpoint```) as Markdown code spans, with
     the short name where Sphinx would show it (``~``)."""
     return _ROLE.sub(lambda m: f"`{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}`", text)
 
@@ -265,7 +294,7 @@ else:
 
     class SphinxRoles(griffe.Extension):
         """Griffe extension (mkdocs.yml): docstrings' Sphinx roles read as code, so the API
-        pages show ``Checkpoint``, not ``:class:`~ckpt_cli.model.Checkpoint```."""
+        pages show ``Checkpoint``, not ``:class:`~ckpt_cli.core.model.Checkpoint```."""
 
         def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
             if obj.docstring is not None:

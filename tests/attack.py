@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint
 from tests.conftest import CASES, Case, CliResult, replay_args, run_cli
 
 TIME_LIMIT_S = 30.0

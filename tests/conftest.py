@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ckpt_cli.cli import app
-from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay.source import covering_reads
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.state.reader import covering_reads
 from tests.servers import azure_server, s3_server, store
 
 # One moto server and one Azurite for the whole session, whichever modules use them.

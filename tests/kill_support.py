@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from ckpt_cli.lock import LOCK_NAME
+from ckpt_cli.change.lock import LOCK_NAME
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}

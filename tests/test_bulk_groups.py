@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ckpt_cli.replay import bulk
+from ckpt_cli.state import bulk
 
 
 def _records(keys: list[bytes]) -> tuple[bytes, Any, Any]:

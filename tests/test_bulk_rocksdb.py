@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.read import iter_state
+from ckpt_cli.core.rebuild import ReplayPlan, codec_of, plan_version
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import compression, records, rocksdb
-from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.replay import bulk_rocksdb
-from ckpt_cli.replay.bulk import packed_batches
-from ckpt_cli.replay.plan import ReplayPlan, codec_of, plan_version
-from ckpt_cli.replay.read import iter_state
+from ckpt_cli.state import bulk_rocksdb
+from ckpt_cli.state.bulk import packed_batches
 from tests.conftest import CASES_DIR
 
 _INT = struct.Struct(">i")
@@ -105,7 +105,8 @@ def test_bulk_merge_equals_the_streamed_merge(
 def test_colliding_hashes_are_told_apart_or_left_to_the_streamed_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ckpt_cli.replay import bulk, kernel
+    from ckpt_cli.core import kernel
+    from ckpt_cli.state import bulk
 
     monkeypatch.setattr(kernel, "ENABLED", False)  # the numpy merge's hashes
     root = _copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
@@ -128,7 +129,8 @@ def test_colliding_hashes_are_told_apart_or_left_to_the_streamed_merge(
 def test_the_changes_keys_are_hashed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The changelogs' keys are hashed (and sorted) where they are grouped; the lookup
     reuses those hashes, so only the zip's keys are hashed after."""
-    from ckpt_cli.replay import bulk, kernel
+    from ckpt_cli.core import kernel
+    from ckpt_cli.state import bulk
 
     monkeypatch.setattr(kernel, "ENABLED", False)  # the numpy merge's hashes
     ckpt, plan = _plan(_copy("spark4-rocksdb-changelog", tmp_path / "ckpt"), 9)
@@ -234,7 +236,7 @@ def test_every_fixture_zip_reads_from_its_ssts_as_rocksdb_reads_it(
 ) -> None:
     """Spark 3.3 to 4.2, every RocksDB store (aggregation, joins, dedup, sessions,
     transformWithState): the pairs the module gives are RocksDB's (rocksdict's), in order."""
-    from ckpt_cli.replay import read
+    from ckpt_cli.core import read
 
     read_by_module = zips = 0
     for case in sorted(CASES_DIR.iterdir()):
@@ -255,7 +257,7 @@ def test_every_fixture_zip_reads_from_its_ssts_as_rocksdb_reads_it(
 
 def _readable_zip(root: Path) -> tuple[Checkpoint, Any, Any]:
     """A zip of ``root`` whose SSTs the module reads (tables apart), and its partition."""
-    from ckpt_cli.replay import read
+    from ckpt_cli.core import read
 
     ckpt = Checkpoint.open(str(root))
     for f, part, _ in _zips(ckpt):
@@ -267,7 +269,7 @@ def _readable_zip(root: Path) -> tuple[Checkpoint, Any, Any]:
 def test_a_zip_whose_log_has_records_is_left_to_rocksdb(tmp_path: Path) -> None:
     import zipfile
 
-    from ckpt_cli.replay import read
+    from ckpt_cli.core import read
 
     root = _copy("spark4-rocksdb-agg", tmp_path / "ckpt")
     _, f, part = _readable_zip(root)
@@ -284,7 +286,7 @@ def test_a_zip_whose_log_has_records_is_left_to_rocksdb(tmp_path: Path) -> None:
 
 
 def test_an_sst_of_another_size_than_recorded_is_a_format_error(tmp_path: Path) -> None:
-    from ckpt_cli.replay import read
+    from ckpt_cli.core import read
 
     root = _copy("spark4-rocksdb-agg", tmp_path / "ckpt")
     ckpt, f, part = _readable_zip(root)
@@ -299,8 +301,8 @@ def test_an_sst_of_another_size_than_recorded_is_a_format_error(tmp_path: Path) 
 
 def test_a_zip_whose_tables_meet_is_left_to_rocksdb(tmp_path: Path) -> None:
     """Each batch's flush holds keys of the batches before it: RocksDB merges them."""
+    from ckpt_cli.core import read
     from ckpt_cli.formats import rocksdb_zip, sst
-    from ckpt_cli.replay import read
 
     ckpt, plan = _plan(_copy("spark4-rocksdb-changelog", tmp_path / "ckpt"), 8)
     assert plan.base is not None
@@ -325,7 +327,7 @@ def test_a_zip_left_to_rocksdb_has_its_files_read_once(
     rebuild for RocksDB takes those bytes instead of reading them again."""
     from types import SimpleNamespace
 
-    from ckpt_cli.replay import read
+    from ckpt_cli.core import read
 
     ckpt, plan = _plan(_copy("spark4-rocksdb-changelog", tmp_path / "ckpt"), 8)
     assert plan.base is not None

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.core.model import Checkpoint
 from tests.conftest import (
     CANNOT_RESTART,
     CASES,

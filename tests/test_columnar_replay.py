@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint
+from ckpt_cli.core.read import iter_state
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
-from ckpt_cli.model import DEFAULT_STORE, Checkpoint
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.columns import Columnar, columnar_for, line_chunks
-from ckpt_cli.replay.read import iter_state
-from ckpt_cli.replay.rows import RowDecoder
+from ckpt_cli.state.columns import Columnar, columnar_for, line_chunks
+from ckpt_cli.state.decoders import RowDecoder
 from tests.conftest import CASES, CASES_DIR, Case
 from tests.formats.test_unsaferow import field, values_for, write_row
 from tests.test_state_vs_spark import READS, _canon, _spark_rows
@@ -251,7 +251,7 @@ def test_random_schemas_give_the_row_paths_bytes(
 
 
 # Reads of a whole plain store by batch: a join side, a state variable or the timers are
-# replayed row by row (replay/families.py), so those reads are the row path's tests.
+# replayed row by row (state/families.py), so those reads are the row path's tests.
 _ROW_BY_ROW_OPTIONS = ("readChangeFeed", "joinSide", "stateVarName", "readRegisteredTimers")
 BY_BATCH = [
     p
@@ -316,8 +316,8 @@ def _synthetic_deltas(root: Path, *, snapshot: bool) -> None:
 
 @pytest.mark.parametrize("snapshot", [False, True], ids=["deltas", "snapshot"])
 def test_bulk_merge_equals_the_streamed_merge(tmp_path: Path, snapshot: bool) -> None:
-    from ckpt_cli.replay.bulk import packed_batches
-    from ckpt_cli.replay.plan import plan_version
+    from ckpt_cli.core.rebuild import plan_version
+    from ckpt_cli.state.bulk import packed_batches
 
     root = tmp_path / "ckpt"
     _synthetic_deltas(root, snapshot=snapshot)
@@ -354,8 +354,9 @@ def test_a_truncated_delta_fails_as_the_streamed_merge_does(tmp_path: Path) -> N
 def test_colliding_key_hashes_fall_back_to_the_streamed_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ckpt_cli.replay import bulk, kernel
-    from ckpt_cli.replay.plan import plan_version
+    from ckpt_cli.core import kernel
+    from ckpt_cli.core.rebuild import plan_version
+    from ckpt_cli.state import bulk
 
     monkeypatch.setattr(kernel, "ENABLED", False)  # the numpy merge's hashes
     root = tmp_path / "ckpt"
@@ -377,8 +378,8 @@ def test_timestamp_and_date_text_equals_the_row_paths(spread_days: int) -> None:
 
     import numpy as np
 
-    from ckpt_cli.replay.plain_arrow import _format_dates, _format_timestamps
-    from ckpt_cli.replay.rows import format_timestamp
+    from ckpt_cli.state.decoders import format_timestamp
+    from ckpt_cli.state.plain_arrow import _format_dates, _format_timestamps
 
     rng = np.random.default_rng(spread_days)
     first = max(-719162, -spread_days // 2)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from ckpt_cli.cleanup import scan_orphans
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import LocalEngine, SparkEngine
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import read_state
 from ckpt_cli.replay.datasets import write_dataset
 from ckpt_cli.storage import Storage

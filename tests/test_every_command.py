@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.core.model import Checkpoint
 from tests.conftest import CASES, CliResult, replay_args, run_cli
 
 HANG_SECONDS = 120.0

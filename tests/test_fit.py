@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from ckpt_cli.cli import app
 from ckpt_cli.cli.text.fit import Flow
 from ckpt_cli.cli.text.versions import partition_rows
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.units import human_bytes, natural_key
 from ckpt_cli.versions import describe_versions
 from tests.conftest import CASES_DIR, REPO, CliResult, replay_args

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.versions import describe_versions
 from tests.conftest import CASES, Case, case_params, run_cli
 

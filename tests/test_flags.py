@@ -12,9 +12,9 @@ import pytest
 import typer.main
 
 import ckpt_cli
+from ckpt_cli.change.undo import undo_repair
 from ckpt_cli.cli import app
 from ckpt_cli.errors import CkptError
-from ckpt_cli.repair.undo import undo_repair
 from ckpt_cli.repartition.run import undo_repartition
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES_DIR, run_cli

@@ -26,6 +26,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ckpt_cli
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.read import iter_state, read_zip_metadata
+from ckpt_cli.core.rebuild import codec_of, plan_version
 from ckpt_cli.formats import checksums, compression, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.rocksdb_write import (
     VersionOptions,
@@ -44,12 +47,9 @@ from ckpt_cli.formats.state_encoders import (
     split_list_value,
     strip_hdfs_value_checksum,
 )
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.plan import codec_of, plan_version
-from ckpt_cli.replay.read import iter_state, read_zip_metadata
-from ckpt_cli.replay.source import covering_reads
-from ckpt_cli.replay.tws import list_families
+from ckpt_cli.state.reader import covering_reads
+from ckpt_cli.state.tws import list_families
 from tests.conftest import REPO
 
 FIXTURE_DIRS = (REPO / "fixtures" / "checkpoints",)
@@ -418,7 +418,7 @@ def raw_state(ckpt: Checkpoint, op_id: int, store: str, version: int) -> list[li
     return out
 
 
-def finding_codes(ckpt: Checkpoint) -> list[str]:
+def finding_codes(ckpt: ckpt_cli.Checkpoint) -> list[str]:
     report = ckpt.validate(deep=True, all_versions=True)
     return sorted(f.code for f in report.findings if f.severity != "info")
 

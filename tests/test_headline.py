@@ -11,8 +11,8 @@ import pytest
 
 import ckpt_cli
 from ckpt_cli.formats import logs
-from ckpt_cli.headline import headline
 from ckpt_cli.units import iso_ms
+from ckpt_cli.validate.headline import headline
 from tests.conftest import CASES_DIR, run_cli
 from tests.fixture_copies import plan_latest_batch, touch_everything
 from tests.test_batches import copy_checkpoint
@@ -132,7 +132,7 @@ def test_a_large_restart_state_is_not_called_restartable_undecoded(
 ) -> None:
     # Over the headline's decoding budget the state files are planned and found, not
     # decoded: the verdict is "not known", saying what was not checked, never "yes".
-    monkeypatch.setattr("ckpt_cli.headline.DECODE_BYTES", 0)
+    monkeypatch.setattr("ckpt_cli.validate.headline.DECODE_BYTES", 0)
     root = copy_checkpoint(tmp_path)
     delta = root / "state" / "0" / "0" / "10.delta"
     delta.write_bytes(delta.read_bytes()[:-10])

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.files import split_file_location
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.inspect import split_file_location
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.plan import plan_version
 from tests.conftest import CASES_DIR, run_cli
 
 pytestmark = pytest.mark.skipif(not CASES_DIR.is_dir(), reason="no fixtures")

@@ -23,15 +23,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ckpt_cli.core import kernel
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.formats.record_frames import frame
-from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay import bulk, kernel, read_state
-from ckpt_cli.replay.bulk import Packed, last_per_key, packed_batches
-from ckpt_cli.replay.columns import Columnar, columnar_for
+from ckpt_cli.replay import read_state
 from ckpt_cli.replay.csv_arrow import CsvSchema, schema_of
-from ckpt_cli.replay.rows import RowDecoder
+from ckpt_cli.state import bulk
+from ckpt_cli.state.bulk import Packed, last_per_key, packed_batches
+from ckpt_cli.state.columns import Columnar, columnar_for
+from ckpt_cli.state.decoders import RowDecoder
 from tests.conftest import CASES, CASES_DIR
 from tests.formats.test_sst import _options, _write_db
 from tests.formats.test_unsaferow import atomic_types, field, values_for, write_row
@@ -439,7 +441,7 @@ def _records(packed: Packed) -> list[tuple[bytes, bytes | None]]:
 def _kernel_merge(data: bytes, segments: list[tuple[int, int, bool]], dedupe: bool) -> Any:
     buf = bytearray(data)
     merged = kernel.merge(buf, segments, dedupe=dedupe)
-    return None if merged is None else _records(kernel.packed(buf, merged))
+    return None if merged is None else _records(bulk.kernel_packed(buf, merged))
 
 
 damages = st.lists(
@@ -508,7 +510,7 @@ def test_lookup_finds_each_changed_key(
     data = bytearray(b"head" + _file(changes))
     merged = kernel.load().merge(data, [(4, len(data), False)], True, True)
     assert merged is not None
-    ids = {k: i for i, (k, _) in enumerate(_records(kernel.packed(data, merged)))}
+    ids = {k: i for i, (k, _) in enumerate(_records(bulk.kernel_packed(data, merged)))}
     batch = Packed.of([(k, b"") for k in probes])
     found = np.frombuffer(merged.lookup(batch.data, batch.key_offsets, batch.key_sizes), np.int64)
     assert found.tolist() == [ids.get(k, -1) for k in probes]
@@ -618,7 +620,7 @@ def test_a_stale_build_is_not_loaded(tmp_path: Path) -> None:
     script = (
         "import hashlib, pathlib, sys\n"
         "from ckpt_cli import _kernel\n"
-        "from ckpt_cli.replay import kernel\n"
+        "from ckpt_cli.core import kernel\n"
         "real = hashlib.sha256\n"
         "class Other:\n"
         "    def __init__(self, data): self.h = real(data + b'edited')\n"

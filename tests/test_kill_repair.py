@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli.lock import LOCK_NAME
+from ckpt_cli.change.lock import LOCK_NAME
 from tests.conftest import CASES, run_cli
 from tests.fixture_copies import truncate_latest_delta
 from tests.kill_support import die_in_nth_write, kill_after, tree

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli.lock import LOCK_NAME
-from ckpt_cli.model import Checkpoint
-from ckpt_cli.repartition.unfinished import find_unfinished_repartition
+from ckpt_cli.change.lock import LOCK_NAME
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.unfinished import find_unfinished_repartition
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import validate
 from tests.conftest import run_cli

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.lock import LOCK_NAME
+from ckpt_cli.change.lock import LOCK_NAME
 from tests.conftest import CASES, run_cli
 from tests.fixture_copies import age_everything, truncate_latest_delta
 from tests.fixture_queries import recorded_input, restart

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli.layout import classify, classify_listing
-from ckpt_cli.model import Checkpoint, FileKind
+from ckpt_cli.core.layout import classify, classify_listing
+from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.storage import FileEntry, Listing, StorageStats
 from ckpt_cli.storage.listing import _SEARCHES_BEFORE_INDEX, list_local
 from ckpt_cli.versions import describe_versions

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-import ckpt_cli.layout as layout
-import ckpt_cli.model as model
+import ckpt_cli.core.layout as layout
+import ckpt_cli.core.model as model
 import ckpt_cli.storage.core as core
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CheckpointNotFound
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.storage import listing
 
 CASE = Path(__file__).resolve().parent.parent / "fixtures" / "checkpoints" / "spark34-hdfs-agg"

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from ckpt_cli.core.layout import classify
+from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.errors import CkptError, NotACheckpoint
-from ckpt_cli.layout import classify
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.storage import FileEntry, Storage
 from tests.tree import UUID1, UUID2, commit, offsets, write_tree
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.versions import describe_versions
 from tests.conftest import CASES, Case
 

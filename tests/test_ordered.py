@@ -23,7 +23,7 @@ from typing import cast
 import pytest
 
 from ckpt_cli.progress import NULL_PROGRESS
-from ckpt_cli.replay.ordered import in_order, write_in_order
+from ckpt_cli.state.ordered import in_order, write_in_order
 
 HANG_SECONDS = 60.0
 

@@ -11,7 +11,7 @@ from ckpt_cli import exit_codes
 from ckpt_cli.cleanup import CleanupPlan, CleanupRun, OrphanScan
 from ckpt_cli.cli.output import RENDERERS, exit_code
 from ckpt_cli.cli.text import load_all, render_text
-from ckpt_cli.files import FileReport
+from ckpt_cli.inspect import FileReport
 from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 from ckpt_cli.results import Result
 from ckpt_cli.validate import ValidationReport

@@ -127,7 +127,7 @@ def _kernel_state(venv: Path) -> str:
         [
             str(venv / "bin" / "python"),
             "-c",
-            "from ckpt_cli.replay import kernel; print(kernel.missing() or 'loaded')",
+            "from ckpt_cli.core import kernel; print(kernel.missing() or 'loaded')",
         ],
         capture_output=True,
         text=True,
@@ -211,7 +211,7 @@ def test_the_sdist_builds_the_kernel_and_installs_without_a_compiler(tmp_path: P
     sdist = dist / made.stdout.strip().splitlines()[-1]
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"setup.py", "ckpt_cli/_kernel.c", "ckpt_cli/replay/kernel.py"} <= names
+    assert {"setup.py", "ckpt_cli/_kernel.c", "ckpt_cli/core/kernel.py"} <= names
     assert not [n for n in names if n.endswith(".so")]
 
     subprocess.run([*pip, str(sdist)], check=True, capture_output=True, env=_venv_env())
@@ -244,3 +244,12 @@ def test_completion_scripts(shell: str, marker: str) -> None:
     env = {"_CKPT_COMPLETE": "complete_bash", "COMP_WORDS": "ckpt batches --la", "COMP_CWORD": "2"}
     words = runner.invoke(app, [], env=env, prog_name="ckpt")
     assert words.stdout.split() == ["--last"]
+
+
+def test_the_package_says_the_version_pyproject_declares() -> None:
+    import re
+
+    import ckpt_cli
+
+    found = re.search(r'^version = "([^"]+)"$', (REPO / "pyproject.toml").read_text(), re.M)
+    assert found and ckpt_cli.__version__ == found.group(1)

@@ -16,8 +16,8 @@ import pytest
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.ordered import in_order
 from ckpt_cli.replay.sinks import write_state_parquet
+from ckpt_cli.state.ordered import in_order
 from tests.conftest import CASES, CASES_DIR
 
 pq = pytest.importorskip("pyarrow.parquet")
@@ -63,7 +63,7 @@ def _synthetic(root: Path, partitions: int) -> None:
 def test_many_batches_in_many_partitions_keep_their_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ckpt_cli.replay import bulk
+    from ckpt_cli.state import bulk
 
     root = tmp_path / "ckpt"
     _synthetic(root, 5)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.formats.checksums import parse_hadoop_crc, verify_hadoop_crc
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, run_cli
 from tests.fixture_copies import age_everything
@@ -181,7 +181,7 @@ def test_snapshot_writes_the_restart_version(tmp_path: Path) -> None:
         assert inspect["status"] == "ok" and inspect["records"]["complete"]
         assert all(c["ok"] for c in inspect["checksums"])
     # The version now loads from the snapshot alone, with the same rows.
-    from ckpt_cli.replay.plan import plan_version
+    from ckpt_cli.core.rebuild import plan_version
 
     ckpt = Checkpoint.open(str(root))
     assert plan_version(ckpt, 0, 0, version).steps == []

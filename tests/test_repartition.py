@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.model import Checkpoint
+from ckpt_cli import Checkpoint
+from ckpt_cli.core.read import iter_state, read_zip_metadata
+from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.core.unfinished import find_unfinished_repartition
 from ckpt_cli.repartition.placement import placer
 from ckpt_cli.repartition.plan import RepartitionRefused, plan_repartition
 from ckpt_cli.repartition.run import run_repartition
-from ckpt_cli.repartition.unfinished import find_unfinished_repartition
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.plan import plan_version
-from ckpt_cli.replay.read import iter_state, read_zip_metadata
-from ckpt_cli.replay.source import covering_reads
+from ckpt_cli.state.reader import covering_reads
 from ckpt_cli.storage import Storage
 from tests.conftest import REPO, run_cli
 from tests.fixture_copies import (

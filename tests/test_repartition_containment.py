@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli.lock import LOCK_NAME
+from ckpt_cli.change.lock import LOCK_NAME
 from ckpt_cli.repartition.plan import RepartitionRefused
 from ckpt_cli.repartition.run import run_repartition
 from ckpt_cli.storage import Storage

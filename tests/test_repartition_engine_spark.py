@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import SparkEngine
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.repartition.run import run_repartition, undo_repartition
 from ckpt_cli.storage import Storage
 from tests.conftest import run_cli

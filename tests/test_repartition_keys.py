@@ -23,15 +23,15 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.read import iter_state
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.repartition import keys as K
-from ckpt_cli.replay.read import iter_state
-from ckpt_cli.replay.rows import json_value
-from ckpt_cli.replay.source import plan_partition
-from ckpt_cli.replay.target import resolve_target
+from ckpt_cli.state.decoders import json_value
+from ckpt_cli.state.reader import plan_partition
+from ckpt_cli.state.target import resolve_target
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ORACLES = FIXTURES / "repartition"

@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import Engine, LocalEngine
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.repartition.run import RepartitionRun, run_repartition, undo_repartition
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.source import covering_reads
+from ckpt_cli.state.reader import covering_reads
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import validate
 from tests.conftest import REPO

@@ -178,11 +178,11 @@ def test_first_delta_streamed_with_repeats_and_removes(
     import struct
     import sys
 
+    from ckpt_cli.core import read as read_mod
+    from ckpt_cli.core.model import Checkpoint
+    from ckpt_cli.core.read import iter_file_records, iter_state
+    from ckpt_cli.core.rebuild import plan_version
     from ckpt_cli.formats.compression import compress
-    from ckpt_cli.model import Checkpoint
-    from ckpt_cli.replay import read as read_mod
-    from ckpt_cli.replay.plan import plan_version
-    from ckpt_cli.replay.read import iter_file_records, iter_state
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from synthetic import build, key_row, value_row

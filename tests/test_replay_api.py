@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ckpt_cli.replay import StateRows, read_state
-from ckpt_cli.replay.target import SelectionError
+from ckpt_cli.state.target import SelectionError
 from tests.conftest import CASES, CASES_DIR, run_cli
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")

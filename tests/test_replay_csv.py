@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from ckpt_cli.formats import schema as S
-from ckpt_cli.replay import columns
 from ckpt_cli.replay.csv_arrow import CsvSchema, _tables_of, schema_of
-from ckpt_cli.replay.rows import RowDecoder
+from ckpt_cli.state import columns
+from ckpt_cli.state.decoders import RowDecoder
 from tests.conftest import CASES, Case, run_cli
 from tests.formats.test_unsaferow import field, write_row
 from tests.test_replay import HDFS, jsonl, spark_reads, store_args

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint
 from tests.conftest import CASES, Case, run_cli
 from tests.test_state_vs_spark import (
     _canon,

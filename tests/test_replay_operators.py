@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import read_state
 from tests.conftest import CASES_DIR, Case, run_cli
 from tests.test_state_vs_spark import _canon, _spark_rows
@@ -73,8 +73,8 @@ def test_cli_join_format_3_store_and_refusal() -> None:
 def test_hdfs_row_checksum_mismatch_names_file_and_key() -> None:
     """A value whose CRC32C does not match its key and value rows is an error naming the
     file and the key, not a row."""
+    from ckpt_cli.core.read import _verified
     from ckpt_cli.formats import compression, records
-    from ckpt_cli.replay.read import _verified
 
     case = _case("spark4-dedup-ww-hdfs-checksum")
     path = case.checkpoint / "state/0/0/12.snapshot"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay import kernel
+from ckpt_cli.core import kernel
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.replay.sinks import _pool
-from ckpt_cli.replay.source import target_rows
-from ckpt_cli.replay.target import resolve_target
+from ckpt_cli.state.reader import target_rows
+from ckpt_cli.state.target import resolve_target
 from tests.conftest import CASES, CASES_DIR, run_cli
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
@@ -123,7 +123,7 @@ def test_cli_replay_does_not_import_pandas(tmp_path: Path) -> None:
 def test_quoted_strings_are_what_json_writes(values: list[str | None]) -> None:
     import pyarrow as pa
 
-    from ckpt_cli.replay.plain_arrow import _quoted
+    from ckpt_cli.state.plain_arrow import _quoted
 
     array = pa.array(["pad \\ \x01", *values], pa.string())[1:]  # a slice: offsets not at 0
     want = [json.dumps(v if v is not None else "", ensure_ascii=False) for v in values]

@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.cleanup import plan_cleanup
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.rebuild import StateUnavailable, plan_version
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats.compression import compress
-from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.storage import Listing
 
 NOW = 1_800_000_000.0

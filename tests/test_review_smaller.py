@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from ckpt_cli.formats import schema as S
-from ckpt_cli.replay import columns, csv_arrow
-from ckpt_cli.replay.plain_arrow import has_map
+from ckpt_cli.replay import csv_arrow
+from ckpt_cli.state import columns
+from ckpt_cli.state.plain_arrow import has_map
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import common  # noqa: E402

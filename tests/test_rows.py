@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.read import iter_file_records
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
-from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.replay.read import iter_file_records
-from ckpt_cli.replay.rows import RowDecoder, compile_row, json_value, struct_converter
-from ckpt_cli.replay.source import covering_reads, decoder_for
+from ckpt_cli.state.decoders import RowDecoder, compile_row, json_value, struct_converter
+from ckpt_cli.state.reader import covering_reads, decoder_for
 from tests.conftest import CASES_DIR
 
 

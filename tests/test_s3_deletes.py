@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import StorageAccessError
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.storage import Storage
 from ckpt_cli.storage.deletes import delete_s3_objects
 from tests.servers import S3Server

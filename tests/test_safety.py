@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from ckpt_cli.change.lock import LOCK_NAME, acquire, checkpoint_lock, read_lock, release
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup, run_cleanup
-from ckpt_cli.cleanup.safety import query_activity
 from ckpt_cli.cli.common import parse_duration
+from ckpt_cli.core.activity import query_activity
+from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.errors import LockHeldError, OutsideCheckpointError, SafetyCheckError, UsageError
-from ckpt_cli.lock import LOCK_NAME, acquire, checkpoint_lock, read_lock, release
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.repair import apply_repair, plan_repair, run_repair
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES, CASES_DIR, REPO, run_cli

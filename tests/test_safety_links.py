@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ckpt_cli.cleanup.safety import links_refused
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.change.safety import links_refused
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.storage.listing import Listing
 from tests.conftest import CASES_DIR
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.formats.schema import parse_state_schema
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.target import SelectionError
+from ckpt_cli.state.target import SelectionError
 from ckpt_cli.versions import describe_versions
 from tests.conftest import CASES, Case, run_cli
 from tests.test_state_vs_spark import _canon, _spark_rows, read_like_spark
@@ -400,7 +400,7 @@ def test_arrow_batches_share_the_batchs_schema(
     pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    from ckpt_cli.replay import rows as rows_module
+    from ckpt_cli.state import decoders as rows_module
 
     monkeypatch.setattr(rows_module, "ARROW_BATCH_ROWS", 1)
     case = _case("spark4-tws-evolve-avro")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.model import DEFAULT_STORE, Checkpoint
+from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint
 from ckpt_cli.replay import read_state
 from tests.conftest import CASES, Case
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.unfinished import find_unfinished_repartition
 from ckpt_cli.repair import plan_repair
-from ckpt_cli.repartition.unfinished import find_unfinished_repartition
 from ckpt_cli.validate import validate
 from tests.conftest import CASES_DIR, REPO, Case, run_cli
 from tests.fixture_copies import age_everything

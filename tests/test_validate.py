@@ -12,8 +12,8 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.errors import FormatError
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.validate import CODES, validate
 from tests.conftest import (
     CANNOT_RESTART,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.validate import validate
 from ckpt_cli.validate.context import ValidationRun
 from tests.conftest import CASES_DIR, Case, case_params

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.replay import read_state
-from ckpt_cli.replay.source import covering_reads
+from ckpt_cli.state.reader import covering_reads
 from ckpt_cli.validate import validate
 from ckpt_cli.validate.codes import (
     ERROR,

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.versions import describe_versions
 from tests.conftest import CASES, CASES_DIR, Case, run_cli
 

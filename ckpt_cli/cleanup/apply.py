@@ -5,20 +5,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ckpt_cli.change.flow import run_change
+from ckpt_cli.change.lock import checkpoint_lock
+from ckpt_cli.change.safety import check_old_enough, check_stopped
 from ckpt_cli.cleanup.plan import CleanupPlan, Deletion
 from ckpt_cli.cleanup.retention import plan_cleanup
-from ckpt_cli.cleanup.safety import (
-    DEFAULT_MIN_AGE_SECONDS,
-    check_min_age,
-    check_old_enough,
-    check_stopped,
-)
-from ckpt_cli.lock import checkpoint_lock
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Confirm, PlanRun
 from ckpt_cli.storage import Storage
@@ -71,10 +67,10 @@ def apply_cleanup(
 
     The safety checks are here, whatever the caller: a ``plan.min_age`` below the default, an
     active query (its last batch planned and offsets/ written within ``plan.min_age``, see
-    :func:`~ckpt_cli.cleanup.safety.query_activity`) and files younger than it are refused
+    :func:`~ckpt_cli.change.safety.query_activity`) and files younger than it are refused
     unless ``force``; files resolving outside the checkpoint are left alone and
     returned in ``refused``; the checkpoint lock is held while deleting (``break_lock``: take
-    over a stale one, see :mod:`ckpt_cli.lock`).
+    over a stale one, see :mod:`ckpt_cli.change.lock`).
     """
     check_apply(ckpt, plan, force=force, now=now)
     refused = ckpt.storage.outside([d.path for d in plan.deletions])
@@ -133,17 +129,25 @@ def run_cleanup(
     under the checkpoint lock, so a second cleanup cannot act on a stale plan; the lock is
     released before this returns. A dry run never refuses for safety: the plan's
     ``warnings`` say what applying would refuse."""
-    if apply:
-        check_min_age(min_age, force=force)  # before listing
-    lock = checkpoint_lock(storage, "ckpt cleanup", break_lock=break_lock)
-    with lock if apply else nullcontext():
-        ckpt = Checkpoint.open(storage, progress=progress)
-        plan = plan_cleanup(ckpt, retain=retain, min_age=min_age, force=force)
-        if not apply:
-            return CleanupRun(plan)
-        check_apply(ckpt, plan, force=force, now=None)  # fail before asking
-        question = f"Delete {len(plan.deletions)} files ({human_bytes(plan.bytes)})?"
-        if plan.deletions and confirm is not None and not confirm(plan, question):
-            return CleanupRun(plan, declined=True)
-        result = apply_cleanup(ckpt, plan, manifest=manifest, force=force, progress=progress)
-        return CleanupRun(plan, result)
+    done = run_change(
+        storage,
+        command="ckpt cleanup",
+        plan=lambda ckpt: plan_cleanup(ckpt, retain=retain, min_age=min_age, force=force),
+        # Nothing to delete is still applied (a result saying so), without asking.
+        question=lambda plan: (
+            f"Delete {len(plan.deletions)} files ({human_bytes(plan.bytes)})?"
+            if plan.deletions
+            else ""
+        ),
+        check=lambda ckpt, plan: check_apply(ckpt, plan, force=force, now=None),
+        carry_out=lambda ckpt, plan: apply_cleanup(
+            ckpt, plan, manifest=manifest, force=force, progress=progress
+        ),
+        apply=apply,
+        force=force,
+        min_age=min_age,
+        break_lock=break_lock,
+        confirm=confirm,
+        progress=progress,
+    )
+    return CleanupRun(done.plan, done.result, done.declined)

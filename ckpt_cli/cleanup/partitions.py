@@ -5,8 +5,8 @@ retained batch runs with the old count (restarting one of those would need them)
 from __future__ import annotations
 
 from ckpt_cli.cleanup.plan import Skipped
-from ckpt_cli.model import Checkpoint, Partition
-from ckpt_cli.repartition.unfinished import left_over_partitions, partition_count_since
+from ckpt_cli.core.model import Checkpoint, Partition
+from ckpt_cli.core.unfinished import left_over_partitions, partition_count_since
 
 
 def partitions_beyond_count(

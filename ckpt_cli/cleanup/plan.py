@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ckpt_cli.results import Result
 
 if TYPE_CHECKING:
-    from ckpt_cli.cleanup.safety import Activity
+    from ckpt_cli.core.activity import Activity
 
 # Deletion classes (codes in the JSON, like validate's finding codes), in the order they are
 # deleted.

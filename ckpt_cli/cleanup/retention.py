@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 
+from ckpt_cli.change.safety import plan_warnings
 from ckpt_cli.cleanup.partitions import partitions_beyond_count
 from ckpt_cli.cleanup.plan import (
     CHECKSUM,
@@ -45,13 +46,13 @@ from ckpt_cli.cleanup.plan import (
     Skipped,
     delete_order,
 )
-from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, plan_warnings, query_activity
-from ckpt_cli.cleanup.untracked import unchosen_attempt, untracked_shared_files, zip_names
+from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS, query_activity
+from ckpt_cli.core.model import CHECKSUM_KINDS, Checkpoint, CheckpointFile, FileKind, Partition
+from ckpt_cli.core.read import WHOLE_ZIP_BYTES, read_zip_metadata
+from ckpt_cli.core.rebuild import StateUnavailable, plan_version
+from ckpt_cli.core.untracked import unchosen_attempt, untracked_shared_files, zip_names
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs, rocksdb_zip
-from ckpt_cli.model import CHECKSUM_KINDS, Checkpoint, CheckpointFile, FileKind, Partition
-from ckpt_cli.replay.plan import StateUnavailable, plan_version
-from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
 from ckpt_cli.units import natural_key
 
 SPARK_DEFAULT_MIN_BATCHES_TO_RETAIN = 100

@@ -10,10 +10,10 @@ from typing import Any
 
 from ckpt_cli.cleanup.plan import CleanupPlan
 from ckpt_cli.cleanup.retention import plan_cleanup
-from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS
+from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError, NotACheckpoint
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Result
 from ckpt_cli.storage import FileEntry, Listing, Storage

@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from ckpt_cli import __version__
 from ckpt_cli.cli.coercion import CkptCommand
 from ckpt_cli.cli.common import STATE, quiet_store_loggers
 from ckpt_cli.cli.helptext import unwrap
 from ckpt_cli.cli.usage import CkptGroup
+from ckpt_cli.version import __version__
 
 # Each command: its module under ckpt_cli/cli/ and function. A run imports only its own
 # command's module (`ckpt versions` does not import replay's or repartition's CLI); help and

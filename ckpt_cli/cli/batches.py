@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ckpt_cli.batches import BatchesReport, batch_timeline
+from ckpt_cli.api import BatchesReport, batch_timeline
 from ckpt_cli.cli.common import JsonOpt, PathArg, QuietOpt, StorageOpt, error_boundary, start
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ckpt_cli.cleanup import (
+from ckpt_cli.api import (
     CleanupPlan,
     CleanupRun,
     OrphanScan,

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 import typer
 
 from ckpt_cli import exit_codes
+from ckpt_cli.api import Checkpoint, Storage, StorageStats
 from ckpt_cli.cli.output import Renderer, cli_words, exit_code, renderer
 from ckpt_cli.cli.output import write_json as write_json  # commands still import it from here
 from ckpt_cli.errors import CkptError, UsageError
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Confirm, Result
 from ckpt_cli.secrets import is_secret_option, remember, remember_urls, scrub
-from ckpt_cli.storage import Storage, StorageStats
 
 if TYPE_CHECKING:  # rich is imported when something is printed (~40 ms, ~4 MB)
     from rich.console import Console

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
+from ckpt_cli.api import DEFAULT_TOP, DiskUsageReport, disk_usage
 from ckpt_cli.cli.common import JsonOpt, PathArg, QuietOpt, StorageOpt, error_boundary, start
-from ckpt_cli.du import DEFAULT_TOP, DiskUsageReport, disk_usage
 
 
 @error_boundary

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ckpt_cli.api import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
 from ckpt_cli.cli.common import (
     JsonOpt,
     QuietOpt,
@@ -13,7 +14,6 @@ from ckpt_cli.cli.common import (
     error_boundary,
     start,
 )
-from ckpt_cli.files import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
 
 
 @error_boundary

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from ckpt_cli.validate.codes import CODES, SEVERITY_RANK
-from ckpt_cli.validate.report import ValidationReport
+from ckpt_cli.api import CODES, SEVERITY_RANK, ValidationReport
 
 
 def junit_xml(report: ValidationReport) -> str:

@@ -134,8 +134,8 @@ class JunitRenderer:
         return None
 
     def render(self, result: Result) -> None:
+        from ckpt_cli.api import ValidationReport
         from ckpt_cli.cli.junit import junit_xml
-        from ckpt_cli.validate import ValidationReport
 
         if not isinstance(result, ValidationReport):
             raise CkptError(f"{self.target}: a JUnit report is made of a validation only")

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ckpt_cli.api import RepairRun, UndoResult, run_repair, undo_repair
 from ckpt_cli.cli.common import (
     ApplyOpt,
     BreakLockOpt,
@@ -22,7 +23,6 @@ from ckpt_cli.cli.common import (
     error_boundary,
     start_change,
 )
-from ckpt_cli.repair import RepairRun, UndoResult, run_repair, undo_repair
 
 
 @error_boundary

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ckpt_cli.api import RepartitionRun, UndoResult, run_repartition, undo_repartition
 from ckpt_cli.cli.common import (
     ApplyOpt,
     BreakLockOpt,
@@ -26,8 +27,6 @@ from ckpt_cli.cli.common import (
 )
 from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import UsageError
-from ckpt_cli.repair import UndoResult
-from ckpt_cli.repartition.run import RepartitionRun, run_repartition, undo_repartition
 
 
 @error_boundary

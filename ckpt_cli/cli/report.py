@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ckpt_cli.api import HtmlReport, require_plotly, write_report
 from ckpt_cli.cli.common import (
     JsonOpt,
     PathArg,
@@ -15,7 +16,6 @@ from ckpt_cli.cli.common import (
     error_boundary,
     start,
 )
-from ckpt_cli.report import HtmlReport, require_plotly, write_report
 
 
 @error_boundary

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from ckpt_cli.api import ValidationReport, validate
 from ckpt_cli.cli.common import (
     EngineOpt,
     JsonOpt,
@@ -21,7 +22,6 @@ from ckpt_cli.cli.common import (
 )
 from ckpt_cli.cli.output import render
 from ckpt_cli.engine import make_engine
-from ckpt_cli.validate import ValidationReport, validate
 
 
 class FailOn(str, Enum):

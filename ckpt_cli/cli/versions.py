@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ckpt_cli.api import VersionsReport, describe_versions
 from ckpt_cli.cli.common import (
     JsonOpt,
     PathArg,
@@ -14,7 +15,6 @@ from ckpt_cli.cli.common import (
     error_boundary,
     start,
 )
-from ckpt_cli.versions import VersionsReport, describe_versions
 
 
 @error_boundary

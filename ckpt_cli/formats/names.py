@@ -87,6 +87,6 @@ def parse_spark_checksum_name(name: str) -> StateFileName | None:
     return None
 
 
-# ckpt's own lock file at the checkpoint root (see ckpt_cli.lock). Spark opens the root's
+# ckpt's own lock file at the checkpoint root (see ckpt_cli.change.lock). Spark opens the root's
 # files by name (metadata, offsets/, commits/, sources/, state/) and never lists the root.
 CKPT_LOCK_NAME = ".ckpt-lock"

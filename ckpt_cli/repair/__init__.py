@@ -6,9 +6,9 @@
 * :mod:`.undo`: putting everything back from that manifest (``undo_repair``).
 """
 
+from ckpt_cli.change.undo import UndoResult, undo_repair
 from ckpt_cli.repair.apply import RepairResult, RepairRun, apply_repair, run_repair
 from ckpt_cli.repair.plan import Action, RepairPlan, plan_repair
-from ckpt_cli.repair.undo import UndoResult, undo_repair
 
 __all__ = [
     "Action",

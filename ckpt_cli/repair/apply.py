@@ -5,27 +5,26 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.cleanup.safety import (
-    DEFAULT_MIN_AGE_SECONDS,
-    check_min_age,
+from ckpt_cli.change.flow import run_change
+from ckpt_cli.change.lock import checkpoint_lock
+from ckpt_cli.change.manifest import Manifest, fresh_quarantine
+from ckpt_cli.change.safety import (
     check_not_active,
     check_old_enough,
     check_stopped,
-    plan_warnings,
-    query_activity,
 )
+from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.read import iter_state
+from ckpt_cli.core.rebuild import codec_of, plan_version
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.lock import checkpoint_lock
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.manifest import Manifest, fresh_quarantine
 from ckpt_cli.repair.plan import (
     QUARANTINE,
     REWRITE_CRC,
@@ -34,8 +33,6 @@ from ckpt_cli.repair.plan import (
     RepairPlan,
     plan_repair,
 )
-from ckpt_cli.replay.plan import codec_of, plan_version
-from ckpt_cli.replay.read import iter_state
 from ckpt_cli.results import Confirm, PlanRun
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
@@ -203,25 +200,34 @@ def run_repair(
     Applying validates and plans under the checkpoint lock, so a second repair cannot act on a
     stale plan; the lock is released before this returns. A dry run never refuses for safety:
     the plan's ``warnings`` say what applying would refuse."""
-    if apply:
-        check_min_age(min_age, force=force)  # before listing
-    lock = checkpoint_lock(storage, "ckpt repair", break_lock=break_lock)
-    with lock if apply else nullcontext():
-        ckpt = Checkpoint.open(storage, progress=progress)
-        plan = plan_repair(ckpt, rollback_to=rollback_to, snapshot=snapshot, progress=progress)
-        if plan.refused:
+
+    def plan(ckpt: Checkpoint) -> RepairPlan:
+        planned = plan_repair(ckpt, rollback_to=rollback_to, snapshot=snapshot, progress=progress)
+        if planned.refused:
             raise CkptError(
-                f"{storage.url}: cannot repair: {plan.refused[0]}",
+                f"{storage.url}: cannot repair: {planned.refused[0]}",
                 hint="ckpt validate shows every finding",
             )
-        plan.warnings = plan_warnings(query_activity(ckpt, min_age=min_age), force=force)
-        if not apply or not plan.actions:
-            return RepairRun(plan)
-        check_not_active(ckpt, min_age=min_age, now=time.time(), force=force)  # before asking
-        question = f"Apply {len(plan.actions)} repair actions?"
-        if confirm is not None and not confirm(plan, question):
-            return RepairRun(plan, declined=True)
-        result = apply_repair(
+        return planned
+
+    done = run_change(
+        storage,
+        command="ckpt repair",
+        plan=plan,
+        question=lambda plan: (
+            f"Apply {len(plan.actions)} repair actions?" if plan.actions else None
+        ),
+        check=lambda ckpt, plan: check_not_active(
+            ckpt, min_age=min_age, now=time.time(), force=force
+        ),
+        carry_out=lambda ckpt, plan: apply_repair(
             ckpt, plan, quarantine=quarantine, force=force, min_age=min_age, progress=progress
-        )
-        return RepairRun(plan, result)
+        ),
+        apply=apply,
+        force=force,
+        min_age=min_age,
+        break_lock=break_lock,
+        confirm=confirm,
+        progress=progress,
+    )
+    return RepairRun(done.plan, done.result, done.declined)

@@ -23,11 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.cleanup.safety import links_refused
+from ckpt_cli.change.safety import links_refused
+from ckpt_cli.core.model import CHECKSUM_KINDS, Checkpoint, FileKind
+from ckpt_cli.core.unfinished import find_unfinished_repartition
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import CHECKSUM_KINDS, Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repartition.unfinished import find_unfinished_repartition
 from ckpt_cli.results import Result
 from ckpt_cli.units import natural_key
 from ckpt_cli.validate import ERROR, Finding, validate

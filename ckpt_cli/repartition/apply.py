@@ -1,6 +1,6 @@
 """Carrying a repartition plan out: the files Spark 4.3's ``OfflineStateRepartitionRunner``
 writes, plus the operator metadata's new partition count, each atomically and recorded first
-in a write-ahead manifest (:class:`ckpt_cli.repair.manifest.Manifest`) so ``--undo`` restores
+in a write-ahead manifest (:class:`ckpt_cli.change.manifest.Manifest`) so ``--undo`` restores
 every byte.
 
 Order (Spark's own, with the metadata before the commit):
@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ckpt_cli.cleanup.safety import DEFAULT_MIN_AGE_SECONDS, check_stopped
+from ckpt_cli.change.lock import checkpoint_lock
+from ckpt_cli.change.manifest import Manifest, check_quarantine, fresh_quarantine, quarantine_home
+from ckpt_cli.change.safety import check_stopped
+from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
-from ckpt_cli.lock import checkpoint_lock
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.manifest import Manifest, check_quarantine, fresh_quarantine, quarantine_home
 from ckpt_cli.repartition.logs import commit_bytes, offsets_bytes, operator_metadata_files
 from ckpt_cli.repartition.placement import staged_pieces
 from ckpt_cli.repartition.plan import (

@@ -25,17 +25,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ckpt_cli.core.history import operator_history
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.read import read_zip_metadata, store_schema
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import murmur3, murmur3_columns
 from ckpt_cli.formats import state_encoders as encoders
 from ckpt_cli.formats.schema import DataType, StateSchema, StructType
 from ckpt_cli.formats.tws import family_role
-from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay.history import operator_history
-from ckpt_cli.replay.read import read_zip_metadata, store_schema
-from ckpt_cli.replay.rows import RowDecoder
-from ckpt_cli.replay.source import decoder_for
-from ckpt_cli.replay.tws import family_reader, operator_metadata_v2, zips_of
+from ckpt_cli.state.decoders import RowDecoder
+from ckpt_cli.state.reader import decoder_for
+from ckpt_cli.state.tws import family_reader, operator_metadata_v2, zips_of
 
 AGGREGATION = "stateStoreSave"
 SESSION_WINDOW = "sessionWindowStateStoreSaveExec"

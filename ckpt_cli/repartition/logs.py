@@ -7,9 +7,9 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.logs import SHUFFLE_PARTITIONS
-from ckpt_cli.model import Checkpoint
 
 if TYPE_CHECKING:
     from ckpt_cli.repartition.plan import RepartitionPlan

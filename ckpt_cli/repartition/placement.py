@@ -13,15 +13,15 @@ from typing import BinaryIO
 import numpy as np
 import numpy.typing as npt
 
+from ckpt_cli.core.model import Checkpoint, Store
+from ckpt_cli.core.read import iter_state
+from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from ckpt_cli.formats.snapshot_write import with_hdfs_value_checksum
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.model import Checkpoint, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.keys import key_placer
-from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.read import iter_state
 
 # raw keys -> their new partitions
 Placer = Callable[[Sequence[bytes]], npt.NDArray[np.int64]]

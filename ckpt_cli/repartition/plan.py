@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ckpt_cli.cleanup.safety import links_refused
+from ckpt_cli.change.safety import links_refused
+from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
+from ckpt_cli.core.read import read_zip_metadata
+from ckpt_cli.core.rebuild import ReplayPlan, plan_version
+from ckpt_cli.core.unfinished import UnfinishedRepartition, find_unfinished_repartition
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
-from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.logs import operator_metadata_files
 from ckpt_cli.repartition.placement import Placed, UnsupportedOperator, place_partition
-from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
-from ckpt_cli.replay.plan import ReplayPlan, plan_version
-from ckpt_cli.replay.read import read_zip_metadata
 from ckpt_cli.results import Result
 from ckpt_cli.storage import Storage
 from ckpt_cli.units import natural_key

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ckpt_cli.cleanup.safety import (
-    DEFAULT_MIN_AGE_SECONDS,
-    check_stopped,
-    links_refused,
-    plan_warnings,
-    query_activity,
-)
+from ckpt_cli.change.flow import run_change
+from ckpt_cli.change.safety import check_stopped, links_refused
+from ckpt_cli.change.undo import UndoResult, undo_change
+from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import SafetyCheckError
-from ckpt_cli.lock import checkpoint_lock
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repair.undo import UndoResult, undo_change
 from ckpt_cli.repartition.apply import (
     RepartitionResult,
     default_quarantine,
@@ -62,42 +56,68 @@ def run_repartition(
     ``engine``: where partitions are read and written (Spark: as tasks, see
     :mod:`ckpt_cli.repartition.tasks`); the results are the same. A dry run never refuses for
     safety: the plan's ``warnings`` say what applying would refuse."""
-    lock = checkpoint_lock(storage, "ckpt repartition", break_lock=break_lock)
-    with lock if apply else nullcontext():
-        ckpt = Checkpoint.open(storage, progress=progress)
+    places: dict[str, str] = {}
+
+    def plan(ckpt: Checkpoint) -> RepartitionPlan:
         now = time.time()
-        where = quarantine or default_quarantine(ckpt, now)
+        where = places.setdefault("where", quarantine or default_quarantine(ckpt, now))
         if apply:
             check_stopped(ckpt, min_age=min_age, now=now, force=force)  # before reading
-            plan = staged_plan(ckpt, partitions, where, engine, progress)
-        else:
-            plan = plan_repartition(ckpt, partitions=partitions, engine=engine, progress=progress)
-        activity = query_activity(ckpt, min_age=min_age, now=now)
-        plan.warnings = plan_warnings(activity, force=force)
-        try:
-            if not apply:
-                return RepartitionRun(plan)
-            question = (
-                f"Repartition from {plan.from_partitions} to {plan.partitions} partitions "
-                f"(batch {plan.batch})?"
-            )
-            if confirm is not None and not confirm(plan, question):
-                return RepartitionRun(plan, declined=True)
-            result = repartition(
-                ckpt,
-                plan,
-                quarantine=where,
-                force=force,
-                min_age=min_age,
-                break_lock=break_lock,
-                engine=engine,
-                progress=progress,
-            )
-            return RepartitionRun(plan, result)
-        finally:
-            plan.discard()
-            if apply:
-                drop_if_unused(ckpt, where)
+            return staged_plan(ckpt, partitions, where, engine, progress)
+        return plan_repartition(ckpt, partitions=partitions, engine=engine, progress=progress)
+
+    def finish(ckpt: Checkpoint, plan: RepartitionPlan) -> None:
+        plan.discard()
+        if apply:
+            drop_if_unused(ckpt, places["where"])
+
+    done = run_change(
+        storage,
+        command="ckpt repartition",
+        plan=plan,
+        question=lambda plan: (
+            f"Repartition from {plan.from_partitions} to {plan.partitions} partitions "
+            f"(batch {plan.batch})?"
+        ),
+        carry_out=lambda ckpt, plan: repartition(
+            ckpt,
+            plan,
+            quarantine=places["where"],
+            force=force,
+            min_age=min_age,
+            break_lock=break_lock,
+            engine=engine,
+            progress=progress,
+        ),
+        finish=finish,
+        apply=apply,
+        force=force,
+        min_age=min_age,
+        break_lock=break_lock,
+        confirm=confirm,
+        progress=progress,
+    )
+    return RepartitionRun(done.plan, done.result, done.declined)
+
+
+def repartition_checkpoint(
+    ckpt: Checkpoint,
+    *,
+    partitions: int,
+    force: bool = False,
+    quarantine: str | None = None,
+    engine: Engine | None = None,
+) -> RepartitionResult:
+    """Change the number of state partitions to ``partitions`` now, as Spark's own repartition
+    does (``ckpt repartition --apply --yes``): refused while the query looks active unless
+    ``force``. ``.manifest`` is what :func:`undo_repartition` restores from. ``engine``: where
+    partitions are read and written (``SparkEngine``: as tasks)."""
+    where = quarantine or default_quarantine(ckpt, time.time())
+    plan = staged_plan(ckpt, partitions, where, engine)
+    try:
+        return repartition(ckpt, plan, force=force, quarantine=where, engine=engine)
+    finally:
+        plan.discard()
 
 
 def undo_repartition(
@@ -108,7 +128,7 @@ def undo_repartition(
     break_lock: bool = False,
 ) -> UndoResult:
     """Put the checkpoint back as it was before its newest repartition (finished or not), or
-    the one of ``manifest``, as :func:`ckpt_cli.repair.undo.undo_change` does. Refused (unless
+    the one of ``manifest``, as :func:`ckpt_cli.change.undo.undo_change` does. Refused (unless
     ``force``) when the query ran batches after it: undoing would throw their state away."""
 
     def check(body: dict[str, Any]) -> None:

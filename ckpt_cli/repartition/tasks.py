@@ -23,9 +23,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from ckpt_cli.core.model import Checkpoint, Operator, Store
+from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
-from ckpt_cli.model import Checkpoint, Operator, Store
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.placement import (
     Placed,
@@ -42,7 +43,6 @@ from ckpt_cli.repartition.plan import (
     unreadable,
 )
 from ckpt_cli.repartition.writers import store_files
-from ckpt_cli.replay.plan import ReplayPlan
 from ckpt_cli.storage import Storage
 from ckpt_cli.storage.listing import FileEntry, Listing
 

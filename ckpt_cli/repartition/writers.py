@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.rebuild import codec_of
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.rocksdb_write import (
@@ -23,11 +25,9 @@ from ckpt_cli.formats.rocksdb_write import (
 )
 from ckpt_cli.formats.snapshot_write import snapshot_body
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.repartition.placement import staged_records
 from ckpt_cli.repartition.plan import RepartitionPlan, StorePlan
-from ckpt_cli.replay.plan import codec_of
-from ckpt_cli.replay.tws import list_families
+from ckpt_cli.state.tws import list_families
 
 # Bytes per Hadoop checksum (``file.bytes-per-checksum``) and read at a time: a multiple.
 _BYTES_PER_CHECKSUM = 512

@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ckpt_cli.replay.source import StateRows, read_state
+    from ckpt_cli.state.reader import StateRows, read_state
 
 __all__ = ["StateRows", "read_state"]
 
@@ -48,7 +48,7 @@ def __getattr__(name: str) -> Any:
     # Imported on first use: ``plan`` alone (validate's restart check, ``ckpt versions``)
     # then does not import the readers, decoders and Arrow code behind ``source``.
     if name in __all__:
-        from ckpt_cli.replay import source
+        from ckpt_cli.state import reader as source
 
         return getattr(source, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,20 +30,21 @@ from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
+from ckpt_cli.core import kernel
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import schema as S
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay import columns, kernel
-from ckpt_cli.replay.bulk import Packed, packed_batches
-from ckpt_cli.replay.ordered import utf8_writer, write_in_order
-from ckpt_cli.replay.plain_arrow import RowPath, has_map, json_text, plain_type
-from ckpt_cli.replay.rows import ARROW_BATCH_ROWS, PrefixScanDecoder, RowDecoder, require_pyarrow
-from ckpt_cli.replay.source import iter_rows
+from ckpt_cli.state import columns
+from ckpt_cli.state.bulk import Packed, packed_batches
+from ckpt_cli.state.decoders import ARROW_BATCH_ROWS, PrefixScanDecoder, RowDecoder, require_pyarrow
+from ckpt_cli.state.ordered import utf8_writer, write_in_order
+from ckpt_cli.state.plain_arrow import RowPath, has_map, json_text, plain_type
+from ckpt_cli.state.reader import iter_rows
 
 if TYPE_CHECKING:
-    from ckpt_cli.model import Checkpoint
-    from ckpt_cli.replay.plan import ReplayPlan
-    from ckpt_cli.replay.source import StateRows
+    from ckpt_cli.core.model import Checkpoint
+    from ckpt_cli.core.rebuild import ReplayPlan
+    from ckpt_cli.state.reader import StateRows
 
 _CHANGE_FIELDS = (("batch_id", "int64"), ("change_type", "string"))
 # Map columns of rows without a schema: a transformWithState map variable read with

@@ -10,16 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint, FileKind
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay.columns import columnar_for, line_chunks, plan_tables
-from ckpt_cli.replay.families import FamilyRead, family_filter, family_rows
-from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.rows import key_filter, require_pyarrow
 from ckpt_cli.replay.sinks import write_parquet, write_tables, write_text
-from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_rows
+from ckpt_cli.state.columns import columnar_for, line_chunks, plan_tables
+from ckpt_cli.state.decoders import key_filter, require_pyarrow
+from ckpt_cli.state.families import FamilyRead, family_filter, family_rows
+from ckpt_cli.state.reader import StateRows, Where, decoder_for, iter_rows
 from ckpt_cli.storage import FileEntry, Listing, Storage, classify_store_error, store_error
 
 DATASET_FORMATS = ("jsonl", "parquet")

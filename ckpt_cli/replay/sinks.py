@@ -26,9 +26,11 @@ from typing import IO, Any, BinaryIO
 
 import orjson
 
-from ckpt_cli.model import Checkpoint
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay.columns import (
+from ckpt_cli.replay.csv_arrow import write_csv
+from ckpt_cli.state.columns import (
     at_least_one,
     columnar_for,
     line_chunks,
@@ -37,11 +39,9 @@ from ckpt_cli.replay.columns import (
     state_tables,
     table_work,
 )
-from ckpt_cli.replay.csv_arrow import write_csv
-from ckpt_cli.replay.ordered import utf8_writer, write_in_order
-from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.rows import arrow_tables, key_filter, require_pyarrow
-from ckpt_cli.replay.source import StateRows, Where, decoder_for, iter_rows
+from ckpt_cli.state.decoders import arrow_tables, key_filter, require_pyarrow
+from ckpt_cli.state.ordered import utf8_writer, write_in_order
+from ckpt_cli.state.reader import StateRows, Where, decoder_for, iter_rows
 from ckpt_cli.storage import Listing, Storage
 
 TEXT_FORMATS = ("jsonl", "csv")
@@ -267,7 +267,7 @@ def _processes(rows: StateRows, columnar: bool) -> bool:
     about 100 MB more RSS; NOTES). The kernel reads SST blocks and merges without the GIL:
     threads then take them (1M keys: 1.3-1.7 -> 0.9-1.0 s to JSON lines, no worker's
     imports)."""
-    from ckpt_cli.replay import kernel
+    from ckpt_cli.core import kernel
 
     rocksdb = all(plan.provider == "rocksdb" for plan in rows.plans) and kernel.load() is None
     return rows.ckpt.storage.is_local and (not columnar or rocksdb)

@@ -7,6 +7,7 @@ generated from ``CODES`` (scripts/docs_hooks.py; tests/test_docs.py checks it).
 
 from __future__ import annotations
 
+from ckpt_cli.core.model import FileKind
 from ckpt_cli.errors import (
     FormatError,
     LimitExceededError,
@@ -14,7 +15,6 @@ from ckpt_cli.errors import (
     UnsupportedVersionError,
     unsupported_hint,
 )
-from ckpt_cli.model import FileKind
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITY_RANK = {INFO: 0, WARNING: 1, ERROR: 2}

@@ -8,11 +8,11 @@ from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
 
-from ckpt_cli.cleanup.untracked import unchosen_attempt
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.core.rebuild import ReplayPlan, codec_of
+from ckpt_cli.core.untracked import unchosen_attempt
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import rocksdb_zip
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.replay.plan import ReplayPlan, codec_of
 from ckpt_cli.validate.codes import CODES
 from ckpt_cli.validate.files import FileTask
 from ckpt_cli.validate.report import Finding

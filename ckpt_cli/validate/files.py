@@ -10,11 +10,11 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ckpt_cli.core.loadable import decode_stream
+from ckpt_cli.core.model import FileKind
+from ckpt_cli.core.rebuild import StateUnavailable
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import checksums, rocksdb_zip
-from ckpt_cli.model import FileKind
-from ckpt_cli.replay.loadable import decode_stream
-from ckpt_cli.replay.plan import StateUnavailable
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate.codes import CRC_MISMATCH, EMPTY_FILE, format_error_code
 
@@ -52,8 +52,8 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
     """Decode ``task.path`` to its end and verify its sidecars; problems become findings."""
     # The decoders here, not at import: a restart check without decoding (``ckpt versions``)
     # imports this module for FileTask only.
+    from ckpt_cli.core.read import WHOLE_ZIP_BYTES
     from ckpt_cli.formats.schema import parse_state_schema
-    from ckpt_cli.replay.read import WHOLE_ZIP_BYTES
 
     result = FileResult(task.path)
     # One request per file where it fits in memory: the same bytes are decoded and checked
@@ -90,8 +90,8 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
 def _decode_zip(
     storage: Storage, task: FileTask, data: bytes | None
 ) -> rocksdb_zip.RocksDBCheckpointMetadata:
+    from ckpt_cli.core.read import read_zip_metadata
     from ckpt_cli.formats import rocksdb
-    from ckpt_cli.replay.read import read_zip_metadata
 
     if data is None and not task.deep:
         return read_zip_metadata(storage, task.path, task.size)

@@ -7,9 +7,9 @@ older snapshot, a rollback and the change feed follow it (``RocksDB.loadWithChec
 
 from __future__ import annotations
 
+from ckpt_cli.core.model import CheckpointFile, FileKind, Partition
+from ckpt_cli.core.rebuild import ReplayPlan, version_unique_id
 from ckpt_cli.errors import CkptError, FormatError
-from ckpt_cli.model import CheckpointFile, FileKind, Partition
-from ckpt_cli.replay.plan import ReplayPlan, version_unique_id
 from ckpt_cli.validate.codes import LINEAGE_MISMATCH
 from ckpt_cli.validate.context import ValidationRun
 
@@ -35,7 +35,7 @@ def check_retained_changelogs(run: ValidationRun, op: int, store: str, part: Par
 def check_changelog_lineage(
     run: ValidationRun, op: int, store: str, pid: int, f: CheckpointFile
 ) -> None:
-    from ckpt_cli.replay.plan import read_changelog_header
+    from ckpt_cli.core.rebuild import read_changelog_header
 
     assert f.version is not None
     if f.path in run.lineage_checked:

@@ -3,7 +3,7 @@ entries, checksums of files that are gone; and, with ``--deep``, every file to d
 
 from __future__ import annotations
 
-from ckpt_cli.model import CHECKSUM_KINDS, CheckpointFile, FileKind
+from ckpt_cli.core.model import CHECKSUM_KINDS, CheckpointFile, FileKind
 from ckpt_cli.validate.codes import EMPTY_FILE, ORPHAN_FILE, TEMP_FILE, UNKNOWN_FILE, WARNING
 from ckpt_cli.validate.context import ValidationRun
 

@@ -3,9 +3,9 @@ them (:mod:`ckpt_cli.retention`)."""
 
 from __future__ import annotations
 
-from ckpt_cli.cleanup.untracked import untracked_shared_files
+from ckpt_cli.core.model import CheckpointFile, FileKind, Partition
+from ckpt_cli.core.untracked import untracked_shared_files
 from ckpt_cli.formats import rocksdb_zip
-from ckpt_cli.model import CheckpointFile, FileKind, Partition
 from ckpt_cli.validate.codes import ORPHAN_FILE, WARNING, format_error_code
 from ckpt_cli.validate.context import ValidationRun
 

@@ -6,10 +6,10 @@ import functools
 import os
 from collections.abc import Iterable
 
+from ckpt_cli.core.loadable import shared_file_problems
 from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.formats import rocksdb_zip
 from ckpt_cli.progress import ProgressSink
-from ckpt_cli.replay.loadable import shared_file_problems
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.files import FileResult, FileTask, check_file, check_in_worker, init_worker
 

@@ -12,10 +12,10 @@ with ``STREAMING_UNFINISHED_REPARTITION_DETECTED``, unless
 
 from __future__ import annotations
 
-from ckpt_cli.cleanup.untracked import untracked_shared_files, zip_names
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.core.unfinished import UnfinishedRepartition, find_unfinished_repartition
+from ckpt_cli.core.untracked import untracked_shared_files, zip_names
 from ckpt_cli.errors import FormatError
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.repartition.unfinished import UnfinishedRepartition, find_unfinished_repartition
 from ckpt_cli.validate.codes import UNCOMMITTED_BATCH, UNFINISHED_REPARTITION
 from ckpt_cli.validate.context import ValidationRun
 
@@ -28,7 +28,7 @@ def attempt_files(ckpt: Checkpoint, attempt: UnfinishedRepartition) -> list[Chec
     either named by those zips, in a partition of the new layout only, or written after
     ``offsets/<batch>`` (the attempt writes its offsets entry first)."""
     # Only an unfinished repartition reads zips: not imported for every restart check.
-    from ckpt_cli.replay.read import read_zip_metadata
+    from ckpt_cli.core.read import read_zip_metadata
 
     top = attempt.batch  # the version a restart from the last commit loads (N+1)
     offsets_entry = ckpt.listing.get(f"offsets/{attempt.batch}")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.units import natural_key
-from ckpt_cli.validate.codes import SEVERITY_RANK
+from ckpt_cli.validate.codes import ERROR, SEVERITY_RANK
 from ckpt_cli.validate.context import ValidationRun
 from ckpt_cli.validate.links import check_symlinks
 from ckpt_cli.validate.listing import check_files
@@ -38,6 +38,7 @@ def validate(
     progress: ProgressSink = NULL_PROGRESS,
     engine: Engine | None = None,
     decode_limit: int | None = None,
+    fail_on: str = ERROR,
 ) -> ValidationReport:
     """Check ``ckpt`` against every rule; see :mod:`ckpt_cli.validate` for what is read.
     ``engine`` runs the file checks (default: this machine's threads or processes).
@@ -45,7 +46,8 @@ def validate(
     snapshots and changelogs in scope total more, they are planned and found but not
     decoded (every other check still runs, RocksDB zips and the SSTs they name included),
     and the report's target says so (``not_decoded``): its "ok" then means "nothing found",
-    not "restartable"."""
+    not "restartable". ``fail_on``: the severity from which a finding makes the report not
+    ok (``--fail-on``)."""
     started = time.perf_counter()
     before = (ckpt.storage.stats.files_read, ckpt.storage.stats.bytes_read)
     if batch is not None and batch not in ckpt.batches.commits:
@@ -104,6 +106,7 @@ def validate(
             ),
         },
         findings=run.findings,
+        fail_on=fail_on,
         stats={
             "files_listed": len(ckpt.files),
             "files_checked": len(run.tasks),

@@ -8,9 +8,9 @@ log batches the next batch reads.
 
 from __future__ import annotations
 
+from ckpt_cli.core.model import CheckpointFile, FileKind
 from ckpt_cli.errors import FormatError, TruncatedFileError, UnsupportedVersionError
 from ckpt_cli.formats import logs
-from ckpt_cli.model import CheckpointFile, FileKind
 from ckpt_cli.validate.codes import (
     CORRUPT_FILE,
     CORRUPT_OFFSETS,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 
+from ckpt_cli.core.model import DEFAULT_STORE, Operator
 from ckpt_cli.errors import CkptError, FormatError, UnsupportedVersionError
 from ckpt_cli.formats.schema import parse_state_schema
 from ckpt_cli.formats.tws import family_role
-from ckpt_cli.model import DEFAULT_STORE, Operator
 from ckpt_cli.validate.codes import (
     FMGWS_V1_SNAPSHOT,
     ROW_LAYOUT_MISMATCH,
@@ -112,7 +112,7 @@ def _zip_version(name: str) -> int | None:
 
 def _era_batch(run: ValidationRun, op: int, batch: int) -> int | None:
     """The ``_metadata/v2/<b>`` file batch ``batch`` is read with (None: unreadable)."""
-    from ckpt_cli.replay.history import operator_history
+    from ckpt_cli.core.history import operator_history
 
     try:
         era = operator_history(run.ckpt, op).era_at(batch)
@@ -126,7 +126,7 @@ def _schema_families(
 ) -> tuple[str, set[str], set[str]] | None:
     """The schema file in force (the last the metadata names), its families, and the
     families of the files named before it."""
-    from ckpt_cli.replay.history import operator_history
+    from ckpt_cli.core.history import operator_history
 
     history = operator_history(run.ckpt, op)
     era = next(e for e in history.eras if e.batch == era_batch)
@@ -183,7 +183,7 @@ def check_rows_decodable(run: ValidationRun) -> None:
 
 def _damage(exc: CkptError) -> bool:
     """Whether reading failed on a missing or damaged file (not on what ckpt decodes)."""
-    from ckpt_cli.replay.plan import StateUnavailable
+    from ckpt_cli.core.rebuild import StateUnavailable
 
     if isinstance(exc, StateUnavailable):
         return True
@@ -202,7 +202,7 @@ def _first_undecodable(
 ) -> tuple[int, CkptError] | None:
     """The first partition whose first rows ckpt cannot decode, and why."""
     # Only --deep decodes rows: the restart check (headline) does not import the readers.
-    from ckpt_cli.replay.source import covering_reads, read_state
+    from ckpt_cli.state.reader import covering_reads, read_state
 
     for part in partitions:
         try:
@@ -233,8 +233,8 @@ def check_row_layouts(run: ValidationRun) -> None:
     a variable's schema incompatibly): Spark reads it without complaint, as garbage."""
     if not run.deep or run.ckpt.conf.get(ENCODING_FORMAT, "unsaferow").lower() == "avro":
         return
-    from ckpt_cli.replay.source import covering_reads
-    from ckpt_cli.replay.tws import state_variables
+    from ckpt_cli.state.reader import covering_reads
+    from ckpt_cli.state.tws import state_variables
 
     version = run.target_version()
     if version is None:
@@ -252,8 +252,8 @@ def check_row_layouts(run: ValidationRun) -> None:
 
 
 def _check_layouts(run: ValidationRun, op: Operator, store: str, var: str, batch: int) -> None:
-    from ckpt_cli.replay.families import family_layout_problems
-    from ckpt_cli.replay.source import read_state
+    from ckpt_cli.state.families import family_layout_problems
+    from ckpt_cli.state.reader import read_state
 
     bad: list[tuple[int, object, str]] = []
     checked = 0

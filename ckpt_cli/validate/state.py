@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 
+from ckpt_cli.core.model import DEFAULT_STORE, FileKind, Operator, Partition, Store
+from ckpt_cli.core.rebuild import StateUnavailable, plan_version
+from ckpt_cli.core.unfinished import find_unfinished_repartition, left_over_partitions
 from ckpt_cli.errors import FormatError, UnsupportedVersionError
 from ckpt_cli.formats import logs
-from ckpt_cli.model import DEFAULT_STORE, FileKind, Operator, Partition, Store
-from ckpt_cli.repartition.unfinished import find_unfinished_repartition, left_over_partitions
-from ckpt_cli.replay.plan import StateUnavailable, plan_version
 from ckpt_cli.validate.codes import (
     CODES,
     CORRUPT_FILE,

@@ -8,7 +8,7 @@ but found v2"). Which zip a restart at version V loads, in format v2
 
 * ``<V>_<id>.zip`` when it exists, else the newest zip on the lineage of
   ``<V>_<id>.changelog``, else (a lineage from version 1) the empty store. This is
-  :func:`ckpt_cli.replay.plan.plan_version`'s base, and all a 4.1 restart tries.
+  :func:`ckpt_cli.core.rebuild.plan_version`'s base, and all a 4.1 restart tries.
 * Spark 4.2 and 4.3 (``AutoSnapshotLoader``, ``spark.sql.streaming.stateStore.
   autoSnapshotRepair.*``, on by default, only with changelog checkpointing) try that zip
   once; when it fails they walk the changelog lineage back from V to ``max(1, V - 500)``
@@ -27,15 +27,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ckpt_cli.errors import CkptError
-from ckpt_cli.model import CheckpointFile, FileKind
-from ckpt_cli.replay.plan import (
+from ckpt_cli.core.model import CheckpointFile, FileKind
+from ckpt_cli.core.read import read_zip_metadata
+from ckpt_cli.core.rebuild import (
     ReplayPlan,
     StateUnavailable,
     change_files,
     read_changelog_header,
 )
-from ckpt_cli.replay.read import read_zip_metadata
+from ckpt_cli.errors import CkptError
 from ckpt_cli.validate.codes import INFO, WARNING, ZIP_METADATA_V2
 from ckpt_cli.validate.context import ValidationRun
 

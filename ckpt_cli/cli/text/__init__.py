@@ -15,11 +15,13 @@ if TYPE_CHECKING:
 # (``ckpt versions`` need not import repartition's numpy): by the result's package.
 MODULES = {
     "ckpt_cli.batches": "batches",
+    "ckpt_cli.change": "repair",  # UndoResult: repair's and repartition's undo
     "ckpt_cli.cleanup": "cleanup",
     "ckpt_cli.du": "du",
-    "ckpt_cli.files": "files",
+    "ckpt_cli.inspect": "inspect",
     "ckpt_cli.repair": "repair",
     "ckpt_cli.repartition": "repartition",
+    "ckpt_cli.replay": "replay",
     "ckpt_cli.report": "report",
     "ckpt_cli.validate": "validate",
     "ckpt_cli.versions": "versions",

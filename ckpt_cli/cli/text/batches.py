@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
-from ckpt_cli.batches import BatchesReport, BatchRow, SourceProgress
+from ckpt_cli.api import BatchesReport, BatchRow, SourceProgress
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.cli.text.fit import FitTable, Flow
 from ckpt_cli.units import human_duration

@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from ckpt_cli.cleanup import CleanupPlan, CleanupRun, OrphanScan, ScanFailure
-from ckpt_cli.cleanup.plan import DESCRIPTIONS
+from ckpt_cli.api import DESCRIPTIONS, CleanupPlan, CleanupRun, OrphanScan, ScanFailure
 from ckpt_cli.cli.common import STATE, stderr_console
 from ckpt_cli.cli.text import plan_first, print_warnings, render_text
 from ckpt_cli.cli.text.fit import FitTable, Flow, entry, labelled

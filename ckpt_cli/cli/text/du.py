@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
+from ckpt_cli.api import DiskUsageReport, Usage
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.cli.text.fit import FitTable, Flow
-from ckpt_cli.du import DiskUsageReport, Usage
 from ckpt_cli.units import human_bytes
 
 if TYPE_CHECKING:

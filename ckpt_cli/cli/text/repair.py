@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ckpt_cli.api import RepairPlan, RepairRun, UndoResult
 from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import plan_first, print_warnings, render_text
 from ckpt_cli.cli.text.fit import entry, field, labelled
-from ckpt_cli.repair import RepairPlan, RepairRun, UndoResult
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ckpt_cli.api import RepartitionPlan, RepartitionRun, skew
 from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import plan_first, print_warnings, render_text
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
-from ckpt_cli.repartition.plan import RepartitionPlan, skew
-from ckpt_cli.repartition.run import RepartitionRun
 from ckpt_cli.units import human_bytes, natural_key
 
 if TYPE_CHECKING:

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from ckpt_cli.api import HtmlReport
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.cli.text.fit import Flow
-from ckpt_cli.report import HtmlReport
 from ckpt_cli.units import human_bytes
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from ckpt_cli.api import ERROR, INFO, WARNING, ValidationReport
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.cli.text.fit import entry, field
 from ckpt_cli.units import natural_key
-from ckpt_cli.validate import ERROR, INFO, WARNING, ValidationReport
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer

@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
+from ckpt_cli.api import Headline, OperatorVersions, PartitionVersions, VersionsReport
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.cli.text.batches import when
 from ckpt_cli.cli.text.fit import FitTable, Flow
-from ckpt_cli.headline import Headline
 from ckpt_cli.units import ago, human_bytes
-from ckpt_cli.versions import OperatorVersions, PartitionVersions, VersionsReport
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.errors import FormatError
-from ckpt_cli.model import Checkpoint, FileKind
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """One model of a checkpoint that every command reads.
 
 :meth:`Checkpoint.open` lists the checkpoint once, classifies every file
-(:mod:`ckpt_cli.layout`) and groups them: metadata logs, state store files by operator /
+(:mod:`ckpt_cli.core.layout`) and groups them: metadata logs, state store files by operator /
 store / partition / version, the shared RocksDB files, and everything else (temp files of
 interrupted writes, checksum sidecars, unknown files).
 Contents are read lazily: the small log files on first use, state files never (that is the
@@ -20,10 +20,7 @@ from itertools import chain
 from operator import attrgetter
 from typing import Any, TypeVar
 
-from ckpt_cli.api import CheckpointCalls
-from ckpt_cli.errors import CkptError, FormatError, NotACheckpoint
-from ckpt_cli.formats import logs
-from ckpt_cli.layout import (
+from ckpt_cli.core.layout import (
     DEFAULT_STORE,
     STATE_FILE_KINDS,
     CheckpointFile,
@@ -31,6 +28,8 @@ from ckpt_cli.layout import (
     StoreLocation,
     classify_listing,
 )
+from ckpt_cli.errors import CkptError, FormatError, NotACheckpoint
+from ckpt_cli.formats import logs
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.storage import Listing, Storage, StorageStats
 from ckpt_cli.storage.listing import collector_paused, freeze_if_large
@@ -217,11 +216,14 @@ def _gaps(ids: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(b for b in range(ids[0], ids[-1] + 1) if b not in present)
 
 
-class Checkpoint(CheckpointCalls):
+C = TypeVar("C", bound="Checkpoint")
+
+
+class Checkpoint:
     """A streaming query's checkpoint, as found in one listing.
 
-    Build it with :meth:`open` (or :func:`ckpt_cli.open`); the commands' library calls are its
-    methods (:class:`~ckpt_cli.api.CheckpointCalls`). Log contents are parsed on first use
+    Build it with :meth:`open` (or :func:`ckpt_cli.open`, whose :class:`ckpt_cli.Checkpoint`
+    adds the commands as methods: ``ckpt_cli.api``). Log contents are parsed on first use
     and cached; they raise :class:`~ckpt_cli.errors.FormatError` naming the file when Spark
     could not read it either.
     """
@@ -239,12 +241,12 @@ class Checkpoint(CheckpointCalls):
 
     @classmethod
     def open(
-        cls,
+        cls: type[C],
         location: str | Storage,
         storage_options: Mapping[str, Any] | None = None,
         progress: ProgressSink = NULL_PROGRESS,
         stats: StorageStats | None = None,
-    ) -> Checkpoint:
+    ) -> C:
         """List ``location`` once and build the model, counting requests in ``stats`` when
         given. Raises a CkptError on bad input."""
         storage = (
@@ -257,7 +259,7 @@ class Checkpoint(CheckpointCalls):
             freeze_if_large(len(checkpoint.files))
         return checkpoint
 
-    def tolerant_view(self) -> Checkpoint:
+    def tolerant_view(self: C) -> C:
         """This checkpoint read as far as it can be, for validation: an unreadable latest log
         entry is then a finding rather than an error, and confs come from the newest readable
         one. A copy sharing the listing, the files and the parsed logs; ``self`` is unchanged."""

@@ -23,13 +23,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
+from ckpt_cli.core import kernel
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.read import iter_state
+from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import schema as S
-from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay import kernel
-from ckpt_cli.replay.bulk import BATCH_ROWS, Packed, packed_batches
-from ckpt_cli.replay.ordered import in_order
-from ckpt_cli.replay.plain_arrow import (
+from ckpt_cli.state.bulk import BATCH_ROWS, Packed, packed_batches
+from ckpt_cli.state.ordered import in_order
+from ckpt_cli.state.plain_arrow import (
     RowPath,
     concatenated,
     has_map,
@@ -38,12 +40,10 @@ from ckpt_cli.replay.plain_arrow import (
     plain,
     plain_type,
 )
-from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.read import iter_state
 
 if TYPE_CHECKING:
-    from ckpt_cli.replay.rows import RowDecoder
-    from ckpt_cli.replay.source import StateRows
+    from ckpt_cli.state.decoders import RowDecoder
+    from ckpt_cli.state.reader import StateRows
 
 # A batch of records: packed, or as (key, value) bytes.
 Batch = Packed | Sequence[tuple[bytes, bytes]]
@@ -55,7 +55,7 @@ ENABLED = True
 
 def columnar_for(decoder: RowDecoder) -> Columnar | None:
     """The columnar replay of ``decoder``'s store, or None when it replays row by row."""
-    from ckpt_cli.replay.rows import RowDecoder
+    from ckpt_cli.state.decoders import RowDecoder
 
     if not ENABLED or type(decoder) is not RowDecoder or decoder.schema is None:
         return None
@@ -249,7 +249,7 @@ def state_tables(
 ) -> Iterator[Any]:
     """The rows as ``pyarrow.Table`` batches (at least one, empty when there are no rows):
     of the columnar schema when the store replays in columns, else ``arrow_tables``'s."""
-    from ckpt_cli.replay.rows import arrow_tables
+    from ckpt_cli.state.decoders import arrow_tables
 
     columnar = rows_columnar(rows)
     if columnar is None:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ckpt_cli.change.lock import checkpoint_lock
+from ckpt_cli.change.manifest import quarantine_home
+from ckpt_cli.core.layout import FileKind, classify_listing
 from ckpt_cli.errors import CheckpointNotFound, CkptError, FormatError
-from ckpt_cli.layout import FileKind, classify_listing
-from ckpt_cli.lock import checkpoint_lock
-from ckpt_cli.repair.manifest import quarantine_home
 from ckpt_cli.results import Report
 from ckpt_cli.storage import Storage
 

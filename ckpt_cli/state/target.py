@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
-from ckpt_cli.model import Checkpoint
 
 _PARAMETER = re.compile(r"\{(\w+)\}")
 T = TypeVar("T")

@@ -15,10 +15,10 @@ import io
 from collections.abc import Iterator
 from contextlib import ExitStack
 
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.rebuild import ReplayPlan, StateUnavailable, codec_of
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import compression, records, rocksdb_zip
-from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.replay.plan import ReplayPlan, StateUnavailable, codec_of
 from ckpt_cli.storage import Listing, Storage
 
 # (finding code, message, paths): as validate reports it.
@@ -67,7 +67,7 @@ def decode_stream(
 
 def problems(ckpt: Checkpoint, plan: ReplayPlan) -> list[Problem]:
     """What stops ``plan`` from loading (empty: it loads), its base first."""
-    from ckpt_cli.replay.read import read_zip_metadata
+    from ckpt_cli.core.read import read_zip_metadata
 
     found: list[Problem] = []
     for f in plan.files:

@@ -1,59 +1,31 @@
-"""The safety checks of every destructive operation (cleanup, repair, repartition): a minimum
-age below the default, an active query, files younger than the minimum age, symbolic links.
-
-Whether the query is active is judged from two signals of its newest batch: when ``offsets/``
-was last written (the listing's modification times) and when the batch was planned (its
-``batchTimestampMs``, Spark's trigger clock when it planned the batch). A running query writes
-``offsets/<batch>`` as it plans the batch, so both are young; a copy, a restore or a download
-gives old batches new file times, so only the first is. The query looks active when every
-signal that can be read is younger than ``min_age``.
+"""Whether the query on a checkpoint is running, from two signals of its newest batch: when
+``offsets/`` was last written (the listing's modification times) and when the batch was
+planned (its ``batchTimestampMs``, Spark's trigger clock when it planned the batch). A running
+query writes ``offsets/<batch>`` as it plans the batch, so both are young; a copy, a restore or
+a download gives old batches new file times, so only the first is. The query looks active
+when every signal that can be read is younger than ``min_age``.
 
 A repartition (Spark's own, or ``ckpt repartition``) writes ``offsets/N+1`` with batch N's
 ``batchTimestampMs`` and commits it last: while that batch is not committed, its writer may
 still be running, and its batch time says nothing of when it was written, so the file time
 alone decides.
+
+``ckpt versions`` shows it as the last activity; the change engine refuses to change a
+checkpoint whose query looks active (``change.safety``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.errors import FormatError, SafetyCheckError
-from ckpt_cli.model import Checkpoint, FileKind
-from ckpt_cli.units import ago, iso_ms, seconds_since
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.errors import FormatError
+from ckpt_cli.units import ago, format_duration, iso_ms, seconds_since
 
+# Files and batches younger than this may belong to a query still running (an hour).
 DEFAULT_MIN_AGE_SECONDS = 3600.0
-MIN_AGE_RISK = (
-    "files younger than that may belong to a batch the query is still writing or to an upload "
-    "in progress (RocksDB uploads SST files before the zip that names them), and removing them "
-    "can break the next restart"
-)
-
-
-def format_duration(seconds: float) -> str:
-    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:g}s"
-
-
-def check_min_age(min_age: float, *, force: bool) -> None:
-    """Like Delta's VACUUM retention check: a ``min_age`` below the default needs ``force``."""
-    if min_age < DEFAULT_MIN_AGE_SECONDS and not force:
-        raise SafetyCheckError(
-            f"{_low_min_age(min_age)}: {MIN_AGE_RISK}",
-            hint="pass force=True if you are sure no query is running on this checkpoint",
-        )
-
-
-def _low_min_age(min_age: float) -> str:
-    return (
-        f"min_age={format_duration(min_age)} is below the default "
-        f"{format_duration(DEFAULT_MIN_AGE_SECONDS)}"
-    )
 
 
 @dataclass(frozen=True)
@@ -196,79 +168,3 @@ def _planned(ckpt: Checkpoint, batch: int | None) -> int | None:
     except FormatError:
         return None
     return stamp if stamp > 0 else None
-
-
-def check_not_active(
-    ckpt: Checkpoint, *, min_age: float, now: float | None = None, force: bool
-) -> Activity:
-    """Refuse (unless ``force``) when the query looks active (:func:`query_activity`)."""
-    activity = query_activity(ckpt, min_age=min_age, now=now)
-    if activity.active and not force:
-        raise SafetyCheckError(
-            f"{ckpt.storage.url}: {activity.refusal()}; not changing it",
-            hint="stop the query first, or pass force=True if you know it is stopped",
-        )
-    return activity
-
-
-def check_stopped(
-    ckpt: Checkpoint, *, min_age: float, now: float | None = None, force: bool
-) -> Activity:
-    """What every command that changes a checkpoint checks first: a ``min_age`` below the
-    default needs ``force`` (else ``min_age=0`` would switch the activity check off), and an
-    active query is refused unless ``force``."""
-    check_min_age(min_age, force=force)
-    return check_not_active(ckpt, min_age=min_age, now=now, force=force)
-
-
-def plan_warnings(activity: Activity, *, force: bool | None) -> list[str]:
-    """What a plan says instead of refusing (a dry run never refuses): for a plan meant to be
-    applied (``force`` given), a ``min_age`` below the default and an active query, which
-    applying refuses unless ``force``; for a report (``force`` None), an active query; for
-    both, signals that disagree (a copy or restore)."""
-    out = []
-    if force is False and activity.min_age < DEFAULT_MIN_AGE_SECONDS:
-        out.append(f"{_low_min_age(activity.min_age)}: applying needs force=True")
-    if activity.active:
-        then = {
-            None: "",
-            False: ": applying refuses unless force=True",
-            True: ": going ahead with force=True",
-        }
-        out.append(activity.refusal() + then[force])
-    if activity.note:
-        out.append(activity.note)
-    return out
-
-
-def links_refused(ckpt: Checkpoint) -> list[str]:
-    """One line per symbolic link, for the commands that rewrite a checkpoint and refuse
-    links (``repair``, ``repartition``): nothing is listed through them, so what those
-    commands would plan there may be wrong, and nothing is ever written through one."""
-    return [
-        f"{rel} is a symbolic link (to {target}); ckpt does not follow or change links: "
-        "replace it with what it points to"
-        for rel, target in ckpt.listing.symlinks.items()
-    ]
-
-
-def check_old_enough(
-    ckpt: Checkpoint, paths: Iterable[str], *, min_age: float, now: float, force: bool
-) -> None:
-    """Refuse (unless ``force``) to touch a file modified less than ``min_age`` ago."""
-    if force:
-        return
-    cutoff = now - min_age
-    for path in paths:
-        entry = ckpt.listing.get(path)
-        if entry is not None and entry.mtime is not None and entry.mtime > cutoff:
-            hint = "wait until it is older, or pass force=True if you know no query is running"
-            note = query_activity(ckpt, min_age=min_age, now=now).note
-            if note:
-                # A copy's files are all new: their times cannot tell a write in progress.
-                hint = f"{note}; every file of a copy is new: {hint}"
-            raise SafetyCheckError(
-                f"{path}: modified {max(0.0, now - entry.mtime):.0f} s ago, under min_age="
-                f"{format_duration(min_age)}; not touching it ({MIN_AGE_RISK})",
-                hint=hint,
-            )

@@ -4,7 +4,7 @@ partition. ``storeName`` names a family; ``joinSide`` reads the side's values by
 3: ``<side>-keyWithIndexToValue`` without ``index`` and ``matched``; format 4:
 ``<side>-keyWithTsToValues`` without ``matched``, the key with its ``__event_time``).
 
-The families are read as transformWithState's (``replay/tws.py``): ids from the zips'
+The families are read as transformWithState's (``state/tws.py``): ids from the zips'
 ``columnFamilyMapping``, schemas from the schema file v3.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ckpt_cli.core.layout import DEFAULT_STORE
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.read import store_schema
 from ckpt_cli.errors import CkptError
-from ckpt_cli.layout import DEFAULT_STORE
-from ckpt_cli.model import Checkpoint
-from ckpt_cli.replay.read import store_schema
-from ckpt_cli.replay.target import SelectionError
-from ckpt_cli.replay.tws import VariableReader, family_reader
+from ckpt_cli.state.target import SelectionError
+from ckpt_cli.state.tws import VariableReader, family_reader
 
 JOIN_FORMAT_CONF = "spark.sql.streaming.join.stateFormatVersion"
 # Format 4's families hold several values per key (Spark's multi-valued families).

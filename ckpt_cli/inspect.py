@@ -13,15 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_cli.core.layout import StoreLocation
+from ckpt_cli.core.model import CHECKSUM_KINDS, Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.core.read import store_schema
+from ckpt_cli.core.rebuild import codec_of
 from ckpt_cli.errors import CkptError, FormatError, LimitExceededError, UnsupportedVersionError
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
-from ckpt_cli.layout import StoreLocation
-from ckpt_cli.model import CHECKSUM_KINDS, Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.replay.plan import codec_of
-from ckpt_cli.replay.read import store_schema
-from ckpt_cli.replay.rows import RowDecoder, json_value
 from ckpt_cli.results import Result
+from ckpt_cli.state.decoders import RowDecoder, json_value
 from ckpt_cli.units import iso_ms
 
 DEFAULT_LIMIT = 20

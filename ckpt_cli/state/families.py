@@ -15,14 +15,14 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.core.model import Checkpoint, CheckpointFile
+from ckpt_cli.core.read import iter_file_records, iter_state
+from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.formats.schema import StateSchema
-from ckpt_cli.model import Checkpoint, CheckpointFile
-from ckpt_cli.replay.join_families import JoinFamily, join_family_reader
-from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.read import iter_file_records, iter_state
-from ckpt_cli.replay.rows import Filter, key_filter
-from ckpt_cli.replay.target import ReplayTarget, SelectionError
-from ckpt_cli.replay.tws import VariableReader, state_variables, variable_reader, zips_of
+from ckpt_cli.state.decoders import Filter, key_filter
+from ckpt_cli.state.join_families import JoinFamily, join_family_reader
+from ckpt_cli.state.target import ReplayTarget, SelectionError
+from ckpt_cli.state.tws import VariableReader, state_variables, variable_reader, zips_of
 
 Row = dict[str, Any]
 

@@ -22,13 +22,13 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.core import kernel
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.core.read import iter_state
+from ckpt_cli.core.rebuild import ReplayPlan, codec_of
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.record_frames import frame
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.replay import kernel
-from ckpt_cli.replay.plan import ReplayPlan, codec_of
-from ckpt_cli.replay.read import iter_state
 
 BATCH_ROWS = 16384  # large enough that per-batch costs vanish, small to bound memory
 # Partitions whose files are at most this many compressed bytes are merged in memory.
@@ -94,7 +94,7 @@ def packed_batches(
     ``BATCH_ROWS``)."""
     size = size or BATCH_ROWS
     if plan.provider == "rocksdb":
-        from ckpt_cli.replay.bulk_rocksdb import rocksdb_batches
+        from ckpt_cli.state.bulk_rocksdb import rocksdb_batches
 
         rocks = rocksdb_batches(ckpt, plan, size)
         if rocks is not None:
@@ -288,7 +288,20 @@ def _kernel_merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
         buf, segments = _decompressed_into_one(ckpt, plan.files)
     # A snapshot alone holds each key once: framed, not merged.
     merged = kernel.merge(buf, segments, dedupe=bool(plan.steps) or plan.base is None)
-    return None if merged is None else kernel.packed(buf, merged)
+    return None if merged is None else kernel_packed(buf, merged)
+
+
+def kernel_packed(data: bytes | bytearray, merged: Any) -> Packed:
+    """The records of a kernel merge as a ``Packed`` over ``data`` (no copy)."""
+    import numpy as np
+
+    return Packed(
+        data,
+        np.frombuffer(merged.key_offsets, np.int64),
+        np.frombuffer(merged.key_sizes, np.int32),
+        np.frombuffer(merged.value_offsets, np.int64),
+        np.frombuffer(merged.value_sizes, np.int32),
+    )
 
 
 def whole_lz4(ckpt: Checkpoint, files: list[CheckpointFile]) -> tuple[bytes, list[int]] | None:

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.schema import ColumnFamilySchema, StateSchema, StructType, parse_state_schema
 from ckpt_cli.formats.tws import (
@@ -27,7 +28,6 @@ from ckpt_cli.formats.tws import (
     parse_operator_metadata_v2,
     schema_file_in_operator_dir,
 )
-from ckpt_cli.model import Checkpoint
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The write-ahead manifest of a reversible change to a checkpoint (``repair``,
 ``repartition``): each change is recorded before it is made and marked done after, so a
-command killed at any point can be undone (:func:`ckpt_cli.repair.undo.undo_repair`).
+command killed at any point can be undone (:func:`ckpt_cli.change.undo.undo_repair`).
 
 Changes: ``moved`` (a file moved out to the quarantine: ``to``), ``rewritten`` (replaced; its
 original bytes saved first: ``original``), ``created`` (a new file, removed by undo).

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind, Partition
+from ckpt_cli.core.rebuild import version_unique_id
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import rocksdb_zip
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
-from ckpt_cli.replay.plan import version_unique_id
 from ckpt_cli.storage import Storage
 
 
@@ -64,7 +64,7 @@ def untracked_shared_files(
     that left to read is not looked into (its unnamed files are ``unresolved``): reads are
     spent only where they can settle the answer."""
     # The readers only here: validate's restart check (``ckpt versions``) never calls this.
-    from ckpt_cli.replay.read import WHOLE_ZIP_BYTES, read_zip_metadata
+    from ckpt_cli.core.read import WHOLE_ZIP_BYTES, read_zip_metadata
 
     known = known or {}
     found = Untracked()

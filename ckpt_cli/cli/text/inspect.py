@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from ckpt_cli.api import FileReport
 from ckpt_cli.cli.text import render_text
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
-from ckpt_cli.files import FileReport
 from ckpt_cli.units import human_bytes, human_duration
 
 if TYPE_CHECKING:

@@ -13,26 +13,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.errors import (
-    FormatError,
-    LimitExceededError,
-    MissingExtraError,
-    UnsupportedVersionError,
-)
-from ckpt_cli.layout import DEFAULT_STORE
-from ckpt_cli.model import Checkpoint, CheckpointFile
-from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay import loadable
-from ckpt_cli.replay.columns import state_tables
-from ckpt_cli.replay.families import (
-    FamilyRead,
-    family_change_rows,
-    family_filter,
-    family_read,
-    family_rows,
-)
-from ckpt_cli.replay.join_families import JoinFamily, join_families, join_family, join_format
-from ckpt_cli.replay.plan import (
+from ckpt_cli.core import loadable
+from ckpt_cli.core.layout import DEFAULT_STORE
+from ckpt_cli.core.model import Checkpoint, CheckpointFile
+from ckpt_cli.core.read import iter_file_records, iter_state, store_schema
+from ckpt_cli.core.rebuild import (
     REPAIR_HINT,
     ReplayPlan,
     StateUnavailable,
@@ -40,8 +25,15 @@ from ckpt_cli.replay.plan import (
     change_files,
     plan_version,
 )
-from ckpt_cli.replay.read import iter_file_records, iter_state, store_schema
-from ckpt_cli.replay.rows import (
+from ckpt_cli.errors import (
+    FormatError,
+    LimitExceededError,
+    MissingExtraError,
+    UnsupportedVersionError,
+)
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.state.columns import state_tables
+from ckpt_cli.state.decoders import (
     Filter,
     JoinSideDecoder,
     PrefixScanDecoder,
@@ -49,8 +41,16 @@ from ckpt_cli.replay.rows import (
     key_filter,
     require_pyarrow,
 )
-from ckpt_cli.replay.target import ReplayTarget, SelectionError, resolve_target, state_time
-from ckpt_cli.replay.tws import registers_timers, state_variables
+from ckpt_cli.state.families import (
+    FamilyRead,
+    family_change_rows,
+    family_filter,
+    family_read,
+    family_rows,
+)
+from ckpt_cli.state.join_families import JoinFamily, join_families, join_family, join_format
+from ckpt_cli.state.target import ReplayTarget, SelectionError, resolve_target, state_time
+from ckpt_cli.state.tws import registers_timers, state_variables
 from ckpt_cli.storage.errors import first_line
 
 # ``where``: (key column, value) pairs that must all hold.

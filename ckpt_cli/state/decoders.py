@@ -35,7 +35,7 @@ from ckpt_cli.formats.schema import KeyEncoderSpec, StateSchema
 from ckpt_cli.formats.state_encoders import make_key_decoder
 from ckpt_cli.formats.unsaferow import make_decoder
 from ckpt_cli.install import missing_extra
-from ckpt_cli.replay.target import SelectionError
+from ckpt_cli.state.target import SelectionError
 
 Converter = Callable[[Any], Any]
 Filter = Callable[[Any], bool]

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.cleanup.safety import query_activity
+from ckpt_cli.core.activity import query_activity
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import FormatError
-from ckpt_cli.model import Checkpoint
 from ckpt_cli.units import human_bytes, iso_ms
 from ckpt_cli.validate import ERROR, ValidationReport, validate
 

@@ -19,9 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ckpt_cli.core.model import (
+    DEFAULT_STORE,
+    Checkpoint,
+    CheckpointFile,
+    FileKind,
+    Partition,
+    Store,
+)
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import compression, records
-from ckpt_cli.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Partition, Store
 
 COMPRESSION_CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
 # What to do when a version's state cannot be loaded or read: every such error says it.

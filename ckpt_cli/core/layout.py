@@ -1,6 +1,6 @@
 """Where a file of a checkpoint is, and what that makes it: the classification of one
 listing entry from its checkpoint-relative path alone (Spark's directory layout and file
-names, :mod:`ckpt_cli.formats.names`). :class:`~ckpt_cli.model.Checkpoint` builds its model
+names, :mod:`ckpt_cli.formats.names`). :class:`~ckpt_cli.core.model.Checkpoint` builds its model
 from these.
 
     metadata                    offsets/<batch>, commits/<batch>      sources/<n>/<batch>

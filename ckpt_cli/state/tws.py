@@ -15,22 +15,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ckpt_cli.core.history import (
+    MetadataEra,
+    OperatorHistory,
+    describe_batches,
+    operator_history,
+)
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
+from ckpt_cli.core.read import read_zip_metadata, store_schema
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import records
 from ckpt_cli.formats import state_encoders as encoders
 from ckpt_cli.formats.schema import ColumnFamilySchema, StructType
 from ckpt_cli.formats.tws import TIMER_STATE, OperatorMetadataV2, family_role
 from ckpt_cli.formats.unsaferow import row_layout_problem
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.replay.history import (
-    MetadataEra,
-    OperatorHistory,
-    describe_batches,
-    operator_history,
-)
-from ckpt_cli.replay.read import read_zip_metadata, store_schema
-from ckpt_cli.replay.rows import json_value
-from ckpt_cli.replay.target import SelectionError
+from ckpt_cli.state.decoders import json_value
+from ckpt_cli.state.target import SelectionError
 
 Row = dict[str, Any]
 
@@ -116,7 +116,7 @@ class VariableReader:
         for raw rows or a type with no Arrow form here (the types are then inferred)."""
         import pyarrow as pa
 
-        from ckpt_cli.replay.rows import json_arrow_type
+        from ckpt_cli.state.decoders import json_arrow_type
 
         if self.raw or self.value_schema is None:
             return None

@@ -15,6 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ckpt_cli.core import kernel
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind, Partition
+from ckpt_cli.core.rebuild import ReplayPlan, StateUnavailable, codec_of
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import compression, records, rocksdb, rocksdb_zip, sst
 from ckpt_cli.formats.schema import StateSchema, parse_state_schema
@@ -23,10 +26,7 @@ from ckpt_cli.formats.state_encoders import (
     strip_hdfs_value_checksum,
     strip_key_checksum,
 )
-from ckpt_cli.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay import kernel
-from ckpt_cli.replay.plan import ReplayPlan, StateUnavailable, codec_of
 from ckpt_cli.storage import Storage
 
 # Zips up to this size are read in one request; larger ones by ranges (two small requests:
