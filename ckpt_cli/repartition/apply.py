@@ -25,18 +25,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ckpt_cli.change.batch import BatchWriter, write_batch
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.manifest import Manifest, check_quarantine, fresh_quarantine, quarantine_home
 from ckpt_cli.change.safety import check_stopped
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.formats.logs import SHUFFLE_PARTITIONS
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repartition.logs import commit_bytes, offsets_bytes, operator_metadata_files
+from ckpt_cli.repartition.logs import operator_metadata_files
 from ckpt_cli.repartition.placement import staged_pieces
 from ckpt_cli.repartition.plan import (
     RepartitionPlan,
@@ -162,52 +162,6 @@ def _restaged(
     return fresh
 
 
-class _Writer:
-    """Checkpoint files written atomically, each recorded in the manifest first: ``created``,
-    or ``rewritten`` with its original saved when it is there (an unfinished attempt's)."""
-
-    def __init__(self, ckpt: Checkpoint, manifest: Manifest) -> None:
-        self.ckpt = ckpt
-        self.storage = ckpt.storage
-        self.manifest = manifest
-        self.written: dict[str, int] = {}
-        self.rewritten: list[str] = []
-
-    def write(self, rel: str, data: bytes, *, sidecar: bool = True) -> None:
-        files = [(rel, data)]
-        if sidecar and self.storage.is_local:
-            # Hadoop's local file system writes one beside every file Spark writes.
-            parent, _, name = rel.rpartition("/")
-            files.append((f"{parent}/.{name}.crc", hadoop_crc_bytes(data)))
-        for path, body in files:
-            pending = self._intend(path)
-            self.storage.write_bytes(path, body, atomic=True)
-            self.written[path] = len(body)
-            self.manifest.done(pending)
-
-    def upload(self, rel: str, local: Path) -> None:
-        """A file built locally, written as ``rel`` (streamed)."""
-        pending = self._intend(rel)
-        self.storage.write_file(rel, str(local), atomic=True)
-        self.written[rel] = local.stat().st_size
-        self.manifest.done(pending)
-
-    def _intend(self, rel: str) -> list[dict[str, Any]]:
-        if self.ckpt.listing.get(rel) is not None:
-            self.rewritten.append(rel)
-            return self.manifest.save_original(rel)
-        return self.manifest.intend({"change": "created", "path": rel})
-
-    def move_in(self, rel: str, location: str, size: int, *, within: str) -> None:
-        """A file built elsewhere on this filesystem (engine=spark's staging) moved in as
-        ``rel``: a rename locally, one server-side copy on object stores, so it appears
-        whole."""
-        pending = self._intend(rel)
-        self.storage.move_in(location, rel, within=within)
-        self.written[rel] = size
-        self.manifest.done(pending)
-
-
 def _apply(
     ckpt: Checkpoint,
     plan: RepartitionPlan,
@@ -218,32 +172,38 @@ def _apply(
 ) -> RepartitionResult:
     manifest = Manifest(ckpt.storage, where, now, lambda: {"repartition": plan.body_json()})
     manifest.save()
-    out = _Writer(ckpt, manifest)
+    out = BatchWriter(ckpt, manifest)
     built: dict[tuple[int, int], Built] = {}
     if plan.staging is not None:
         assert engine is not None
         # Built (outside the checkpoint) before anything in it changes.
         built = build_files(ckpt, plan, engine, progress)
-    last, batch = plan.last_committed, plan.batch
-    if plan.finishing is None:
-        out.write(f"offsets/{batch}", offsets_bytes(ckpt, last, plan.partitions))
-    unique_ids: dict[int, list[list[str]]] = {}
-    progress.start("Writing partitions", total=len(plan.stores) * plan.partitions)
-    try:
-        for index, store_plan in enumerate(plan.stores):
-            if built:
-                ids = _move_store(ckpt, plan, index, built, out, progress)
-            else:
-                ids = _write_store(ckpt, plan, store_plan, out, progress)
-            if ids is not None:
-                rows = unique_ids.setdefault(store_plan.operator, [[] for _ in ids])
-                for row, uid in zip(rows, ids, strict=True):
-                    row.append(uid)
-    finally:
-        progress.close()
-    for path, data in operator_metadata_files(ckpt, plan).items():
-        out.write(path, data)
-    out.write(f"commits/{batch}", commit_bytes(ckpt, last, unique_ids))
+
+    def state(out: BatchWriter) -> dict[int, list[list[str]]]:
+        unique_ids: dict[int, list[list[str]]] = {}
+        progress.start("Writing partitions", total=len(plan.stores) * plan.partitions)
+        try:
+            for index, store_plan in enumerate(plan.stores):
+                if built:
+                    ids = _move_store(ckpt, plan, index, built, out, progress)
+                else:
+                    ids = _write_store(ckpt, plan, store_plan, out, progress)
+                if ids is not None:
+                    rows = unique_ids.setdefault(store_plan.operator, [[] for _ in ids])
+                    for row, uid in zip(rows, ids, strict=True):
+                        row.append(uid)
+        finally:
+            progress.close()
+        return unique_ids
+
+    write_batch(
+        out,
+        last=plan.last_committed,
+        state=state,
+        confs={SHUFFLE_PARTITIONS: str(plan.partitions)},
+        metadata=lambda: operator_metadata_files(ckpt, plan),
+        offsets_written=plan.finishing is not None,
+    )
     manifest.save(complete=True)
     after = validate(Checkpoint.open(ckpt.storage))
     notes = []
@@ -262,7 +222,7 @@ def _write_store(
     ckpt: Checkpoint,
     plan: RepartitionPlan,
     store_plan: StorePlan,
-    out: _Writer,
+    out: BatchWriter,
     progress: ProgressSink,
 ) -> list[str] | None:
     """Version N+2 of every new partition of one store; the uniqueIds (format v2) or None."""
@@ -288,7 +248,7 @@ def _move_store(
     plan: RepartitionPlan,
     index: int,
     built: dict[tuple[int, int], Built],
-    out: _Writer,
+    out: BatchWriter,
     progress: ProgressSink,
 ) -> list[str] | None:
     """:func:`_write_store` for files built by tasks: moved in, in the same order."""

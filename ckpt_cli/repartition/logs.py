@@ -1,45 +1,16 @@
-"""The log entries and metadata of a repartition batch: ``offsets/N+1``, ``commits/N+1`` and
-each operator's metadata with the new partition count."""
+"""The operator metadata of a repartition batch, with the new partition count (its log
+entries are the change engine's: ``change.batch``)."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING
 
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats.logs import SHUFFLE_PARTITIONS
 
 if TYPE_CHECKING:
     from ckpt_cli.repartition.plan import RepartitionPlan
-
-
-_SHUFFLE_RE = re.compile(r'("' + re.escape(SHUFFLE_PARTITIONS) + r'"\s*:\s*")(\d+)(")')
-
-
-def offsets_bytes(ckpt: Checkpoint, last: int, partitions: int) -> bytes:
-    """``offsets/N`` with only ``spark.sql.shuffle.partitions`` changed (Spark copies the
-    OffsetSeq and adds the conf; its JSON is the same but for that value)."""
-    text = ckpt.storage.read_bytes(f"offsets/{last}").decode("utf-8")
-    head, sep, rest = text.partition("\n")
-    meta, nl, sources = rest.partition("\n")
-    new_meta, count = _SHUFFLE_RE.subn(lambda m: f"{m[1]}{partitions}{m[3]}", meta)
-    if count != 1:
-        raise CkptError(f"offsets/{last}: expected one {SHUFFLE_PARTITIONS} in its conf")
-    return f"{head}{sep}{new_meta}{nl}{sources}".encode()
-
-
-def commit_bytes(ckpt: Checkpoint, last: int, unique_ids: dict[int, list[list[str]]]) -> bytes:
-    """``commits/N`` copied; in checkpoint format v2 with ``stateUniqueIds`` naming the new
-    files (operator -> partition -> store)."""
-    data = ckpt.storage.read_bytes(f"commits/{last}")
-    if not unique_ids:
-        return data
-    head, _, body = data.decode("utf-8").partition("\n")
-    obj = json.loads(body) if body.strip() else {}
-    obj["stateUniqueIds"] = {str(op): rows for op, rows in sorted(unique_ids.items())}
-    return f"{head}\n{json.dumps(obj, separators=(',', ':'))}".encode()
 
 
 def _with_partitions(path: str, data: bytes, partitions: int) -> bytes:

@@ -1,0 +1,129 @@
+"""The writer of a new batch: how a command changes a checkpoint's state the way Spark would
+(a repartition today; a provider or format conversion, or a batch that deletes keys next).
+
+Spark restarts from the last committed batch N by loading state version N+1. A change
+writes batch N+1 itself:
+
+1. ``offsets/N+1``: a copy of ``offsets/N``, with the confs the change needs. From here on
+   the batch is in flight: a restart re-runs it (and Spark 4.2+ refuses to start while a
+   repartition batch is uncommitted), so no batch of the query can write the files below;
+2. the state files of version N+2, each (and its checksum) atomically;
+3. the operator metadata the new state needs;
+4. ``commits/N+1`` last: the change is done when it exists.
+
+Every file is recorded in the change's write-ahead manifest before it is written (as
+``created``, or ``rewritten`` with its original saved), so a kill at any point leaves a
+checkpoint that is untouched, finishable (the command again) or undoable (``--undo``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ckpt_cli.change.manifest import Manifest
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats.checksums import hadoop_crc_bytes
+
+
+class BatchWriter:
+    """Checkpoint files written atomically, each recorded in the manifest first: ``created``,
+    or ``rewritten`` with its original saved when it is there (an unfinished attempt's)."""
+
+    def __init__(self, ckpt: Checkpoint, manifest: Manifest) -> None:
+        self.ckpt = ckpt
+        self.storage = ckpt.storage
+        self.manifest = manifest
+        self.written: dict[str, int] = {}
+        self.rewritten: list[str] = []
+
+    def write(self, rel: str, data: bytes, *, sidecar: bool = True) -> None:
+        files = [(rel, data)]
+        if sidecar and self.storage.is_local:
+            # Hadoop's local file system writes one beside every file Spark writes.
+            parent, _, name = rel.rpartition("/")
+            files.append((f"{parent}/.{name}.crc", hadoop_crc_bytes(data)))
+        for path, body in files:
+            pending = self._intend(path)
+            self.storage.write_bytes(path, body, atomic=True)
+            self.written[path] = len(body)
+            self.manifest.done(pending)
+
+    def upload(self, rel: str, local: Path) -> None:
+        """A file built locally, written as ``rel`` (streamed)."""
+        pending = self._intend(rel)
+        self.storage.write_file(rel, str(local), atomic=True)
+        self.written[rel] = local.stat().st_size
+        self.manifest.done(pending)
+
+    def move_in(self, rel: str, location: str, size: int, *, within: str) -> None:
+        """A file built elsewhere on this filesystem (engine=spark's staging) moved in as
+        ``rel``: a rename locally, one server-side copy on object stores, so it appears
+        whole."""
+        pending = self._intend(rel)
+        self.storage.move_in(location, rel, within=within)
+        self.written[rel] = size
+        self.manifest.done(pending)
+
+    def _intend(self, rel: str) -> list[dict[str, Any]]:
+        if self.ckpt.listing.get(rel) is not None:
+            self.rewritten.append(rel)
+            return self.manifest.save_original(rel)
+        return self.manifest.intend({"change": "created", "path": rel})
+
+
+def next_offsets(ckpt: Checkpoint, last: int, confs: Mapping[str, str] | None = None) -> bytes:
+    """``offsets/N`` for batch N+1, with ``confs`` set to new values (each must be in its
+    conf already: Spark copies the OffsetSeq and replaces the value; its JSON is the same
+    but for those values)."""
+    text = ckpt.storage.read_bytes(f"offsets/{last}").decode("utf-8")
+    head, sep, rest = text.partition("\n")
+    meta, nl, sources = rest.partition("\n")
+    for key, value in (confs or {}).items():
+        pattern = re.compile(r'("' + re.escape(key) + r'"\s*:\s*")[^"]*(")')
+        meta, count = pattern.subn(_replacing(value), meta)
+        if count != 1:
+            raise CkptError(f"offsets/{last}: expected one {key} in its conf")
+    return f"{head}{sep}{meta}{nl}{sources}".encode()
+
+
+def _replacing(value: str) -> Callable[[re.Match[str]], str]:
+    return lambda m: f"{m[1]}{value}{m[2]}"
+
+
+def next_commit(ckpt: Checkpoint, last: int, unique_ids: dict[int, list[list[str]]]) -> bytes:
+    """``commits/N`` for batch N+1; in checkpoint format v2 with ``stateUniqueIds`` naming
+    the new files (operator -> partition -> store)."""
+    data = ckpt.storage.read_bytes(f"commits/{last}")
+    if not unique_ids:
+        return data
+    head, _, body = data.decode("utf-8").partition("\n")
+    obj = json.loads(body) if body.strip() else {}
+    obj["stateUniqueIds"] = {str(op): rows for op, rows in sorted(unique_ids.items())}
+    return f"{head}\n{json.dumps(obj, separators=(',', ':'))}".encode()
+
+
+def write_batch(
+    out: BatchWriter,
+    *,
+    last: int,
+    state: Callable[[BatchWriter], dict[int, list[list[str]]]],
+    confs: Mapping[str, str] | None = None,
+    metadata: Callable[[], Mapping[str, bytes]] = dict,
+    offsets_written: bool = False,
+) -> None:
+    """Batch ``last + 1`` in the order above: its offsets entry (with ``confs``; unless
+    ``offsets_written``, an earlier attempt's), the state ``state(out)`` writes (it returns
+    the uniqueIds of format v2, or nothing), the operator ``metadata``, then the commit."""
+    batch = last + 1
+    ckpt = out.ckpt
+    if not offsets_written:
+        out.write(f"offsets/{batch}", next_offsets(ckpt, last, confs))
+    unique_ids = state(out)
+    for path, data in metadata().items():
+        out.write(path, data)
+    out.write(f"commits/{batch}", next_commit(ckpt, last, unique_ids))
