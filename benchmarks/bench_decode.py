@@ -43,7 +43,7 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 
-from ckpt_cli.formats import schema as S  # noqa: E402
+from ckpt_cli.formats import spark_types as S  # noqa: E402
 from ckpt_cli.formats.unsaferow import make_decoder  # noqa: E402
 from ckpt_cli.formats.unsaferow_arrow import decode_rows  # noqa: E402
 

@@ -42,9 +42,10 @@ from common import (  # noqa: E402  # noqa: E402
     row,
 )
 
-from ckpt_cli.formats import schema as S  # noqa: E402
+from ckpt_cli.formats import spark_types as S  # noqa: E402
 from ckpt_cli.formats.compression import CODECS, compress, decompressed_chunks  # noqa: E402
 from ckpt_cli.formats.records import iter_kv_records  # noqa: E402
+from ckpt_cli.formats.state_schema import StateSchema  # noqa: E402
 from ckpt_cli.state.decoders import RowDecoder  # noqa: E402
 from ckpt_cli.storage import Storage  # noqa: E402
 
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         args.records = 20_000
     codecs = args.codec or ["lz4", "zstd", "snappy"]
     plain_size, files = build(HERE / ".data" / "readers", args.records, codecs)
-    decoder = RowDecoder(S.StateSchema(KEY_SCHEMA, VALUE_SCHEMA, 2), "hdfs", path="1.snapshot")
+    decoder = RowDecoder(StateSchema(KEY_SCHEMA, VALUE_SCHEMA, 2), "hdfs", path="1.snapshot")
     rel = "state/0/0/1.snapshot"
     cases: list[Case] = []
     spent: dict[str, list[float]] = {}

@@ -44,7 +44,7 @@ from common import (  # noqa: E402
     row,
 )
 
-from ckpt_cli.formats import schema as S  # noqa: E402
+from ckpt_cli.formats import spark_types as S  # noqa: E402
 from ckpt_cli.formats.unsaferow import make_decoder  # noqa: E402
 
 REAL = REPO / "tests" / "formats" / "data_rows" / "hdfs_types" / "store"

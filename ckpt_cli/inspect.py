@@ -19,7 +19,8 @@ from ckpt_cli.core.read import store_schema
 from ckpt_cli.core.rebuild import codec_of
 from ckpt_cli.errors import CkptError, FormatError, LimitExceededError, UnsupportedVersionError
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb, rocksdb_zip
-from ckpt_cli.formats.schema import StateSchema, StructType, parse_state_schema
+from ckpt_cli.formats.spark_types import StructType
+from ckpt_cli.formats.state_schema import StateSchema, parse_state_schema
 from ckpt_cli.results import Result
 from ckpt_cli.state.decoders import RowDecoder, json_value
 from ckpt_cli.units import iso_ms

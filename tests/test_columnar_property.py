@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats.unsaferow import make_decoder
 from ckpt_cli.formats.unsaferow_arrow import (
     ColumnarUnsupported,

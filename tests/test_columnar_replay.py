@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
+from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.replay import read_state
 from ckpt_cli.state.columns import Columnar, columnar_for, line_chunks
 from ckpt_cli.state.decoders import RowDecoder
@@ -74,7 +75,7 @@ def test_fixture_stores_replay_alike_in_columns(case: str) -> None:
 
 
 def _decoder(key: S.StructType, value: S.StructType, provider: str = "hdfs") -> RowDecoder:
-    return RowDecoder(S.StateSchema(key, value, 2), provider)
+    return RowDecoder(StateSchema(key, value, 2), provider)
 
 
 def _pairs(key: S.StructType, value: S.StructType, rows: list[tuple[Any, Any]]) -> list[Any]:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats.avro_state import make_avro_decoder, make_struct_decoder, spark_to_avro_schema
-from ckpt_cli.formats.schema import NULL, ArrayType, StructField, StructType, parse_struct_json
+from ckpt_cli.formats.spark_types import NULL, ArrayType, StructField, StructType, parse_struct_json
 
 # Printed by PySpark 4.3.0 (the shared venv) running:
 #

@@ -29,14 +29,7 @@ from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import rocksdb, rocksdb_zip
 from ckpt_cli.formats.compression import decompressed_chunks
 from ckpt_cli.formats.records import DELETE, MERGE, PUT, iter_kv_records, open_changelog
-from ckpt_cli.formats.schema import (
-    LONG,
-    ColumnFamilySchema,
-    KeyEncoderSpec,
-    StructField,
-    StructType,
-    parse_state_schema,
-)
+from ckpt_cli.formats.spark_types import LONG, StructField, StructType
 from ckpt_cli.formats.state_encoders import (
     ListElement,
     make_family_decoder,
@@ -49,6 +42,7 @@ from ckpt_cli.formats.state_encoders import (
     strip_key_checksum,
     strip_value_checksum,
 )
+from ckpt_cli.formats.state_schema import ColumnFamilySchema, KeyEncoderSpec, parse_state_schema
 from tests.conftest import CASES_DIR
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -448,7 +442,7 @@ def test_range_scan_numbers_in_both_encodings() -> None:
     )
     spec = KeyEncoderSpec("RangeKeyScanStateEncoderSpec", ordering_ordinals=(0,))
     decode = make_key_decoder(schema, spec, column_families=True)
-    from ckpt_cli.formats.schema import BINARY
+    from ckpt_cli.formats.spark_types import BINARY
 
     def unsafe_binary(payload: bytes) -> bytes:
         padded = payload + bytes(-len(payload) % 8)
@@ -468,7 +462,7 @@ def test_range_scan_numbers_in_both_encodings() -> None:
 
 
 def test_negative_doubles_flip_every_bit() -> None:
-    from ckpt_cli.formats.schema import DOUBLE
+    from ckpt_cli.formats.spark_types import DOUBLE
     from ckpt_cli.formats.state_encoders import decode_range_scan_value
 
     for number in (-1.5, -1e300, 2.25, 0.0):
@@ -747,7 +741,7 @@ def _spark_range_encode(value: float, fmt: str) -> bytes:
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_range_scan_encoding_round_trips_and_orders(data: st.DataObject) -> None:
-    from ckpt_cli.formats.schema import AtomicType
+    from ckpt_cli.formats.spark_types import AtomicType
     from ckpt_cli.formats.state_encoders import decode_range_scan_value
 
     type_name = data.draw(st.sampled_from(sorted(_ORDERED)))

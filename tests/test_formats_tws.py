@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import rocksdb_zip
-from ckpt_cli.formats.schema import parse_state_schema
+from ckpt_cli.formats.state_schema import parse_state_schema
 from ckpt_cli.formats.tws import (
     FamilyRole,
     families_of_variable,

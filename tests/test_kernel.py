@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 from ckpt_cli.core import kernel
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats.record_frames import frame
+from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.replay import read_state
 from ckpt_cli.replay.csv_arrow import CsvSchema, schema_of
 from ckpt_cli.state import bulk
@@ -97,7 +98,7 @@ def _has_non_finite(t: S.DataType, v: Any) -> bool:
 
 
 def _decoder(key: S.StructType, value: S.StructType, provider: str) -> RowDecoder:
-    return RowDecoder(S.StateSchema(key, value, 2), provider)
+    return RowDecoder(StateSchema(key, value, 2), provider)
 
 
 def _record(row: bytes, provider: str, junk: bool) -> bytes:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import murmur3
 from ckpt_cli.formats import murmur3_columns as columns
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 from tests.formats.test_unsaferow import write_row
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "hash" / "expected.json"

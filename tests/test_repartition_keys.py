@@ -26,7 +26,7 @@ import pytest
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.repartition import keys as K
 from ckpt_cli.state.decoders import json_value

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
+from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.replay.csv_arrow import CsvSchema, _tables_of, schema_of
 from ckpt_cli.state import columns
 from ckpt_cli.state.decoders import RowDecoder
@@ -193,7 +194,7 @@ def _rows() -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 
 def _encoded(provider: str = "hdfs") -> tuple[RowDecoder, CsvSchema, list[tuple[bytes, bytes]]]:
-    decoder = RowDecoder(S.StateSchema(KEY, VALUE, 2), provider)
+    decoder = RowDecoder(StateSchema(KEY, VALUE, 2), provider)
     schema = schema_of(decoder)
     assert schema is not None
     pairs = [(write_row(KEY, k), write_row(VALUE, v)) for k, v in _rows()]
@@ -231,7 +232,7 @@ def test_null_and_empty_string_stay_apart() -> None:
 
 def test_maps_are_json_text_not_columns() -> None:
     value = S.StructType((field("m", S.MapType(S.STRING, S.LONG)), field("n", S.LONG)))
-    decoder = RowDecoder(S.StateSchema(KEY, value, 2), "hdfs")
+    decoder = RowDecoder(StateSchema(KEY, value, 2), "hdfs")
     schema = schema_of(decoder)
     assert schema is not None and columns.columnar_for(decoder) is None
     rows = [
@@ -246,7 +247,7 @@ def test_maps_are_json_text_not_columns() -> None:
 
 def test_non_finite_floats_alike_on_both_paths() -> None:
     value = S.StructType((field("d", S.DOUBLE), field("l", S.ArrayType(S.DOUBLE))))
-    decoder = RowDecoder(S.StateSchema(KEY, value, 2), "hdfs")
+    decoder = RowDecoder(StateSchema(KEY, value, 2), "hdfs")
     schema = schema_of(decoder)
     columnar = columns.columnar_for(decoder)
     assert schema is not None and columnar is not None

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.replay import csv_arrow
 from ckpt_cli.state import columns
 from ckpt_cli.state.plain_arrow import has_map

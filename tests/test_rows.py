@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.core.read import iter_file_records
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
+from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.state.decoders import RowDecoder, compile_row, json_value, struct_converter
 from ckpt_cli.state.reader import covering_reads, decoder_for
 from tests.conftest import CASES_DIR
@@ -127,7 +128,7 @@ def rows(draw: st.DrawFn) -> tuple[S.StructType, bytes]:
 @given(row=rows())
 def test_generated_rows(row: tuple[S.StructType, bytes]) -> None:
     schema, data = row
-    decoder = RowDecoder(S.StateSchema(schema, schema, 2), "hdfs")
+    decoder = RowDecoder(StateSchema(schema, schema, 2), "hdfs")
     assert decoder.compiled and compile_row(schema) is not None
     try:
         want = general(decoder, 0, data, data)
@@ -143,7 +144,7 @@ def test_not_flat_is_not_compiled() -> None:
 
 def test_rocksdb_rows_outside_the_row_fall_back(tmp_path: Path) -> None:
     schema = S.StructType((S.StructField("s", S.STRING),))
-    decoder = RowDecoder(S.StateSchema(schema, schema, 2), "rocksdb")
+    decoder = RowDecoder(StateSchema(schema, schema, 2), "rocksdb")
     row = b"\x00" + bytes(8) + struct.pack("<q", (16 << 32) | 3) + b"abc\x00\x00\x00\x00\x00"
     assert json.loads(decoder.line(1, row, row))["key"] == {"s": "abc"}
     bad = b"\x00" + bytes(8) + struct.pack("<q", (16 << 32) | 300)
@@ -159,7 +160,7 @@ DATA = Path(__file__).parent / "formats" / "data_rows" / "hdfs_types"
 def test_real_rows_of_many_types() -> None:
     if not (DATA / "store").is_dir():
         pytest.skip("no data_rows fixture")
-    from ckpt_cli.formats.schema import parse_state_schema
+    from ckpt_cli.formats.state_schema import parse_state_schema
 
     state_schema = parse_state_schema("schema", (DATA / "store/_metadata/schema").read_bytes())
     decoder = RowDecoder(state_schema, "hdfs")

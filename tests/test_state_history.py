@@ -23,7 +23,7 @@ import pytest
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import rocksdb_zip
-from ckpt_cli.formats.schema import parse_state_schema
+from ckpt_cli.formats.state_schema import parse_state_schema
 from ckpt_cli.replay import read_state
 from ckpt_cli.state.target import SelectionError
 from ckpt_cli.versions import describe_versions
@@ -418,7 +418,7 @@ def test_row_layouts_of_real_rows() -> None:
     """Run 2 of spark4-tws-evolve-nocheck stored cnt as (n, total): its rows fit a schema of
     two longs, are longer than one of one long (what Spark's reader uses) and shorter than
     one of three (the case of Spark's query reading run 1's rows under run 2's schema)."""
-    from ckpt_cli.formats.schema import LONG, StructField, StructType
+    from ckpt_cli.formats.spark_types import LONG, StructField, StructType
     from ckpt_cli.formats.unsaferow import row_layout_problem
 
     case = _case("spark4-tws-evolve-nocheck")

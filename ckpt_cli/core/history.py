@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats.schema import ColumnFamilySchema, StateSchema, StructType, parse_state_schema
+from ckpt_cli.formats.spark_types import StructType
+from ckpt_cli.formats.state_schema import ColumnFamilySchema, StateSchema, parse_state_schema
 from ckpt_cli.formats.tws import (
     OperatorMetadataV2,
     StateVariable,

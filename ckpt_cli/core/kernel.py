@@ -27,7 +27,8 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
+from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.formats.unsaferow import MAX_LONG_DIGITS
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ def _arrays(batch: Columns) -> tuple[Any, ...]:
     )
 
 
-def formatter(schema: S.StateSchema, *, rocks: bool, repr_floats: bool) -> Formatter | None:
+def formatter(schema: StateSchema, *, rocks: bool, repr_floats: bool) -> Formatter | None:
     """The kernel's formatter of a store's rows (``rocks``: RocksDB's ``[0x00][row]``;
     ``repr_floats``: JSON floats as ``repr``, else as orjson), or None when the kernel is not
     loaded or has no text for the schema."""

@@ -20,12 +20,12 @@ from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind, Partition
 from ckpt_cli.core.rebuild import ReplayPlan, StateUnavailable, codec_of
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import compression, records, rocksdb, rocksdb_zip, sst
-from ckpt_cli.formats.schema import StateSchema, parse_state_schema
 from ckpt_cli.formats.state_encoders import (
     row_checksums,
     strip_hdfs_value_checksum,
     strip_key_checksum,
 )
+from ckpt_cli.formats.state_schema import StateSchema, parse_state_schema
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.storage import Storage
 

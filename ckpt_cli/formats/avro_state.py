@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats.schema import (
+from ckpt_cli.formats.spark_types import (
     ArrayType,
     AtomicType,
     DataType,

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ckpt_cli.formats import murmur3
-from ckpt_cli.formats.schema import (
+from ckpt_cli.formats.spark_types import (
     AtomicType,
     DataType,
     DayTimeIntervalType,

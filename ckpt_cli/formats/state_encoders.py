@@ -44,13 +44,8 @@ import google_crc32c
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import avro_state
-from ckpt_cli.formats.schema import (
-    AtomicType,
-    DataType,
-    KeyEncoderSpec,
-    StructField,
-    StructType,
-)
+from ckpt_cli.formats.spark_types import AtomicType, DataType, StructField, StructType
+from ckpt_cli.formats.state_schema import KeyEncoderSpec
 from ckpt_cli.formats.unsaferow import make_decoder
 
 STATE_ENCODING_VERSION = 0

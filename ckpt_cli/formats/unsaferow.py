@@ -47,7 +47,7 @@ from decimal import Context, Decimal
 from typing import Any
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats.schema import (
+from ckpt_cli.formats.spark_types import (
     ArrayType,
     AtomicType,
     DataType,

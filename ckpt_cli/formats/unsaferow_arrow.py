@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats.schema import (
+from ckpt_cli.formats.spark_types import (
     ArrayType,
     AtomicType,
     DataType,

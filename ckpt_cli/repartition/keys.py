@@ -31,7 +31,8 @@ from ckpt_cli.core.read import read_zip_metadata, store_schema
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import murmur3, murmur3_columns
 from ckpt_cli.formats import state_encoders as encoders
-from ckpt_cli.formats.schema import DataType, StateSchema, StructType
+from ckpt_cli.formats.spark_types import DataType, StructType
+from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.formats.tws import family_role
 from ckpt_cli.state.decoders import RowDecoder
 from ckpt_cli.state.reader import decoder_for

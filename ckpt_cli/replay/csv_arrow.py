@@ -32,7 +32,7 @@ import orjson
 
 from ckpt_cli.core import kernel
 from ckpt_cli.errors import CkptError
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.state import columns
 from ckpt_cli.state.bulk import Packed, packed_batches

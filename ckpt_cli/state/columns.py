@@ -28,7 +28,7 @@ from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.state.bulk import BATCH_ROWS, Packed, packed_batches
 from ckpt_cli.state.ordered import in_order
 from ckpt_cli.state.plain_arrow import (

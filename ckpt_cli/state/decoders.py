@@ -30,9 +30,9 @@ from typing import Any
 import orjson
 
 from ckpt_cli.formats import rocksdb
-from ckpt_cli.formats import schema as S
-from ckpt_cli.formats.schema import KeyEncoderSpec, StateSchema
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats.state_encoders import make_key_decoder
+from ckpt_cli.formats.state_schema import KeyEncoderSpec, StateSchema
 from ckpt_cli.formats.unsaferow import make_decoder
 from ckpt_cli.install import missing_extra
 from ckpt_cli.state.target import SelectionError

@@ -18,7 +18,7 @@ from typing import Any
 from ckpt_cli.core.model import Checkpoint, CheckpointFile
 from ckpt_cli.core.read import iter_file_records, iter_state
 from ckpt_cli.core.rebuild import ReplayPlan
-from ckpt_cli.formats.schema import StateSchema
+from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.state.decoders import Filter, key_filter
 from ckpt_cli.state.join_families import JoinFamily, join_family_reader
 from ckpt_cli.state.target import ReplayTarget, SelectionError

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 
 _DECIMAL_CONTEXT = Context(prec=100)
 # Years 1-9999, as Python's datetime (the row path's limits).

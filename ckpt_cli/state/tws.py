@@ -26,7 +26,8 @@ from ckpt_cli.core.read import read_zip_metadata, store_schema
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import records
 from ckpt_cli.formats import state_encoders as encoders
-from ckpt_cli.formats.schema import ColumnFamilySchema, StructType
+from ckpt_cli.formats.spark_types import StructType
+from ckpt_cli.formats.state_schema import ColumnFamilySchema
 from ckpt_cli.formats.tws import TIMER_STATE, OperatorMetadataV2, family_role
 from ckpt_cli.formats.unsaferow import row_layout_problem
 from ckpt_cli.state.decoders import json_value

@@ -53,7 +53,7 @@ def check_file(storage: Storage, task: FileTask) -> FileResult:
     # The decoders here, not at import: a restart check without decoding (``ckpt versions``)
     # imports this module for FileTask only.
     from ckpt_cli.core.read import WHOLE_ZIP_BYTES
-    from ckpt_cli.formats.schema import parse_state_schema
+    from ckpt_cli.formats.state_schema import parse_state_schema
 
     result = FileResult(task.path)
     # One request per file where it fits in memory: the same bytes are decoded and checked

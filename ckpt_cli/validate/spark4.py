@@ -7,7 +7,7 @@ import json
 
 from ckpt_cli.core.model import DEFAULT_STORE, Operator
 from ckpt_cli.errors import CkptError, FormatError, UnsupportedVersionError
-from ckpt_cli.formats.schema import parse_state_schema
+from ckpt_cli.formats.state_schema import parse_state_schema
 from ckpt_cli.formats.tws import family_role
 from ckpt_cli.validate.codes import (
     FMGWS_V1_SNAPSHOT,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import checksums, logs, rocksdb, rocksdb_zip
-from ckpt_cli.formats.schema import parse_state_schema
+from ckpt_cli.formats.state_schema import parse_state_schema
 from tests.conftest import CASES_DIR
 
 pytestmark = pytest.mark.skipif(not CASES_DIR.is_dir(), reason="no fixtures")

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats import schema as S
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats import unsaferow
+from ckpt_cli.formats.state_schema import parse_state_schema
 from ckpt_cli.formats.unsaferow import (
     CalendarInterval,
     Variant,
@@ -392,7 +393,7 @@ def spark_rows(path: Path) -> list[str]:
 
 def test_real_hdfs_delta_rows_equal_spark_statestore() -> None:
     store = DATA / "hdfs_types" / "store"
-    schema = S.parse_state_schema("schema", (store / "_metadata" / "schema").read_bytes())
+    schema = parse_state_schema("schema", (store / "_metadata" / "schema").read_bytes())
     key_dec = make_decoder(schema.key, as_tuple=True)
     value_dec = make_decoder(schema.value, as_tuple=True)
     rows = [to_json_value([key_dec(k), value_dec(v), 0]) for k, v in _hdfs_rows() if v is not None]
