@@ -2,8 +2,7 @@
 
 * :mod:`.retention`: which files Spark's rules still need, and the plan (``plan_cleanup``);
 * :mod:`.plan`: the plan's data (deletion classes, their crash-safe order);
-* :mod:`.untracked`: RocksDB files no zip names, attempts the commit log did not choose;
-* :mod:`.safety`: the checks every destructive operation runs (minimum age, active query);
+* :mod:`.partitions`: partition directories a repartition to fewer left behind;
 * :mod:`.apply`: deleting a plan (``apply_cleanup``) and ``ckpt cleanup`` as one call;
 * :mod:`.scan`: every checkpoint under a prefix (``ckpt orphans --recursive``).
 """
@@ -19,8 +18,8 @@ if TYPE_CHECKING:
     from ckpt_cli.cleanup.retention import plan_cleanup
     from ckpt_cli.cleanup.scan import OrphanScan, ScanFailure, scan_orphans
 
-# Imported on first use: ``untracked`` alone (validate's restart check, ``ckpt versions``)
-# then does not import the planning and deleting code and what it imports.
+# Imported on first use: a caller of one name does not import the planning, deleting and
+# scanning code behind the others.
 _MODULES = {
     "CleanupResult": "apply",
     "CleanupRun": "apply",

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
+import click
 import typer
 
 from ckpt_cli import exit_codes
@@ -499,11 +500,11 @@ def error_boundary(func: Callable[P, Result | None]) -> Callable[P, None]:
         STATE.stats_reported = False
         STATE.requests = StorageStats()  # a command counts from zero
         try:
-            result = _guarded(func, *args, **kwargs)
+            code = _guarded(func, *args, **kwargs)
         finally:
             _report_stats()
-        if result is not None:
-            raise typer.Exit(exit_code(result))
+        if code is not None:
+            raise typer.Exit(code)
 
     signature = inspect.signature(func, eval_str=True)  # typer reads __signature__ as is
     stats = inspect.Parameter("stats", inspect.Parameter.KEYWORD_ONLY, default=False)
@@ -514,26 +515,29 @@ def error_boundary(func: Callable[P, Result | None]) -> Callable[P, None]:
     return wrapper
 
 
-def _guarded(func: Callable[P, Result | None], *args: P.args, **kwargs: P.kwargs) -> Result | None:
+def _guarded(func: Callable[P, Result | None], *args: P.args, **kwargs: P.kwargs) -> int | None:
+    """The exit code of ``func``'s result, or of its error (reported in one line); None when
+    it returns nothing (its own exit stands)."""
     for value in [*args, *kwargs.values()]:
         # Checkpoint, output and option URLs: their passwords are masked in all we print.
         for text in value if isinstance(value, list) else [value]:
             if isinstance(text, str):
                 remember_urls(text)
     try:
-        return func(*args, **kwargs)
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        result = func(*args, **kwargs)
+        return None if result is None else exit_code(result)
+    except (click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
         raise
     except BrokenPipeError:
         # The reader went away (`ckpt replay -f jsonl | head`): stop quietly, like cat.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        raise typer.Exit(exit_codes.OK) from None
+        return exit_codes.OK
     except CkptError as exc:
         if STATE.debug:
             _debug_traceback()
         report_error(exc)
-        raise typer.Exit(exit_codes.ERROR) from exc
+        return exit_codes.ERROR
     except Exception as exc:  # the boundary: anything else is a bug, reported in one line
         if STATE.debug:
             _debug_traceback()
@@ -543,4 +547,4 @@ def _guarded(func: Callable[P, Result | None], *args: P.args, **kwargs: P.kwargs
                 hint="re-run with --debug for the traceback, and report it",
             )
         )
-        raise typer.Exit(exit_codes.ERROR) from exc
+        return exit_codes.ERROR

@@ -60,7 +60,7 @@ class CkptGroup(TyperGroup):
         except typer.Abort:
             typer.echo("Aborted.", err=True)
             sys.exit(exit_codes.PROBLEMS)
-        # A command ends with typer.Exit(code), which non-standalone Click returns.
+        # A command ends by raising its exit code, which non-standalone Click returns.
         sys.exit(code if isinstance(code, int) else exit_codes.OK)
 
 

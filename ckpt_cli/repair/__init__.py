@@ -2,8 +2,8 @@
 
 * :mod:`.plan`: the known repairs, planned from validate's findings (``plan_repair``);
 * :mod:`.apply`: carrying a plan out with a write-ahead manifest (``apply_repair``), and
-  ``ckpt repair`` as one call (``run_repair``);
-* :mod:`.undo`: putting everything back from that manifest (``undo_repair``).
+  ``ckpt repair`` as one call (``run_repair``) on the change engine (``ckpt_cli.change``,
+  whose ``undo.undo_repair`` puts everything back from that manifest).
 """
 
 from ckpt_cli.change.undo import UndoResult, undo_repair

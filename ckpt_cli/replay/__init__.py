@@ -1,37 +1,23 @@
-"""Replay: the state of a store at a batch (or the changes between two batches), decoded with
-its schema, in the row shape of Spark's ``statestore`` source.
+"""``ckpt replay``: a store's state (or its change feed) written where it goes.
 
     >>> from ckpt_cli.replay import read_state
     >>> rows = read_state("s3://bucket/query", operator=0, partitions=[3])
     >>> rows.to_pandas()          # or rows.to_arrow(), or: for row in rows: ...
 
-Data flows down one path, a module a step:
+Reading the state is ``ckpt_cli.state`` (what the rows are, below every command) and
+``ckpt_cli.core`` (which files rebuild a version, and their records); this package writes
+them:
 
-``target``
-    what to read: batch -> store version, operator, store, partitions (``ReplayTarget``).
-``plan``
-    which files rebuild each partition's version: snapshot + deltas, zip + changelogs, the
-    format-v2 lineage; for the change feed one delta/changelog per batch (``ReplayPlan``).
-``read``
-    the files' bytes -> raw key/value records per provider, and a plan's state rebuilt from
-    them (``iter_state``), streamed.
-``rows``
-    raw records -> rows with plain JSON values; one encoder (``RowDecoder``) behind JSON
-    lines, CSV and Arrow/parquet.
-``bulk``, ``columns``, ``plain_arrow``
-    the same rows in columns: a partition merged in bulk (HDFS), records decoded into Arrow
-    a batch at a time, Arrow tables and JSON lines built column by column.
-``source``
-    the steps assembled for a target (every partition, best-effort fallbacks noted):
-    ``read_state`` -> ``StateRows``.
-``sinks``, ``ordered``, ``datasets``
-    stdout or a file (JSON lines, CSV, parquet), written through ``Storage``: partitions
-    side by side in threads (``ordered``) or worker processes; partitioned datasets on an
-    engine (local pools or Spark), a file per partition.
-
-New state formats (transformWithState column families, Avro-encoded rows...) plug in at
-``read`` (records of their files, e.g. a column family per record) and ``rows`` (a decoder
-for their bytes giving the same row shape); target, plan, source and sinks stay as they are.
+``run``
+    ``ckpt replay`` as one call (``run_replay`` -> ``ReplayRun``): read, then write to a
+    stream, a file or a dataset, or keep the first rows for a table or ``--json``.
+``sinks``
+    JSON lines, CSV and Parquet onto a stream or a file, partitions side by side in threads
+    (``state.ordered``) or worker processes, in partition order.
+``csv_arrow``
+    CSV through Arrow's writer, byte for byte what Spark's ``df.write.csv`` writes.
+``datasets``
+    a folder per partition (``partition_id=<p>/``), on an engine (local pools or Spark).
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ with ``lineage`` (format-v2 changelog lineage), ``listing`` (what the listing al
 ``pool`` (decoding the queued files, ``files`` in the workers), ``upgrade`` (Spark 4.0's
 v2 zips on Spark 4.1+), ``orphans``, ``links``
 (symbolic links). ``context.ValidationRun`` is the state they share, ``codes`` every code
-and severity, ``report`` the result.
+and severity, ``report`` the result. ``headline`` is the verdict in one line (``ckpt
+versions``, ``ckpt report``): the same call in the default scope, so they cannot disagree.
 """
 
 from ckpt_cli.validate.codes import (
