@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
-import click
 import typer
 
 from ckpt_cli import exit_codes
@@ -526,8 +525,8 @@ def _guarded(func: Callable[P, Result | None], *args: P.args, **kwargs: P.kwargs
     try:
         result = func(*args, **kwargs)
         return None if result is None else exit_code(result)
-    except (click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
-        raise
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise  # a command's own exit (--help, a declined prompt), as it is
     except BrokenPipeError:
         # The reader went away (`ckpt replay -f jsonl | head`): stop quietly, like cat.
         devnull = os.open(os.devnull, os.O_WRONLY)
