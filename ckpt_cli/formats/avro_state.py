@@ -21,18 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats.spark_types import (
-    ArrayType,
-    AtomicType,
-    DataType,
-    DayTimeIntervalType,
-    DecimalType,
-    MapType,
-    StringLikeType,
-    StructType,
-    UserDefinedType,
-    YearMonthIntervalType,
-)
+from ckpt_cli.formats import spark_types as S
 
 TOP_LEVEL_RECORD = "topLevelRecord"
 
@@ -61,7 +50,7 @@ def _min_bytes_for_precision(precision: int) -> int:
     return n
 
 
-def _avro_type(data_type: DataType, record_name: str, namespace: str, level: int) -> Any:
+def _avro_type(data_type: S.DataType, record_name: str, namespace: str, level: int) -> Any:
     """``SchemaConverters.toAvroTypeWithDefaults`` (Spark 4.x, connector/avro): structs below
     the top level, arrays and maps are ``["null", T]`` unions; a struct's fields are unions
     too (void stays ``null``); array elements and map values of other types are not (their
@@ -70,9 +59,9 @@ def _avro_type(data_type: DataType, record_name: str, namespace: str, level: int
     the binary form)."""
     if level > 100:
         raise ValueError("schema nested too deeply")
-    while isinstance(data_type, UserDefinedType):
+    while isinstance(data_type, S.UserDefinedType):
         data_type = data_type.sql_type
-    if isinstance(data_type, StructType):
+    if isinstance(data_type, S.StructType):
         child_ns = f"{namespace}.{record_name}" if namespace else record_name
         fields = []
         for f in data_type.fields:
@@ -84,19 +73,19 @@ def _avro_type(data_type: DataType, record_name: str, namespace: str, level: int
         if namespace:
             record["namespace"] = namespace
         return ["null", record] if level > 0 else record
-    if isinstance(data_type, ArrayType):
+    if isinstance(data_type, S.ArrayType):
         items = _avro_type(data_type.element_type, record_name, namespace, level + 1)
         if _zero_width(items):
             # A block count of 2^62 such items would read no bytes and never end.
             raise ValueError(f"{data_type.simple_string()}: elements of no bytes in Avro")
         return ["null", {"type": "array", "items": items}]
-    if isinstance(data_type, MapType):
+    if isinstance(data_type, S.MapType):
         key_type = data_type.key_type
-        if not isinstance(key_type, StringLikeType) and key_type != AtomicType("string"):
+        if not isinstance(key_type, S.StringLikeType) and key_type != S.AtomicType("string"):
             raise ValueError(f"Avro maps need string keys, found {data_type.simple_string()}")
         values = _avro_type(data_type.value_type, record_name, namespace, level + 1)
         return ["null", {"type": "map", "values": values}]
-    if isinstance(data_type, DecimalType):
+    if isinstance(data_type, S.DecimalType):
         name = f"{namespace}.{record_name}.fixed" if namespace else f"{record_name}.fixed"
         return {
             "type": "fixed",
@@ -106,15 +95,15 @@ def _avro_type(data_type: DataType, record_name: str, namespace: str, level: int
             "precision": data_type.precision,
             "scale": data_type.scale,
         }
-    if isinstance(data_type, StringLikeType):
+    if isinstance(data_type, S.StringLikeType):
         return "string"
     # Intervals: Spark 4.x's toAvroType form (int months / long microseconds); not seen in
     # any state fixture.
-    if isinstance(data_type, YearMonthIntervalType):
+    if isinstance(data_type, S.YearMonthIntervalType):
         return "int"
-    if isinstance(data_type, DayTimeIntervalType):
+    if isinstance(data_type, S.DayTimeIntervalType):
         return "long"
-    if isinstance(data_type, AtomicType) and data_type.name in _ATOMIC:
+    if isinstance(data_type, S.AtomicType) and data_type.name in _ATOMIC:
         return _ATOMIC[data_type.name]
     raise ValueError(f"Spark type {data_type.simple_string()} has no Avro form")
 
@@ -130,13 +119,13 @@ def _zero_width(avro: Any) -> bool:
     return False
 
 
-def spark_to_avro_schema(schema: StructType, *, record_name: str = TOP_LEVEL_RECORD) -> Any:
+def spark_to_avro_schema(schema: S.StructType, *, record_name: str = TOP_LEVEL_RECORD) -> Any:
     """The Avro schema (JSON-like) ``SchemaConverters.toAvroTypeWithDefaults(schema)`` gives:
     a record named ``topLevelRecord``, every field ``["null", T]`` with default null."""
     return _avro_type(schema, record_name, "", 0)
 
 
-def range_scan_avro_schema(ordering_fields: StructType) -> Any:
+def range_scan_avro_schema(ordering_fields: S.StructType) -> Any:
     """The Avro record of a range-scan key prefix: per ordering column a marker and a value
     field, both ``["null", "bytes"]`` (``StateStoreColumnFamilySchemaUtils.convertForRangeScan``
     then ``toAvroTypeWithDefaults``)."""
@@ -189,7 +178,7 @@ def make_avro_decoder(
 
 
 def make_struct_decoder(
-    schema: StructType, *, path: str = "<avro>", writer: StructType | None = None
+    schema: S.StructType, *, path: str = "<avro>", writer: S.StructType | None = None
 ) -> AvroDecoder:
     """``decode(avro bytes) -> dict`` for rows of ``schema`` (the Spark schema), written with
     ``writer`` (an older schema of the same column family) or ``schema`` itself."""

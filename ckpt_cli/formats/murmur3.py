@@ -27,19 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats.spark_types import (
-    ArrayType,
-    AtomicType,
-    DataType,
-    DayTimeIntervalType,
-    DecimalType,
-    MapType,
-    StringLikeType,
-    StructType,
-    TimeType,
-    UserDefinedType,
-    YearMonthIntervalType,
-)
+from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats.unsaferow import CalendarInterval
 
 SEED = 42  # HashPartitioning's Murmur3Hash seed
@@ -175,52 +163,52 @@ def _atomic(value: Any, name: str, seed: int) -> int:
     raise TypeError(f"Spark cannot hash a {name} value for partitioning")
 
 
-def _hash_value(value: Any, data_type: DataType, seed: int) -> int:
+def _hash_value(value: Any, data_type: S.DataType, seed: int) -> int:
     if value is None:
         return seed
-    if isinstance(data_type, AtomicType):
+    if isinstance(data_type, S.AtomicType):
         return _atomic(value, data_type.name, seed)
-    if isinstance(data_type, StringLikeType):
+    if isinstance(data_type, S.StringLikeType):
         if "collate" in data_type.json_name.lower():
             # A non-binary collation hashes its collation key, which ckpt does not compute.
             raise TypeError(f"{data_type.json_name}: collated strings are not supported")
         return hash_unsafe_bytes(value.encode("utf-8", "surrogatepass"), seed)
-    if isinstance(data_type, DecimalType):
+    if isinstance(data_type, S.DecimalType):
         unscaled = _unscaled(value, data_type.scale)
         if data_type.precision <= MAX_LONG_DIGITS:
             return hash_long(unscaled, seed)
         return hash_unsafe_bytes(_big_integer_bytes(unscaled), seed)
-    if isinstance(data_type, YearMonthIntervalType):
+    if isinstance(data_type, S.YearMonthIntervalType):
         return hash_int(value, seed)
-    if isinstance(data_type, DayTimeIntervalType):
+    if isinstance(data_type, S.DayTimeIntervalType):
         return hash_long(value // _MICRO, seed)
-    if isinstance(data_type, TimeType):
+    if isinstance(data_type, S.TimeType):
         nanos = (value.hour * 3600 + value.minute * 60 + value.second) * 10**9
         return hash_long(nanos + value.microsecond * 1000, seed)
-    if isinstance(data_type, StructType):
+    if isinstance(data_type, S.StructType):
         fields = value.values() if isinstance(value, dict) else value
         return hash_row(list(fields), [f.data_type for f in data_type.fields], seed)
-    if isinstance(data_type, ArrayType):
+    if isinstance(data_type, S.ArrayType):
         for element in value:
             seed = _hash_value(element, data_type.element_type, seed)
         return seed
-    if isinstance(data_type, MapType):
+    if isinstance(data_type, S.MapType):
         pairs = value.items() if isinstance(value, dict) else value
         for k, v in pairs:
             seed = _hash_value(k, data_type.key_type, seed)
             seed = _hash_value(v, data_type.value_type, seed)
         return seed
-    if isinstance(data_type, UserDefinedType):
+    if isinstance(data_type, S.UserDefinedType):
         return _hash_value(value, data_type.sql_type, seed)
     raise TypeError(f"Spark cannot hash a {data_type.simple_string()} value for partitioning")
 
 
-def hash_value(value: Any, data_type: DataType, seed: int = SEED) -> int:
+def hash_value(value: Any, data_type: S.DataType, seed: int = SEED) -> int:
     """One value of a Spark type, chained from ``seed`` (``hash(value)`` in Spark SQL)."""
     return _hash_value(value, data_type, seed)
 
 
-def hash_row(values: Sequence[Any], types: Sequence[DataType], seed: int = SEED) -> int:
+def hash_row(values: Sequence[Any], types: Sequence[S.DataType], seed: int = SEED) -> int:
     """``Murmur3Hash(columns)``: the seed chained through each column in order."""
     if len(values) != len(types):
         raise ValueError(f"{len(values)} values for {len(types)} types")
@@ -229,31 +217,31 @@ def hash_row(values: Sequence[Any], types: Sequence[DataType], seed: int = SEED)
     return seed
 
 
-def check_hashable(data_type: DataType, *, path: str, what: str) -> None:
+def check_hashable(data_type: S.DataType, *, path: str, what: str) -> None:
     """Raise ``FormatError`` when a column of ``data_type`` cannot be hashed as Spark does."""
-    probe: list[DataType] = [data_type]
+    probe: list[S.DataType] = [data_type]
     while probe:
         t = probe.pop()
-        if isinstance(t, AtomicType) and t.name in ("variant", "void"):
+        if isinstance(t, S.AtomicType) and t.name in ("variant", "void"):
             if t.name == "variant":
                 raise FormatError(path, f"{what}: Spark does not partition by a variant")
-        elif isinstance(t, StringLikeType) and "collate" in t.json_name.lower():
+        elif isinstance(t, S.StringLikeType) and "collate" in t.json_name.lower():
             raise FormatError(path, f"{what}: collated strings ({t.json_name}) are not supported")
-        elif isinstance(t, StructType):
+        elif isinstance(t, S.StructType):
             probe.extend(f.data_type for f in t.fields)
-        elif isinstance(t, ArrayType):
+        elif isinstance(t, S.ArrayType):
             probe.append(t.element_type)
-        elif isinstance(t, MapType):
+        elif isinstance(t, S.MapType):
             probe.extend((t.key_type, t.value_type))
-        elif isinstance(t, UserDefinedType):
+        elif isinstance(t, S.UserDefinedType):
             probe.append(t.sql_type)
         elif not isinstance(
             t,
-            AtomicType
-            | DecimalType
-            | StringLikeType
-            | YearMonthIntervalType
-            | DayTimeIntervalType
-            | TimeType,
+            S.AtomicType
+            | S.DecimalType
+            | S.StringLikeType
+            | S.YearMonthIntervalType
+            | S.DayTimeIntervalType
+            | S.TimeType,
         ):
             raise FormatError(path, f"{what}: cannot hash a {t.simple_string()} column")

@@ -47,20 +47,7 @@ from decimal import Context, Decimal
 from typing import Any
 
 from ckpt_cli.errors import FormatError
-from ckpt_cli.formats.spark_types import (
-    ArrayType,
-    AtomicType,
-    DataType,
-    DayTimeIntervalType,
-    DecimalType,
-    MapType,
-    StringLikeType,
-    StructType,
-    TimeType,
-    UnknownType,
-    UserDefinedType,
-    YearMonthIntervalType,
-)
+from ckpt_cli.formats import spark_types as S
 
 MAX_LONG_DIGITS = 18  # Decimal.MAX_LONG_DIGITS: larger precisions are variable-length
 
@@ -230,35 +217,35 @@ _FIXED = {
 }
 
 
-def _plan(data_type: DataType, as_tuple: bool, depth: int = 0) -> _TypePlan:
-    if isinstance(data_type, AtomicType):
+def _plan(data_type: S.DataType, as_tuple: bool, depth: int = 0) -> _TypePlan:
+    if isinstance(data_type, S.AtomicType):
         plan = _FIXED.get(data_type.name)
         if plan is None:
             raise ValueError(f"cannot decode Spark type {data_type.name!r}")
         return plan
-    if isinstance(data_type, StringLikeType):
+    if isinstance(data_type, S.StringLikeType):
         return _FIXED["string"]
-    if isinstance(data_type, DecimalType):
+    if isinstance(data_type, S.DecimalType):
         if data_type.precision <= MAX_LONG_DIGITS:
             return _TypePlan("q", "q", 8, _small_decimal(data_type.scale))
         return _TypePlan("Q", "Q", 8, var=_big_decimal(data_type.scale))
-    if isinstance(data_type, YearMonthIntervalType):
+    if isinstance(data_type, S.YearMonthIntervalType):
         return _TypePlan("i4x", "i", 4)
-    if isinstance(data_type, DayTimeIntervalType):
+    if isinstance(data_type, S.DayTimeIntervalType):
         return _TypePlan(
             "q", "q", 8, _temporal(lambda us: dt.timedelta(microseconds=us), "interval")
         )
-    if isinstance(data_type, TimeType):
+    if isinstance(data_type, S.TimeType):
         return _TypePlan("q", "q", 8, _temporal(_time, "time"))
-    if isinstance(data_type, UserDefinedType):
+    if isinstance(data_type, S.UserDefinedType):
         return _plan(data_type.sql_type, as_tuple, depth + 1)
-    if isinstance(data_type, StructType):
+    if isinstance(data_type, S.StructType):
         return _TypePlan("Q", "Q", 8, var=_nested_struct(data_type, as_tuple, depth + 1))
-    if isinstance(data_type, ArrayType):
+    if isinstance(data_type, S.ArrayType):
         return _TypePlan("Q", "Q", 8, var=_nested_array(data_type, as_tuple, depth + 1))
-    if isinstance(data_type, MapType):
+    if isinstance(data_type, S.MapType):
         return _TypePlan("Q", "Q", 8, var=_nested_map(data_type, as_tuple, depth + 1))
-    if isinstance(data_type, UnknownType):
+    if isinstance(data_type, S.UnknownType):
         raise ValueError(f"cannot decode unknown Spark type {data_type.json_text}")
     raise ValueError(f"cannot decode Spark type {data_type!r}")
 
@@ -268,7 +255,7 @@ def _plan(data_type: DataType, as_tuple: bool, depth: int = 0) -> _TypePlan:
 RowFn = Callable[[bytes, int, int], Any]
 
 
-def _compile_struct(schema: StructType, as_tuple: bool, depth: int = 0) -> RowFn:
+def _compile_struct(schema: S.StructType, as_tuple: bool, depth: int = 0) -> RowFn:
     """A function ``(buf, start, size) -> dict | tuple`` decoding one UnsafeRow."""
     if depth > 100:
         raise ValueError("schema nested too deeply")
@@ -344,17 +331,17 @@ _INLINE = {
 }
 
 
-def _inline_name(data_type: DataType) -> str | None:
-    if isinstance(data_type, StringLikeType):
+def _inline_name(data_type: S.DataType) -> str | None:
+    if isinstance(data_type, S.StringLikeType):
         return "string"
-    if isinstance(data_type, AtomicType) and data_type.name in _INLINE:
+    if isinstance(data_type, S.AtomicType) and data_type.name in _INLINE:
         return data_type.name
-    if isinstance(data_type, YearMonthIntervalType):
+    if isinstance(data_type, S.YearMonthIntervalType):
         return "integer"
     return None
 
 
-def _compile_flat_struct(schema: StructType, as_tuple: bool, general: RowFn) -> RowFn | None:
+def _compile_flat_struct(schema: S.StructType, as_tuple: bool, general: RowFn) -> RowFn | None:
     """Generated decoder for a struct of at most 64 inline-able fields, or None."""
     n = len(schema.fields)
     kinds = [_inline_name(f.data_type) for f in schema.fields]
@@ -404,7 +391,7 @@ def _compile_flat_struct(schema: StructType, as_tuple: bool, general: RowFn) -> 
     return fn
 
 
-def _nested_struct(schema: StructType, as_tuple: bool, depth: int) -> VarConv:
+def _nested_struct(schema: S.StructType, as_tuple: bool, depth: int) -> VarConv:
     row = _compile_struct(schema, as_tuple, depth)
 
     def conv(raw: int, buf: bytes, base: int, size: int) -> Any:
@@ -419,7 +406,7 @@ def _nested_struct(schema: StructType, as_tuple: bool, depth: int) -> VarConv:
 ArrayFn = Callable[[bytes, int, int], list[Any]]
 
 
-def _compile_array(element_type: DataType, as_tuple: bool, depth: int) -> ArrayFn:
+def _compile_array(element_type: S.DataType, as_tuple: bool, depth: int) -> ArrayFn:
     """A function ``(buf, start, size) -> list`` decoding one UnsafeArrayData."""
     p = _plan(element_type, as_tuple, depth)
     elem_size = p.elem_size
@@ -458,7 +445,7 @@ def _compile_array(element_type: DataType, as_tuple: bool, depth: int) -> ArrayF
     return decode
 
 
-def _nested_array(data_type: ArrayType, as_tuple: bool, depth: int) -> VarConv:
+def _nested_array(data_type: S.ArrayType, as_tuple: bool, depth: int) -> VarConv:
     array = _compile_array(data_type.element_type, as_tuple, depth)
 
     def conv(raw: int, buf: bytes, base: int, size: int) -> list[Any]:
@@ -468,16 +455,16 @@ def _nested_array(data_type: ArrayType, as_tuple: bool, depth: int) -> VarConv:
     return conv
 
 
-_UNHASHABLE_KEYS = (StructType, ArrayType, MapType)
+_UNHASHABLE_KEYS = (S.StructType, S.ArrayType, S.MapType)
 
 
-def _hashable_key(data_type: DataType) -> bool:
-    while isinstance(data_type, UserDefinedType):
+def _hashable_key(data_type: S.DataType) -> bool:
+    while isinstance(data_type, S.UserDefinedType):
         data_type = data_type.sql_type
     return not isinstance(data_type, _UNHASHABLE_KEYS)
 
 
-def _nested_map(data_type: MapType, as_tuple: bool, depth: int) -> VarConv:
+def _nested_map(data_type: S.MapType, as_tuple: bool, depth: int) -> VarConv:
     keys_fn = _compile_array(data_type.key_type, as_tuple, depth)
     values_fn = _compile_array(data_type.value_type, as_tuple, depth)
     as_dict = _hashable_key(data_type.key_type)
@@ -506,7 +493,7 @@ def _nested_map(data_type: MapType, as_tuple: bool, depth: int) -> VarConv:
 Decoder = Callable[[bytes | bytearray | memoryview], Any]
 
 
-def make_decoder(schema: StructType, *, path: str = "<row>", as_tuple: bool = False) -> Decoder:
+def make_decoder(schema: S.StructType, *, path: str = "<row>", as_tuple: bool = False) -> Decoder:
     """Compile ``schema`` once into a fast ``decode(data) -> dict`` (or tuple) function.
 
     ``path`` names the file in errors. The decoder raises FormatError when the bytes do not fit
@@ -534,7 +521,7 @@ def make_decoder(schema: StructType, *, path: str = "<row>", as_tuple: bool = Fa
 
 def decode_row(
     data: bytes | bytearray | memoryview,
-    schema: StructType,
+    schema: S.StructType,
     *,
     path: str = "<row>",
     as_tuple: bool = False,
@@ -546,7 +533,7 @@ def decode_row(
     return make_decoder(schema, path=path, as_tuple=as_tuple)(data)
 
 
-def _variable_length(data_type: DataType) -> bool:
+def _variable_length(data_type: S.DataType) -> bool:
     """Whether a field's slot points at bytes after the fixed part (offset << 32 | size)."""
     try:
         return _plan(data_type, False).var is not None
@@ -554,7 +541,7 @@ def _variable_length(data_type: DataType) -> bool:
         return True
 
 
-def row_layout_problem(schema: StructType, data: bytes | bytearray | memoryview) -> str | None:
+def row_layout_problem(schema: S.StructType, data: bytes | bytearray | memoryview) -> str | None:
     """What about an UnsafeRow's bytes does not fit ``schema``, or None.
 
     Spark's ``UnsafeRowWriter`` lays a row out exactly: the null bitset, one 8-byte slot per
