@@ -67,8 +67,9 @@ class Variant:
     metadata: bytes
 
 
-class _RowError(Exception):
-    """Raised while decoding; the public entry points turn it into FormatError."""
+class RowError(Exception):
+    """A damaged row, raised while decoding (here and in ``unsaferow_arrow``); the public entry
+    points turn it into ``for_file``'s FormatError."""
 
     def __init__(self, problem: str, offset: int) -> None:
         super().__init__(problem)
@@ -77,6 +78,9 @@ class _RowError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.problem, self.offset))  # pickles across worker processes
+
+    def for_file(self, path: str) -> FormatError:
+        return FormatError(path, f"bad UnsafeRow: {self.problem}", offset=self.offset)
 
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -107,7 +111,7 @@ def _temporal(make: Callable[[int], Any], what: str) -> FixedConv:
             return make(raw)
         except (OverflowError, ValueError):
             # Spark allows values outside Python's datetime range (years < 1 or > 9999).
-            raise _RowError(f"{what} value {raw} is outside Python's supported range", 0) from None
+            raise RowError(f"{what} value {raw} is outside Python's supported range", 0) from None
 
     return conv
 
@@ -139,7 +143,7 @@ def _span(raw: int, base: int, size: int, what: str) -> tuple[int, int]:
     offset = raw >> 32
     length = raw & _MAX_U32
     if offset + length > size:
-        raise _RowError(
+        raise RowError(
             f"{what} at offset {offset} with size {length} runs past the end of its "
             f"{size}-byte container",
             base,
@@ -161,7 +165,7 @@ def _binary(raw: int, buf: bytes, base: int, size: int) -> bytes:
 def _calendar(raw: int, buf: bytes, base: int, size: int) -> CalendarInterval:
     start, end = _span(raw, base, size, "calendar interval")
     if end - start != 16:
-        raise _RowError(f"calendar interval must be 16 bytes, found {end - start}", start)
+        raise RowError(f"calendar interval must be 16 bytes, found {end - start}", start)
     months, days, micros = struct.unpack_from("<iiq", buf, start)
     return CalendarInterval(months, days, micros)
 
@@ -171,10 +175,10 @@ def _variant(raw: int, buf: bytes, base: int, size: int) -> Variant:
     # (no real checkpoint with a variant was seen).
     start, end = _span(raw, base, size, "variant")
     if end - start < 4:
-        raise _RowError("variant shorter than its 4-byte header", start)
+        raise RowError("variant shorter than its 4-byte header", start)
     (value_size,) = struct.unpack_from("<i", buf, start)
     if not 0 <= value_size <= end - start - 4:
-        raise _RowError(f"variant value size {value_size} does not fit", start)
+        raise RowError(f"variant value size {value_size} does not fit", start)
     return Variant(buf[start + 4 : start + 4 + value_size], buf[start + 4 + value_size : end])
 
 
@@ -183,7 +187,7 @@ def _big_decimal(scale: int) -> VarConv:
         start, end = _span(raw, base, size, "decimal")
         # BigInteger.toByteArray is never empty, and Spark reserves 16 bytes (38 digits).
         if not 0 < end - start <= 16:
-            raise _RowError(f"decimal of {end - start} bytes (expected 1-16)", start)
+            raise RowError(f"decimal of {end - start} bytes (expected 1-16)", start)
         unscaled = int.from_bytes(buf[start:end], "big", signed=True)
         return Decimal(unscaled).scaleb(-scale, _DECIMAL_CONTEXT)
 
@@ -279,7 +283,7 @@ def _compile_struct(schema: S.StructType, as_tuple: bool, depth: int = 0) -> Row
 
     def decode(buf: bytes, start: int, size: int) -> Any:
         if size < fixed_size:
-            raise _RowError(
+            raise RowError(
                 f"row of {size} bytes is shorter than the {fixed_size} bytes of null bits and "
                 f"slots its {n} fields need",
                 start,
@@ -414,12 +418,12 @@ def _compile_array(element_type: S.DataType, as_tuple: bool, depth: int) -> Arra
 
     def decode(buf: bytes, start: int, size: int) -> list[Any]:
         if size < 8:
-            raise _RowError(f"array of {size} bytes has no element count", start)
+            raise RowError(f"array of {size} bytes has no element count", start)
         (count,) = struct.unpack_from("<q", buf, start)
         header = 8 + ((count + 63) // 64) * 8
         # Checking against the container size first bounds every list built below.
         if count < 0 or header + count * elem_size > size:
-            raise _RowError(
+            raise RowError(
                 f"array claims {count} elements, more than its {size} bytes can hold", start
             )
         if count == 0:
@@ -473,14 +477,14 @@ def _nested_map(data_type: S.MapType, as_tuple: bool, depth: int) -> VarConv:
         start, end = _span(raw, base, size, "map")
         total = end - start
         if total < 8:
-            raise _RowError(f"map of {total} bytes has no key array size", start)
+            raise RowError(f"map of {total} bytes has no key array size", start)
         (key_bytes,) = struct.unpack_from("<q", buf, start)
         if not 0 <= key_bytes <= total - 8:
-            raise _RowError(f"map key array size {key_bytes} does not fit in {total} bytes", start)
+            raise RowError(f"map key array size {key_bytes} does not fit in {total} bytes", start)
         keys = keys_fn(buf, start + 8, key_bytes)
         values = values_fn(buf, start + 8 + key_bytes, total - 8 - key_bytes)
         if len(keys) != len(values):
-            raise _RowError(f"map has {len(keys)} keys but {len(values)} values", start)
+            raise RowError(f"map has {len(keys)} keys but {len(values)} values", start)
         if as_dict:
             return dict(zip(keys, values, strict=True))
         return list(zip(keys, values, strict=True))
@@ -510,8 +514,8 @@ def make_decoder(schema: S.StructType, *, path: str = "<row>", as_tuple: bool = 
         buf = data if isinstance(data, bytes) else bytes(data)
         try:
             return row(buf, 0, len(buf))
-        except _RowError as exc:
-            raise FormatError(path, f"bad UnsafeRow: {exc.problem}", offset=exc.offset) from None
+        except RowError as exc:
+            raise exc.for_file(path) from None
         except (struct.error, OverflowError, MemoryError) as exc:
             # The explicit checks above should make these unreachable; never leak them.
             raise FormatError(path, f"bad UnsafeRow: {exc}") from None

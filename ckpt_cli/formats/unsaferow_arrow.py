@@ -39,7 +39,7 @@ from ckpt_cli.formats.spark_types import (
     UserDefinedType,
     YearMonthIntervalType,
 )
-from ckpt_cli.formats.unsaferow import MAX_LONG_DIGITS
+from ckpt_cli.formats.unsaferow import MAX_LONG_DIGITS, RowError
 
 Int64s = np.ndarray[Any, np.dtype[np.int64]]
 Bools = np.ndarray[Any, np.dtype[np.bool_]]
@@ -50,16 +50,6 @@ _MAX_ARROW_BYTES = (1 << 31) - 1
 
 class ColumnarUnsupported(Exception):
     """These rows need the row-at-a-time decoder (a type or a value Arrow cannot hold here)."""
-
-
-class _Damaged(Exception):
-    def __init__(self, problem: str, offset: int) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.offset = offset
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.problem, self.offset))  # pickles across worker processes
 
 
 # (numpy dtype of the stored value, its width in an array, Arrow type)
@@ -198,6 +188,12 @@ def _validity(valid: Bools | None) -> pa.Buffer | None:
     return pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
 
 
+def _first(mask: Bools) -> int | None:
+    """The index of the first True in ``mask`` (the row an error names), or None."""
+    found = np.flatnonzero(mask)
+    return int(found[0]) if len(found) else None
+
+
 def _spans(
     b: _Buffer, pos: Int64s, base: Int64s, size: Int64s, valid: Bools, what: str
 ) -> tuple[Int64s, Int64s]:
@@ -209,10 +205,9 @@ def _spans(
     if not bool(valid.all()):
         offset[~valid] = 0
         length[~valid] = 0
-    bad = np.flatnonzero(offset + length > size)
-    if len(bad):
-        i = bad[0]
-        raise _Damaged(
+    i = _first(offset + length > size)
+    if i is not None:
+        raise RowError(
             f"{what} at offset {offset[i]} with size {length[i]} runs past the end of its "
             f"{size[i]}-byte container",
             int(base[i]),
@@ -298,12 +293,12 @@ def _struct(b: _Buffer, t: StructType, starts: Int64s, sizes: Int64s) -> Any:
     n_fields = len(t.fields)
     words = (n_fields + 63) // 64
     fixed = 8 * (words + n_fields)
-    short = np.flatnonzero(sizes < fixed)
-    if len(short):
-        raise _Damaged(
-            f"row of {sizes[short[0]]} bytes is shorter than the {fixed} bytes of null bits "
+    short = _first(sizes < fixed)
+    if short is not None:
+        raise RowError(
+            f"row of {sizes[short]} bytes is shorter than the {fixed} bytes of null bits "
             f"and slots its {n_fields} fields need",
-            int(starts[short[0]]),
+            int(starts[short]),
         )
     null_words = [b.read("<u8", starts + 8 * w) for w in range(words)]
     children = []
@@ -319,19 +314,17 @@ def _struct(b: _Buffer, t: StructType, starts: Int64s, sizes: Int64s) -> Any:
 
 def _array(b: _Buffer, element: DataType, starts: Int64s, sizes: Int64s) -> tuple[Int64s, Any]:
     """List offsets and the flat elements of the UnsafeArrayData at ``starts``."""
-    small = np.flatnonzero(sizes < 8)
-    if len(small):
-        i = small[0]
-        raise _Damaged(f"array of {sizes[i]} bytes has no element count", int(starts[i]))
+    i = _first(sizes < 8)
+    if i is not None:
+        raise RowError(f"array of {sizes[i]} bytes has no element count", int(starts[i]))
     counts = b.read("<i8", starts).astype(np.int64)
     width = _element_width(element)
     # Bounding the count by the size first keeps the arithmetic below from overflowing.
     plausible = (counts >= 0) & (counts <= sizes)
     header = 8 + ((np.where(plausible, counts, 0) + 63) // 64) * 8
-    bad = np.flatnonzero(~plausible | (header + np.where(plausible, counts, 0) * width > sizes))
-    if len(bad):
-        i = bad[0]
-        raise _Damaged(
+    i = _first(~plausible | (header + np.where(plausible, counts, 0) * width > sizes))
+    if i is not None:
+        raise RowError(
             f"array claims {counts[i]} elements, more than its {sizes[i]} bytes can hold",
             int(starts[i]),
         )
@@ -349,23 +342,20 @@ def _array(b: _Buffer, element: DataType, starts: Int64s, sizes: Int64s) -> tupl
 
 
 def _map(b: _Buffer, t: MapType, starts: Int64s, sizes: Int64s, atype: pa.DataType) -> Any:
-    small = np.flatnonzero(sizes < 8)
-    if len(small):
-        i = small[0]
-        raise _Damaged(f"map of {sizes[i]} bytes has no key array size", int(starts[i]))
+    i = _first(sizes < 8)
+    if i is not None:
+        raise RowError(f"map of {sizes[i]} bytes has no key array size", int(starts[i]))
     key_bytes = b.read("<i8", starts).astype(np.int64)
-    bad = np.flatnonzero((key_bytes < 0) | (key_bytes > sizes - 8))
-    if len(bad):
-        i = bad[0]
-        raise _Damaged(
+    i = _first((key_bytes < 0) | (key_bytes > sizes - 8))
+    if i is not None:
+        raise RowError(
             f"map key array size {key_bytes[i]} does not fit in {sizes[i]} bytes", int(starts[i])
         )
     offsets, keys = _array(b, t.key_type, starts + 8, key_bytes)
     value_offsets, values = _array(b, t.value_type, starts + 8 + key_bytes, sizes - 8 - key_bytes)
-    uneven = np.flatnonzero(np.diff(offsets) != np.diff(value_offsets))
-    if len(uneven):
-        i = uneven[0]
-        raise _Damaged(
+    i = _first(np.diff(offsets) != np.diff(value_offsets))
+    if i is not None:
+        raise RowError(
             f"map has {offsets[i + 1] - offsets[i]} keys but "
             f"{value_offsets[i + 1] - value_offsets[i]} values",
             int(starts[i]),
@@ -399,14 +389,13 @@ def decode_rows(
     check_supported(schema)
     if len(offsets) != len(sizes):
         raise ValueError("offsets and sizes differ in length")
-    outside = np.flatnonzero((offsets < 0) | (sizes < 0) | (offsets + sizes > len(data)))
-    if len(outside):
-        i = outside[0]
+    i = _first((offsets < 0) | (sizes < 0) | (offsets + sizes > len(data)))
+    if i is not None:
         raise FormatError(
             path,
             f"row {i} at {offsets[i]} of {sizes[i]} bytes is outside the {len(data)}-byte buffer",
         )
     try:
         return _struct(_Buffer(data), schema, offsets, sizes)
-    except _Damaged as exc:
-        raise FormatError(path, f"bad UnsafeRow: {exc.problem}", offset=exc.offset) from None
+    except RowError as exc:
+        raise exc.for_file(path) from None
