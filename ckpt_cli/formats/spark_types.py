@@ -66,6 +66,17 @@ _ATOMIC_BY_JSON: dict[str, AtomicType] = {
 # Older Sparks wrote NullType as "null"; "calendarinterval" is CalendarIntervalType's JSON name.
 _ATOMIC_BY_JSON["null"] = NULL
 _ATOMIC_BY_JSON["calendarinterval"] = CALENDAR_INTERVAL
+# Python ``struct``'s letter for a value of each fixed-width primitive type (the byte order is
+# the format's: little-endian in an UnsafeRow, big-endian in a range-scan key).
+STRUCT_FORMATS = {
+    "boolean": "?",
+    "byte": "b",
+    "short": "h",
+    "integer": "i",
+    "long": "q",
+    "float": "f",
+    "double": "d",
+}
 _SIMPLE_NAMES = {
     "byte": "tinyint",
     "short": "smallint",

@@ -44,7 +44,13 @@ import google_crc32c
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import avro_state
-from ckpt_cli.formats.spark_types import AtomicType, DataType, StructField, StructType
+from ckpt_cli.formats.spark_types import (
+    STRUCT_FORMATS,
+    AtomicType,
+    DataType,
+    StructField,
+    StructType,
+)
 from ckpt_cli.formats.state_schema import KeyEncoderSpec
 from ckpt_cli.formats.unsaferow import make_decoder
 
@@ -111,17 +117,6 @@ def decode_ordered_timestamp(data: bytes, *, path: str = "<key>", at: int = 0) -
     return value - (1 << 64) if value >= _SIGN_BIT_64 else value
 
 
-_RANGE_FORMATS = {
-    "boolean": "?",
-    "byte": "b",
-    "short": "h",
-    "integer": "i",
-    "long": "q",
-    "float": "f",
-    "double": "d",
-}
-
-
 def decode_range_scan_value(
     marker: int, data: bytes, data_type: DataType, *, path: str = "<key>", at: int = 0
 ) -> Any:
@@ -133,7 +128,7 @@ def decode_range_scan_value(
             path, f"range-scan marker 0x{marker:02x} (expected 00, 01 or 02)", offset=at
         )
     name = data_type.name if isinstance(data_type, AtomicType) else None
-    fmt = _RANGE_FORMATS.get(name or "")
+    fmt = STRUCT_FORMATS.get(name or "")
     if fmt is None:
         raise FormatError(
             path, f"range-scan ordering column of type {data_type.simple_string()}", offset=at
@@ -334,13 +329,6 @@ def make_key_decoder(
         prefix_rows = _rows(
             _sub_schema(key_schema, first), encoding, path, "key prefix", with_schema_id=False
         )
-        rest_rows = _rows(
-            _sub_schema(key_schema, others),
-            encoding,
-            path,
-            "key remainder",
-            writers=_project_writers(key_writers, others, n, path),
-        )
     else:  # RANGE_SCAN
         ordinals = list(spec.ordering_ordinals)
         if (
@@ -353,13 +341,13 @@ def make_key_decoder(
         others = [i for i in range(n) if i not in ordinals]
         ordering = _sub_schema(key_schema, ordinals)
         prefix_rows = _range_scan_rows(ordering, encoding, path)
-        rest_rows = _rows(
-            _sub_schema(key_schema, others),
-            encoding,
-            path,
-            "key remainder",
-            writers=_project_writers(key_writers, others, n, path),
-        )
+    rest_rows = _rows(
+        _sub_schema(key_schema, others),
+        encoding,
+        path,
+        "key remainder",
+        writers=_project_writers(key_writers, others, n, path),
+    )
 
     def split(data: bytes) -> DecodedKey:
         cf_id, rest, at = framing(data)

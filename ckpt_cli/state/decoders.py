@@ -350,13 +350,7 @@ def struct_converter(schema: S.StructType) -> Converter:
 
 
 _FLAT = {
-    "boolean": "?",
-    "byte": "b",
-    "short": "h",
-    "integer": "i",
-    "long": "q",
-    "float": "f",
-    "double": "d",
+    **S.STRUCT_FORMATS,
     "date": "i",
     "timestamp": "q",
     "timestamp_ntz": "q",
