@@ -1,6 +1,7 @@
 """Types of the compiled replay kernel (``_kernel.c``)."""
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from typing_extensions import Buffer
 
@@ -24,17 +25,12 @@ class Format:
     def __new__(
         cls, key: tuple[object, ...], value: tuple[object, ...], rocks: bool, repr_floats: bool
     ) -> Format: ...
-    def jsonl(
-        self,
-        partition: int,
-        data: Buffer,
-        key_offsets: Buffer,
-        key_sizes: Buffer,
-        value_offsets: Buffer,
-        value_sizes: Buffer,
-        /,
-    ) -> bytes | None: ...
-    def csv(
+    jsonl: _RowsToText
+    csv: _RowsToText
+
+class _RowsToText(Protocol):
+    """``Format.jsonl`` and ``Format.csv``: a batch's rows as text, None for the reference path."""
+    def __call__(
         self,
         partition: int,
         data: Buffer,
