@@ -118,6 +118,16 @@ class _Source:
         self.offset += len(out)
         return out
 
+    def heads(self, n: int) -> Iterator[tuple[int, bytes]]:
+        """Each chunk's (block's, frame's) offset and first ``n`` bytes (fewer only at the end
+        of the stream) until the stream ends; the caller reads the rest of the chunk."""
+        while True:
+            at = self.offset
+            head = self.read(n)
+            if not head:
+                return
+            yield at, head
+
 
 def decompressed_chunks(
     path: str, stream: Readable, *, codec: str | None = None, limits: Limits | None = None
@@ -183,11 +193,8 @@ def _coalesce(pieces: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def _lz4(path: str, src: _Source) -> Iterator[bytes]:
-    while True:
-        at = src.offset
-        header = src.read(_LZ4_HEADER.size)
-        if not header:
-            return  # several LZ4Block streams may be concatenated; EOF after an end mark
+    # Several LZ4Block streams may be concatenated: the stream may end after any end mark.
+    for at, header in src.heads(_LZ4_HEADER.size):
         if len(header) < _LZ4_HEADER.size:
             if not LZ4_MAGIC.startswith(header[:8]):
                 raise FormatError(
@@ -261,11 +268,7 @@ def _lz4(path: str, src: _Source) -> Iterator[bytes]:
 
 def _zstd(path: str, src: _Source) -> Iterator[bytes]:
     dctx = zstandard.ZstdDecompressor()
-    while True:
-        frame_at = src.offset
-        head = src.read(4)
-        if not head:
-            return
+    for frame_at, head in src.heads(4):
         if head != ZSTD_MAGIC:
             if len(head) < 4 and ZSTD_MAGIC.startswith(head):
                 raise TruncatedFileError(
@@ -295,11 +298,7 @@ def _zstd(path: str, src: _Source) -> Iterator[bytes]:
 
 
 def _snappy(path: str, src: _Source) -> Iterator[bytes]:
-    while True:
-        at = src.offset
-        head = src.read(4)
-        if not head:
-            return
+    for at, head in src.heads(4):
         if head == SNAPPY_MAGIC[:4]:
             rest = src.read(_SNAPPY_HEADER_LEN - 4)
             if len(rest) < _SNAPPY_HEADER_LEN - 4:
@@ -338,11 +337,7 @@ def _snappy(path: str, src: _Source) -> Iterator[bytes]:
 
 
 def _lzf(path: str, src: _Source) -> Iterator[bytes]:
-    while True:
-        at = src.offset
-        head = src.read(3)
-        if not head:
-            return
+    for at, head in src.heads(3):
         if len(head) < 3 or head[:2] != LZF_MAGIC:
             if len(head) < 3 and LZF_MAGIC.startswith(head[:2]):
                 raise TruncatedFileError(path, "lzf stream ends inside a chunk header", offset=at)
