@@ -131,6 +131,36 @@ def _truncated(path: str, records: int, at: int, win: _Window) -> TruncatedFileE
     )
 
 
+def _read_key(
+    path: str, win: _Window, head: int, key_size: int, records: int, at: int
+) -> tuple[bytes, int]:
+    """The key and value size of the record at ``win.pos`` (offset ``at``): ``head`` bytes
+    (its type byte, or none), the key size (``key_size``, read, >= 0), the key, the value size.
+    ``records`` is the count before it (for the error of a truncated file)."""
+    _check_size(path, key_size, "key", at + head)
+    if not win.fill(head + 8 + key_size):
+        raise _truncated(path, records, at, win)
+    key_at = win.pos + head + 4
+    (value_size,) = _INT.unpack_from(win.buf, key_at + key_size)
+    return win.buf[key_at : key_at + key_size], value_size
+
+
+def _read_value(
+    path: str, win: _Window, head: int, key_size: int, value_size: int, records: int, at: int
+) -> bytes | None:
+    """The value of that record (None for a remove, value size -1), moving past the record."""
+    before = head + 8 + key_size
+    if value_size == -1:
+        win.pos += before
+        return None
+    _check_size(path, value_size, "value", at + before - 4)
+    if not win.fill(before + value_size):
+        raise _truncated(path, records, at, win)
+    start = win.pos + before
+    win.pos = start + value_size
+    return win.buf[start : win.pos]
+
+
 def iter_kv_records(
     path: str,
     chunks: Iterable[bytes],
@@ -188,36 +218,26 @@ def _iter_kv(
                 raise FormatError(
                     path, f"key size {key_size} in the decompressed data (must be >= 0)", offset=at
                 )
-            _check_size(path, key_size, "key", at)
-            if not win.fill(8 + key_size):
-                raise _truncated(path, stats.records + puts + deletes, at, win)
-            key = win.buf[win.pos + 4 : win.pos + 4 + key_size]
-            (value_size,) = unpack(win.buf, win.pos + 4 + key_size)
-            value_at = win.offset + 4 + key_size
-            if value_size < 0:
-                if snapshot:
-                    raise FormatError(
-                        path,
-                        f"value size {value_size} in a snapshot (snapshots hold puts only)",
-                        offset=value_at,
-                    )
-                if value_size != -1:
-                    raise FormatError(
-                        path,
-                        f"value size {value_size} (must be >= 0, or -1 for a remove)",
-                        offset=value_at,
-                    )
-                win.pos += 8 + key_size
+            records = stats.records + puts + deletes
+            key, value_size = _read_key(path, win, 0, key_size, records, at)
+            value_at = at + 4 + key_size
+            if value_size < 0 and snapshot:
+                raise FormatError(
+                    path,
+                    f"value size {value_size} in a snapshot (snapshots hold puts only)",
+                    offset=value_at,
+                )
+            if value_size < -1:
+                raise FormatError(
+                    path,
+                    f"value size {value_size} (must be >= 0, or -1 for a remove)",
+                    offset=value_at,
+                )
+            value = _read_value(path, win, 0, key_size, value_size, records, at)
+            if value is None:
                 deletes += 1
-                yield key, None
-                continue
-            _check_size(path, value_size, "value", value_at)
-            if not win.fill(8 + key_size + value_size):
-                raise _truncated(path, stats.records + puts + deletes, at, win)
-            start = win.pos + 8 + key_size
-            value = win.buf[start : start + value_size]
-            win.pos = start + value_size
-            puts += 1
+            else:
+                puts += 1
             yield key, value
     finally:
         stats.puts += puts
@@ -359,33 +379,21 @@ def _iter_typed(
         (key_size,) = unpack(win.buf, win.pos + 1)
         if key_size < 0:
             raise FormatError(path, f"key size {key_size} (must be >= 0)", offset=at + 1)
-        _check_size(path, key_size, "key", at + 1)
-        if not win.fill(9 + key_size):
-            raise _truncated(path, stats.records, at, win)
-        key = win.buf[win.pos + 5 : win.pos + 5 + key_size]
-        (value_size,) = unpack(win.buf, win.pos + 5 + key_size)
+        key, value_size = _read_key(path, win, 1, key_size, stats.records, at)
         value_at = at + 5 + key_size
-        if kind == DELETE:
-            if value_size != -1:
-                raise FormatError(
-                    path,
-                    f"delete record with value size {value_size} (expected -1)",
-                    offset=value_at,
-                )
-            win.pos += 9 + key_size
-            stats.deletes += 1
-            yield kind, key, None
-            continue
-        if value_size < 0:
+        if kind == DELETE and value_size != -1:
+            raise FormatError(
+                path,
+                f"delete record with value size {value_size} (expected -1)",
+                offset=value_at,
+            )
+        if kind != DELETE and value_size < 0:
             raise FormatError(path, f"{kind} record with value size {value_size}", offset=value_at)
-        _check_size(path, value_size, "value", value_at)
-        if not win.fill(9 + key_size + value_size):
-            raise _truncated(path, stats.records, at, win)
-        start = win.pos + 9 + key_size
-        value = win.buf[start : start + value_size]
-        win.pos = start + value_size
+        value = _read_value(path, win, 1, key_size, value_size, stats.records, at)
         if kind == PUT:
             stats.puts += 1
+        elif kind == DELETE:
+            stats.deletes += 1
         else:
             stats.merges += 1
         yield kind, key, value
