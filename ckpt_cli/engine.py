@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import os
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from ckpt_cli.errors import CkptError
 from ckpt_cli.install import missing_extra
@@ -31,7 +33,24 @@ R = TypeVar("R")
 ENGINES = ("local", "spark")
 
 
-class Engine(Protocol):
+@dataclass(frozen=True)
+class MapOptions:
+    """How ``Engine.map`` runs its units (its keyword arguments)."""
+
+    cpu_bound: bool
+    initializer: Callable[..., None] | None
+    initargs: tuple[Any, ...]
+    progress: ProgressSink
+
+    def initialize(self) -> None:
+        """Run the initializer here (where the units run in this process)."""
+        if self.initializer is not None:
+            self.initializer(*self.initargs)
+
+
+class Engine(ABC):
+    """What every engine offers (``map``); an engine implements ``_map``."""
+
     name: str
 
     def map(
@@ -46,10 +65,13 @@ class Engine(Protocol):
     ) -> list[R]:
         """``fn`` of each unit, in order; ``progress`` advances by one per unit done (the
         caller starts and closes it)."""
-        ...
+        return self._map(fn, units, MapOptions(cpu_bound, initializer, initargs, progress))
+
+    @abstractmethod
+    def _map(self, fn: Callable[[T], R], units: Sequence[T], options: MapOptions) -> list[R]: ...
 
 
-class LocalEngine:
+class LocalEngine(Engine):
     """Threads or processes on this machine."""
 
     name = "local"
@@ -57,37 +79,28 @@ class LocalEngine:
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers
 
-    def map(
-        self,
-        fn: Callable[[T], R],
-        units: Sequence[T],
-        *,
-        cpu_bound: bool = False,
-        initializer: Callable[..., None] | None = None,
-        initargs: tuple[Any, ...] = (),
-        progress: ProgressSink = NULL_PROGRESS,
-    ) -> list[R]:
+    def _map(self, fn: Callable[[T], R], units: Sequence[T], options: MapOptions) -> list[R]:
         cores = os.cpu_count() or 1
-        workers = self.workers or (cores if cpu_bound else min(32, cores * 4))
+        workers = self.workers or (cores if options.cpu_bound else min(32, cores * 4))
         if workers <= 1 or len(units) < 2:
-            if initializer is not None:
-                initializer(*initargs)
-            return _advancing(map(fn, units), progress)
+            options.initialize()
+            return _advancing(map(fn, units), options.progress)
         pool: Executor
-        if cpu_bound:
+        if options.cpu_bound:
             # Here, not at the top: multiprocessing costs every command 15-25 ms to import.
             from concurrent.futures import ProcessPoolExecutor
 
             pool = ProcessPoolExecutor(
-                max_workers=min(workers, len(units)), initializer=initializer, initargs=initargs
+                max_workers=min(workers, len(units)),
+                initializer=options.initializer,
+                initargs=options.initargs,
             )
             chunk = max(1, len(units) // (workers * 8))
             with pool:
-                return _advancing(pool.map(fn, units, chunksize=chunk), progress)
-        if initializer is not None:
-            initializer(*initargs)
+                return _advancing(pool.map(fn, units, chunksize=chunk), options.progress)
+        options.initialize()
         with ThreadPoolExecutor(max_workers=min(workers, len(units))) as threads:
-            return _advancing(threads.map(fn, units), progress)
+            return _advancing(threads.map(fn, units), options.progress)
 
 
 def _advancing(results: Iterator[R], progress: ProgressSink) -> list[R]:
@@ -123,7 +136,7 @@ def _run_partition(
     return out
 
 
-class SparkEngine:
+class SparkEngine(Engine):
     """Units as Spark tasks; results collected to the driver in order."""
 
     name = "spark"
@@ -154,25 +167,16 @@ class SparkEngine:
                 raise CkptError(f"cannot start Spark: {str(exc).splitlines()[0]}") from exc
         return cls(session)
 
-    def map(
-        self,
-        fn: Callable[[T], R],
-        units: Sequence[T],
-        *,
-        cpu_bound: bool = False,
-        initializer: Callable[..., None] | None = None,
-        initargs: tuple[Any, ...] = (),
-        progress: ProgressSink = NULL_PROGRESS,
-    ) -> list[R]:
+    def _map(self, fn: Callable[[T], R], units: Sequence[T], options: MapOptions) -> list[R]:
         if not units:
             return []
         sc = self.session.sparkContext
         slices = self.slices or max(1, min(len(units), sc.defaultParallelism * 4))
         # One task per slice; each runs the initializer once, then its units in order.
         batches = [list(units[i::slices]) for i in range(slices)]
-        rdd = sc.parallelize([(fn, initializer, initargs, b) for b in batches], numSlices=slices)
-        results = rdd.map(_run_partition).collect()
-        progress.advance(len(units))  # Spark's own UI shows the tasks as they run
+        work = [(fn, options.initializer, options.initargs, b) for b in batches]
+        results = sc.parallelize(work, numSlices=slices).map(_run_partition).collect()
+        options.progress.advance(len(units))  # Spark's own UI shows the tasks as they run
         failed = [
             (r.position * slices + i, r.error)
             for i, r in enumerate(results)
