@@ -24,7 +24,7 @@ import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from ckpt_cli.errors import (
     FormatError,
@@ -48,6 +48,21 @@ MAX_RECORD_BYTES: Final = 1 << 28
 
 _INT = struct.Struct(">i")
 _VERSION_HEADER = re.compile(rb"v(\d{1,4})")
+
+
+@dataclass
+class RecordColumns:
+    """Records laid out in one buffer, by column: key ``i`` is
+    ``data[key_offsets[i]:][:key_sizes[i]]``, its value likewise (numpy int64 arrays)."""
+
+    data: bytes | bytearray
+    key_offsets: Any
+    key_sizes: Any
+    value_offsets: Any
+    value_sizes: Any
+
+    def __len__(self) -> int:
+        return len(self.key_offsets)
 
 
 class LineageEntry(NamedTuple):

@@ -46,6 +46,7 @@ import zstandard
 
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats.limits import Limits
+from ckpt_cli.formats.records import RecordColumns
 
 MAGIC = 0x88E241B785F4CFF7
 FOOTER_BYTES = 53
@@ -70,22 +71,15 @@ _PAD = 64
 GROUP_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
-class Records:
-    """Records of a run of data blocks: key ``i`` is ``data[key_offsets[i]:][:key_sizes[i]]``
-    (the user key), its value likewise; ``kinds`` holds each record's ValueType."""
+@dataclass
+class Records(RecordColumns):
+    """Records of a run of data blocks, by column (a key is the user key); ``kinds`` holds
+    each record's ValueType."""
 
     data: bytes
-    key_offsets: Any
-    key_sizes: Any
-    value_offsets: Any
-    value_sizes: Any
     kinds: Any
     # True where the user key is the record before's (an older sequence number of it).
     repeats: Any
-
-    def __len__(self) -> int:
-        return len(self.key_offsets)
 
     def key(self, i: int) -> bytes:
         at = int(self.key_offsets[i])

@@ -28,6 +28,7 @@ from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan, codec_of
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.record_frames import frame
+from ckpt_cli.formats.records import RecordColumns
 from ckpt_cli.formats.state_encoders import row_checksums
 
 BATCH_ROWS = 16384  # large enough that per-batch costs vanish, small to bound memory
@@ -36,19 +37,9 @@ BULK_BYTES = 64 << 20
 
 
 @dataclass
-class Packed:
-    """A batch of ``(key, value)`` records: ``data[key_offsets[i]:][:key_sizes[i]]`` and the
-    same for values (numpy int64 arrays). ``data`` is bytes or, for merged state, a
+class Packed(RecordColumns):
+    """A batch of ``(key, value)`` records. ``data`` is bytes or, for merged state, a
     bytearray (any buffer numpy and Arrow read)."""
-
-    data: bytes | bytearray
-    key_offsets: Any
-    key_sizes: Any
-    value_offsets: Any
-    value_sizes: Any
-
-    def __len__(self) -> int:
-        return len(self.key_offsets)
 
     @classmethod
     def of(cls, pairs: Sequence[tuple[bytes, bytes]]) -> Packed:
