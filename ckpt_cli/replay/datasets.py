@@ -36,6 +36,9 @@ class _DatasetUnit:
 
 @dataclass(frozen=True)
 class _DatasetSettings:
+    """What every partition's replay shares: handed to each worker once, by the engine's
+    initializer (``_init_dataset``), not with each unit."""
+
     storage: Storage
     output: str
     storage_options: dict[str, Any]
