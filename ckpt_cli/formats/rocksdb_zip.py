@@ -169,6 +169,9 @@ def parse_zip_metadata(
 
 @dataclass(frozen=True)
 class ZipEntry:
+    """An entry of a ``<v>.zip`` as its central directory lists it: the name, the size and
+    the size compressed."""
+
     name: str
     size: int
     compressed_size: int
@@ -176,6 +179,8 @@ class ZipEntry:
 
 @dataclass(frozen=True)
 class ZipContents:
+    """What ``read_zip`` finds in a ``<v>.zip``: its entries and its parsed ``metadata``."""
+
     entries: tuple[ZipEntry, ...]
     metadata: RocksDBCheckpointMetadata
 
