@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from ckpt_cli.change.flow import run_change
 from ckpt_cli.change.lock import checkpoint_lock
@@ -16,13 +15,13 @@ from ckpt_cli.cleanup.retention import plan_cleanup
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import Confirm, PlanRun
+from ckpt_cli.results import Confirm, FieldsJson, PlanRun
 from ckpt_cli.storage import Storage
 from ckpt_cli.units import human_bytes
 
 
 @dataclass(frozen=True)
-class CleanupResult:
+class CleanupResult(FieldsJson):
     """What :func:`apply_cleanup` deleted."""
 
     deleted: int
@@ -31,9 +30,6 @@ class CleanupResult:
     manifest: str | None
     # Planned files left alone because they resolve outside the checkpoint: path -> why.
     refused: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def default_manifest_location(ckpt: Checkpoint, now: float) -> str:

@@ -33,7 +33,7 @@ from ckpt_cli.repair.plan import (
     RepairPlan,
     plan_repair,
 )
-from ckpt_cli.results import Confirm, PlanRun
+from ckpt_cli.results import Confirm, PlanRun, fields_json
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
 
@@ -49,13 +49,11 @@ class RepairResult:
     validation: ValidationReport
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "manifest": self.manifest,
-            "moved": self.moved,
-            "rewritten": self.rewritten,
-            "written": self.written,
-            "validation": self.validation.body_json(),
-        }
+        return fields_json(
+            self,
+            "manifest moved rewritten written validation",
+            validation=self.validation.body_json(),
+        )
 
 
 def default_quarantine(ckpt: Checkpoint, now: float) -> str:
