@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ckpt_cli.change.flow import run_change
+from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.safety import check_old_enough, check_stopped
 from ckpt_cli.cleanup.plan import CleanupPlan, Deletion
@@ -127,6 +127,7 @@ def run_cleanup(
     ``warnings`` say what applying would refuse."""
     done = run_change(
         storage,
+        Guards(apply, force, min_age, break_lock, confirm, progress),
         command="ckpt cleanup",
         plan=lambda ckpt: plan_cleanup(ckpt, retain=retain, min_age=min_age, force=force),
         # Nothing to delete is still applied (a result saying so), without asking.
@@ -139,11 +140,5 @@ def run_cleanup(
         carry_out=lambda ckpt, plan: apply_cleanup(
             ckpt, plan, manifest=manifest, force=force, progress=progress
         ),
-        apply=apply,
-        force=force,
-        min_age=min_age,
-        break_lock=break_lock,
-        confirm=confirm,
-        progress=progress,
     )
     return CleanupRun(done.plan, done.result, done.declined)

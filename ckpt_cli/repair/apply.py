@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.change.flow import run_change
+from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.manifest import Manifest, fresh_quarantine
 from ckpt_cli.change.safety import (
@@ -210,6 +210,7 @@ def run_repair(
 
     done = run_change(
         storage,
+        Guards(apply, force, min_age, break_lock, confirm, progress),
         command="ckpt repair",
         plan=plan,
         question=lambda plan: (
@@ -221,11 +222,5 @@ def run_repair(
         carry_out=lambda ckpt, plan: apply_repair(
             ckpt, plan, quarantine=quarantine, force=force, min_age=min_age, progress=progress
         ),
-        apply=apply,
-        force=force,
-        min_age=min_age,
-        break_lock=break_lock,
-        confirm=confirm,
-        progress=progress,
     )
     return RepairRun(done.plan, done.result, done.declined)
