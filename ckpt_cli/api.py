@@ -45,6 +45,22 @@ class _Later:
         return self.function(*args, **kwargs)
 
 
+# The library functions the methods call, by module (each a _Later until type checking).
+_METHOD_FUNCTIONS = {
+    "describe_versions": "ckpt_cli.versions",
+    "batch_timeline": "ckpt_cli.batches",
+    "disk_usage": "ckpt_cli.du",
+    "write_report": "ckpt_cli.report",
+    "validate": "ckpt_cli.validate.runner",
+    "read_state": "ckpt_cli.state.reader",
+    "plan_cleanup": "ckpt_cli.cleanup.retention",
+    "plan_repair": "ckpt_cli.repair.plan",
+    "plan_repartition": "ckpt_cli.repartition.plan",
+    "repartition_checkpoint": "ckpt_cli.repartition.run",
+    "undo_repair": "ckpt_cli.change.undo",
+    "undo_repartition": "ckpt_cli.repartition.run",
+}
+
 if TYPE_CHECKING:
     from ckpt_cli.batches import BatchesReport, BatchRow, SourceProgress, batch_timeline
     from ckpt_cli.change.undo import UndoResult, undo_repair
@@ -85,22 +101,7 @@ if TYPE_CHECKING:
         describe_versions,
     )
 else:
-
-    def _later(module: str, name: str) -> Any:
-        return _Later(module, name)
-
-    describe_versions = _later("ckpt_cli.versions", "describe_versions")
-    batch_timeline = _later("ckpt_cli.batches", "batch_timeline")
-    disk_usage = _later("ckpt_cli.du", "disk_usage")
-    write_report = _later("ckpt_cli.report", "write_report")
-    validate = _later("ckpt_cli.validate.runner", "validate")
-    read_state = _later("ckpt_cli.state.reader", "read_state")
-    plan_cleanup = _later("ckpt_cli.cleanup.retention", "plan_cleanup")
-    plan_repair = _later("ckpt_cli.repair.plan", "plan_repair")
-    plan_repartition = _later("ckpt_cli.repartition.plan", "plan_repartition")
-    repartition_checkpoint = _later("ckpt_cli.repartition.run", "repartition_checkpoint")
-    undo_repair = _later("ckpt_cli.change.undo", "undo_repair")
-    undo_repartition = _later("ckpt_cli.repartition.run", "undo_repartition")
+    globals().update({name: _Later(module, name) for name, module in _METHOD_FUNCTIONS.items()})
 
 
 def _function(fn: Any) -> Callable[..., Any]:

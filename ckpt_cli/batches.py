@@ -25,7 +25,7 @@ from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
 from ckpt_cli.results import Report
-from ckpt_cli.units import iso_ms, seconds_since
+from ckpt_cli.units import iso_ms, seconds_since, watermark_iso
 
 
 @dataclass(frozen=True)
@@ -180,8 +180,7 @@ def _row(
         planned=iso_ms(planned),
         age_seconds=seconds_since(planned, now / 1000),  # as the headline's last activity
         watermark_ms=seq.batch_watermark_ms,
-        # 0 is Spark's "no watermark yet" (no event-time column, or no data so far).
-        watermark=iso_ms(seq.batch_watermark_ms) if seq.batch_watermark_ms else None,
+        watermark=watermark_iso(seq.batch_watermark_ms),
         sources=sources,
     ), seq
 

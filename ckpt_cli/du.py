@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckpt_cli.core.model import Checkpoint, CheckpointFile
-from ckpt_cli.results import Report
+from ckpt_cli.results import Report, fields_json
 from ckpt_cli.units import natural_key
 
 DEFAULT_TOP = 10
@@ -43,13 +43,7 @@ class PartitionUsage:
     usage: Usage
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "operator": self.operator,
-            "store": self.store,
-            "partition": self.partition,
-            "path": self.path,
-            **self.usage.to_json(),
-        }
+        return {**fields_json(self, "operator store partition path"), **self.usage.to_json()}
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from ckpt_cli.errors import CkptError, FormatError, LimitExceededError, Unsuppor
 from ckpt_cli.formats import checksums, compression, logs, records, rocksdb, rocksdb_zip
 from ckpt_cli.formats.spark_types import StructType
 from ckpt_cli.formats.state_schema import StateSchema, parse_state_schema
-from ckpt_cli.results import Result
+from ckpt_cli.results import Result, fields_json
 from ckpt_cli.state.decoders import RowDecoder, json_value
-from ckpt_cli.units import iso_ms
+from ckpt_cli.units import iso_ms, watermark_iso
 
 DEFAULT_LIMIT = 20
 
@@ -157,15 +157,13 @@ def _metadata(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: in
 def _offsets(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int) -> None:
     assert f.batch is not None
     seq = ckpt.offsets(f.batch)
-    report.details["header"] = {
-        "log_version": seq.log_version,
-        "batch_watermark_ms": seq.batch_watermark_ms,
-        "batch_timestamp_ms": seq.batch_timestamp_ms,
-        # The same times for people (ISO-8601 UTC); 0 is Spark's "no watermark yet".
-        "batch_watermark": iso_ms(seq.batch_watermark_ms) if seq.batch_watermark_ms else None,
-        "batch_timestamp": iso_ms(seq.batch_timestamp_ms),
-        "conf": seq.conf,
-    }
+    report.details["header"] = fields_json(
+        seq,
+        "log_version batch_watermark_ms batch_timestamp_ms batch_watermark batch_timestamp conf",
+        # The same times for people (ISO-8601 UTC).
+        batch_watermark=watermark_iso(seq.batch_watermark_ms),
+        batch_timestamp=iso_ms(seq.batch_timestamp_ms),
+    )
     ids = seq.source_ids or ()
     report.details["sources"] = [
         {"index": i, "offset": off, **({"id": ids[i]} if i < len(ids) else {})}
@@ -179,9 +177,7 @@ def _commit(ckpt: Checkpoint, f: CheckpointFile, report: FileReport, limit: int)
     report.details["header"] = {
         "log_version": commit.log_version,
         "next_batch_watermark_ms": commit.next_batch_watermark_ms,
-        "next_batch_watermark": (
-            iso_ms(commit.next_batch_watermark_ms) if commit.next_batch_watermark_ms else None
-        ),
+        "next_batch_watermark": watermark_iso(commit.next_batch_watermark_ms),
         "state_unique_ids": (
             {str(k): [list(p) for p in v] for k, v in commit.state_unique_ids.items()}
             if commit.state_unique_ids

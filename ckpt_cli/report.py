@@ -21,7 +21,7 @@ from ckpt_cli.batches import BatchesReport, batch_timeline
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.du import DiskUsageReport, disk_usage
 from ckpt_cli.install import missing_extra
-from ckpt_cli.results import Report
+from ckpt_cli.results import Report, fields_json
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
 from ckpt_cli.validate.headline import Headline, headline
@@ -58,16 +58,12 @@ class HtmlReport(Report):
     versions: int
 
     def body_json(self) -> dict[str, Any]:
-        return {
-            "checkpoint": self.checkpoint,
-            "output": self.output,
-            "bytes": self.size,
-            "headline": self.headline.to_json(),
-            "validation": {"status": self.validation_status, "findings": self.findings},
-            "batches": self.batches,
-            "state_partitions": self.partitions,
-            "state_versions": self.versions,
-        }
+        return fields_json(
+            self,
+            "checkpoint output bytes=size headline validation batches"
+            " state_partitions=partitions state_versions=versions",
+            validation={"status": self.validation_status, "findings": self.findings},
+        )
 
 
 def state_sizes(checkpoint: Checkpoint) -> StateSizes:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 OK = "ok"
 PROBLEMS = "problems"
@@ -76,6 +77,40 @@ class PlanRun(Result, Generic[PlanT, DoneT]):
         if self.result is not None:
             out["result"] = self.result.to_json()
         return out
+
+
+def fields_json(obj: object, names: str, **given: Any) -> dict[str, Any]:
+    """A JSON document of ``obj``'s attributes (fields or properties), in the order ``names``
+    (separated by white space) gives: ``key=attribute`` where the document's key is not the
+    attribute's name, and a value in ``given`` for a key whose value is worked out by the
+    caller. A value with ``to_json`` becomes its document, a list or tuple a list of them."""
+    return {
+        key: given[key] if key in given else _json_value(getattr(obj, attribute))
+        for key, attribute in _keys(names)
+    }
+
+
+@lru_cache
+def _keys(names: str) -> tuple[tuple[str, str], ...]:
+    pairs = (name.partition("=") for name in names.split())
+    return tuple((key, attribute or key) for key, _, attribute in pairs)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item) for item in value]
+    to_json = getattr(value, "to_json", None)
+    return value if to_json is None else to_json()
+
+
+class FieldsJson:
+    """A dataclass whose JSON document is its fields as they are (:func:`dataclasses.asdict`)."""
+
+    if TYPE_CHECKING:
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 Confirm = Callable[[Result, str], bool]

@@ -23,6 +23,12 @@ def iso_ms(ms: int | None) -> str | None:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def watermark_iso(ms: int | None) -> str | None:
+    """A watermark as :func:`iso_ms`; None for none, and for 0, Spark's "no watermark yet" (no
+    event-time column, or no data so far)."""
+    return iso_ms(ms) if ms else None
+
+
 def seconds_since(ms: int, now: float) -> float:
     """Seconds from epoch milliseconds ``ms`` to ``now`` (epoch seconds), to the millisecond:
     the age of a batch or a file. Negative when ``ms`` is after ``now`` (clocks apart)."""

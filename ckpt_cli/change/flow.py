@@ -42,6 +42,20 @@ DoneT = TypeVar("DoneT")
 
 
 @dataclass(frozen=True)
+class Guards:
+    """What every change command (``run_cleanup``, ``run_repair``, ``run_repartition``) takes
+    from its caller and hands to :func:`run_change` as it is: whether to apply, the safety
+    overrides, the confirmation and the progress sink."""
+
+    apply: bool = False
+    force: bool = False
+    min_age: float = DEFAULT_MIN_AGE_SECONDS
+    break_lock: bool = False
+    confirm: Confirm | None = None
+    progress: ProgressSink = NULL_PROGRESS
+
+
+@dataclass(frozen=True)
 class Outcome(Generic[PlanT, DoneT]):
     """The plan, and what carrying it out did (None: a dry run, nothing to do, or declined)."""
 
@@ -52,40 +66,37 @@ class Outcome(Generic[PlanT, DoneT]):
 
 def run_change(
     storage: Storage,
+    guards: Guards,
     *,
     command: str,
     plan: Callable[[Checkpoint], PlanT],
     question: Callable[[PlanT], str | None],
     carry_out: Callable[[Checkpoint, PlanT], DoneT],
-    apply: bool = False,
-    force: bool = False,
-    min_age: float = DEFAULT_MIN_AGE_SECONDS,
-    break_lock: bool = False,
-    confirm: Confirm | None = None,
     check: Callable[[Checkpoint, PlanT], object] | None = None,
     finish: Callable[[Checkpoint, PlanT], None] | None = None,
-    progress: ProgressSink = NULL_PROGRESS,
 ) -> Outcome[PlanT, DoneT]:
     """``command`` (its name, for the lock) on the checkpoint at ``storage``, in the order
-    above: ``plan`` it, and with ``apply`` ask ``question`` (None: nothing to apply; "":
-    carried out without asking) and ``carry_out`` the plan. The plan's ``warnings`` (a
+    above: ``plan`` it, and with ``guards.apply`` ask ``question`` (None: nothing to apply;
+    "": carried out without asking) and ``carry_out`` the plan. The plan's ``warnings`` (a
     list) get what applying would refuse."""
+    apply, force = guards.apply, guards.force
     if apply:
-        check_min_age(min_age, force=force)  # before listing
-    lock = checkpoint_lock(storage, command, break_lock=break_lock)
+        check_min_age(guards.min_age, force=force)  # before listing
+    lock = checkpoint_lock(storage, command, break_lock=guards.break_lock)
     with lock if apply else nullcontext():
-        ckpt = Checkpoint.open(storage, progress=progress)
+        ckpt = Checkpoint.open(storage, progress=guards.progress)
         planned = plan(ckpt)
         try:
             said = cast(ChangePlan, planned)  # every plan of a change has its warnings
             if not said.warnings:  # a planner may have said them itself
-                activity = query_activity(ckpt, min_age=min_age)
+                activity = query_activity(ckpt, min_age=guards.min_age)
                 said.warnings = plan_warnings(activity, force=force)
             asked = question(planned) if apply else None
             if asked is None:
                 return Outcome(planned)
             if check is not None:
                 check(ckpt, planned)  # refused before asking, not after
+            confirm = guards.confirm
             if asked and confirm is not None and not confirm(planned, asked):
                 return Outcome(planned, declined=True)
             return Outcome(planned, carry_out(ckpt, planned))

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
-from ckpt_cli.change.flow import run_change
+from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.safety import check_old_enough, check_stopped
 from ckpt_cli.cleanup.plan import CleanupPlan, Deletion
@@ -16,13 +15,13 @@ from ckpt_cli.cleanup.retention import plan_cleanup
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import Confirm, PlanRun
+from ckpt_cli.results import Confirm, FieldsJson, PlanRun
 from ckpt_cli.storage import Storage
 from ckpt_cli.units import human_bytes
 
 
 @dataclass(frozen=True)
-class CleanupResult:
+class CleanupResult(FieldsJson):
     """What :func:`apply_cleanup` deleted."""
 
     deleted: int
@@ -31,9 +30,6 @@ class CleanupResult:
     manifest: str | None
     # Planned files left alone because they resolve outside the checkpoint: path -> why.
     refused: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def default_manifest_location(ckpt: Checkpoint, now: float) -> str:
@@ -131,6 +127,7 @@ def run_cleanup(
     ``warnings`` say what applying would refuse."""
     done = run_change(
         storage,
+        Guards(apply, force, min_age, break_lock, confirm, progress),
         command="ckpt cleanup",
         plan=lambda ckpt: plan_cleanup(ckpt, retain=retain, min_age=min_age, force=force),
         # Nothing to delete is still applied (a result saying so), without asking.
@@ -143,11 +140,5 @@ def run_cleanup(
         carry_out=lambda ckpt, plan: apply_cleanup(
             ckpt, plan, manifest=manifest, force=force, progress=progress
         ),
-        apply=apply,
-        force=force,
-        min_age=min_age,
-        break_lock=break_lock,
-        confirm=confirm,
-        progress=progress,
     )
     return CleanupRun(done.plan, done.result, done.declined)

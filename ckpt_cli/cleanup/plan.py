@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ckpt_cli.results import Result
+from ckpt_cli.results import FieldsJson, Result, fields_json
 
 if TYPE_CHECKING:
     from ckpt_cli.core.activity import Activity
@@ -80,14 +80,11 @@ class Deletion:
 
 
 @dataclass(frozen=True)
-class Skipped:
+class Skipped(FieldsJson):
     """A directory or link cleanup leaves whole, and why."""
 
     path: str
     reason: str
-
-    def to_json(self) -> dict[str, str]:
-        return asdict(self)
 
 
 @dataclass
@@ -132,23 +129,14 @@ class CleanupPlan(Result):
 
     def body_json(self) -> dict[str, Any]:
         # Also what manifests, scans and cleanup's own document hold.
-        return {
-            "checkpoint": self.checkpoint,
-            "retain": self.retain,
-            "retain_source": self.retain_source,
-            "min_age_seconds": self.min_age,
-            "latest_committed": self.latest_committed,
-            "query_active": self.query_active,
-            "activity": self.activity.to_json() if self.activity is not None else None,
-            "warnings": self.warnings,
-            "files": len(self.deletions),
-            "bytes": self.bytes,
-            "by_class": self.by_class(),
-            "deletions": [d.to_json() for d in self.deletions],
-            "kept_too_young": [d.to_json() for d in self.kept_young],
-            "kept": [d.to_json() for d in self.kept],
-            "skipped": [s.to_json() for s in self.skipped],
-        }
+        return fields_json(
+            self,
+            "checkpoint retain retain_source min_age_seconds=min_age latest_committed query_active"
+            " activity warnings files bytes by_class deletions kept_too_young=kept_young kept"
+            " skipped",
+            files=len(self.deletions),
+            by_class=self.by_class(),
+        )
 
 
 def delete_order(d: Deletion) -> tuple[int, int, str, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ckpt_cli.cleanup.plan import CleanupPlan
@@ -15,7 +15,7 @@ from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError, NotACheckpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import Result
+from ckpt_cli.results import FieldsJson, Result
 from ckpt_cli.storage import FileEntry, Listing, Storage
 
 
@@ -61,14 +61,11 @@ def _init_scan(settings: _ScanSettings) -> None:
 
 
 @dataclass(frozen=True)
-class ScanFailure:
+class ScanFailure(FieldsJson):
     """A checkpoint under the prefix that could not be planned (the others still are)."""
 
     checkpoint: str
     error: str
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

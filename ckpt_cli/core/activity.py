@@ -22,6 +22,7 @@ from typing import Any
 
 from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.errors import FormatError
+from ckpt_cli.results import fields_json
 from ckpt_cli.units import ago, format_duration, iso_ms, seconds_since
 
 # Files and batches younger than this may belong to a query still running (an hour).
@@ -118,20 +119,14 @@ class Activity:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "active": self.active,
-            "signals": self.signals,
-            "min_age_seconds": self.min_age,
-            "batch": self.batch,
-            "planned": iso_ms(self.planned_ms),
-            "planned_ms": self.planned_ms,
-            "planned_age_seconds": self.planned_age,
-            "written": iso_ms(self.written_ms),
-            "written_ms": self.written_ms,
-            "written_age_seconds": self.written_age,
-            "copied_from": self.copied_from,
-            "note": self.note,
-        }
+        return fields_json(
+            self,
+            "active signals min_age_seconds=min_age batch planned planned_ms"
+            " planned_age_seconds=planned_age written written_ms written_age_seconds=written_age"
+            " copied_from note",
+            planned=iso_ms(self.planned_ms),
+            written=iso_ms(self.written_ms),
+        )
 
 
 def query_activity(

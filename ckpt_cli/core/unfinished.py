@@ -15,6 +15,7 @@ from typing import Any
 
 from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.errors import FormatError
+from ckpt_cli.results import fields_json
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,7 @@ class UnfinishedRepartition:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "batch": self.batch,
-            "from_partitions": self.from_partitions,
-            "to_partitions": self.to_partitions,
-            "state_files": list(self.state_files),
-        }
+        return fields_json(self, "batch from_partitions to_partitions state_files")
 
 
 def find_unfinished_repartition(ckpt: Checkpoint) -> UnfinishedRepartition | None:

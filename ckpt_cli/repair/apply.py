@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.change.flow import run_change
+from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.manifest import Manifest, fresh_quarantine
 from ckpt_cli.change.safety import (
@@ -33,7 +33,7 @@ from ckpt_cli.repair.plan import (
     RepairPlan,
     plan_repair,
 )
-from ckpt_cli.results import Confirm, PlanRun
+from ckpt_cli.results import Confirm, PlanRun, fields_json
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
 
@@ -49,13 +49,11 @@ class RepairResult:
     validation: ValidationReport
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "manifest": self.manifest,
-            "moved": self.moved,
-            "rewritten": self.rewritten,
-            "written": self.written,
-            "validation": self.validation.body_json(),
-        }
+        return fields_json(
+            self,
+            "manifest moved rewritten written validation",
+            validation=self.validation.body_json(),
+        )
 
 
 def default_quarantine(ckpt: Checkpoint, now: float) -> str:
@@ -212,6 +210,7 @@ def run_repair(
 
     done = run_change(
         storage,
+        Guards(apply, force, min_age, break_lock, confirm, progress),
         command="ckpt repair",
         plan=plan,
         question=lambda plan: (
@@ -223,11 +222,5 @@ def run_repair(
         carry_out=lambda ckpt, plan: apply_repair(
             ckpt, plan, quarantine=quarantine, force=force, min_age=min_age, progress=progress
         ),
-        apply=apply,
-        force=force,
-        min_age=min_age,
-        break_lock=break_lock,
-        confirm=confirm,
-        progress=progress,
     )
     return RepairRun(done.plan, done.result, done.declined)

@@ -28,7 +28,7 @@ from ckpt_cli.core.model import CHECKSUM_KINDS, Checkpoint, FileKind
 from ckpt_cli.core.unfinished import find_unfinished_repartition
 from ckpt_cli.errors import CkptError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import Result
+from ckpt_cli.results import Result, fields_json
 from ckpt_cli.units import natural_key
 from ckpt_cli.validate import ERROR, Finding, validate
 from ckpt_cli.validate.repartition import attempt_files
@@ -108,17 +108,11 @@ class RepairPlan(Result):
 
     def body_json(self) -> dict[str, Any]:
         # Also what manifests and the repair's own document hold.
-        return {
-            "checkpoint": self.checkpoint,
-            "rollback_to": self.rollback_to,
-            "actions": [a.to_json() for a in self.actions],
-            "refused": self.refused,
-            "notes": self.notes,
-            "left": self.left,
-            "scope": self.scope,
-            "warnings": self.warnings,
-            "findings_before": [f.to_json() for f in self.findings],
-        }
+        return fields_json(
+            self,
+            "checkpoint rollback_to actions refused notes left scope warnings"
+            " findings_before=findings",
+        )
 
 
 # -- planning ------------------------------------------------------------------------------------

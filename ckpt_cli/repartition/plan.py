@@ -28,7 +28,7 @@ from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.logs import operator_metadata_files
 from ckpt_cli.repartition.placement import Placed, UnsupportedOperator, place_partition
-from ckpt_cli.results import Result
+from ckpt_cli.results import Result, fields_json
 from ckpt_cli.storage import Storage
 from ckpt_cli.units import natural_key
 
@@ -68,20 +68,14 @@ class StorePlan:
     template: RocksDBCheckpointMetadata | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "operator": self.operator,
-            "store": self.store,
-            "provider": self.provider,
-            "keys": sum(self.keys_before),
-            "keys_before": self.keys_before,
-            "bytes_before": self.bytes_before,
-            "keys_after": self.keys_after,
-            "bytes_after": self.bytes_after,
-            "skew_before": skew(self.keys_before),
-            "skew_after": skew(self.keys_after),
-            "files_to_write": self.files,
-            "left_over": self.left_over,
-        }
+        return fields_json(
+            self,
+            "operator store provider keys keys_before bytes_before keys_after bytes_after"
+            " skew_before skew_after files_to_write=files left_over",
+            keys=sum(self.keys_before),
+            skew_before=skew(self.keys_before),
+            skew_after=skew(self.keys_after),
+        )
 
 
 @dataclass
@@ -127,22 +121,11 @@ class RepartitionPlan(Result):
         return sorted({d for s in self.stores for d in s.left_over}, key=natural_key)
 
     def body_json(self) -> dict[str, Any]:
-        return {
-            "checkpoint": self.checkpoint,
-            "last_committed": self.last_committed,
-            "batch": self.batch,
-            "version": self.version,
-            "from_partitions": self.from_partitions,
-            "partitions": self.partitions,
-            "provider": self.provider,
-            "checkpoint_format_version": self.checkpoint_format_version,
-            "stores": [s.to_json() for s in self.stores],
-            "log_files": self.log_files,
-            "left_over": self.left_over,
-            "finishing": self.finishing.to_json() if self.finishing else None,
-            "notes": self.notes,
-            "warnings": self.warnings,
-        }
+        return fields_json(
+            self,
+            "checkpoint last_committed batch version from_partitions partitions provider"
+            " checkpoint_format_version stores log_files left_over finishing notes warnings",
+        )
 
     def discard(self) -> None:
         """Remove the staged records."""

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ckpt_cli.change.flow import run_change
+from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.safety import check_stopped, links_refused
 from ckpt_cli.change.undo import UndoResult, undo_change
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
@@ -73,6 +73,7 @@ def run_repartition(
 
     done = run_change(
         storage,
+        Guards(apply, force, min_age, break_lock, confirm, progress),
         command="ckpt repartition",
         plan=plan,
         question=lambda plan: (
@@ -90,12 +91,6 @@ def run_repartition(
             progress=progress,
         ),
         finish=finish,
-        apply=apply,
-        force=force,
-        min_age=min_age,
-        break_lock=break_lock,
-        confirm=confirm,
-        progress=progress,
     )
     return RepartitionRun(done.plan, done.result, done.declined)
 

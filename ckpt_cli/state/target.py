@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
+from ckpt_cli.results import fields_json
 
 _PARAMETER = re.compile(r"\{(\w+)\}")
 T = TypeVar("T")
@@ -53,8 +54,7 @@ class ReplayTarget:
         return state_time(self.version)
 
     def to_json(self) -> dict[str, object]:
-        fields = ("operator", "store", "partitions", "version", "batch")
-        return {name: getattr(self, name) for name in fields}
+        return fields_json(self, "operator store partitions version batch")
 
 
 def state_time(version: int) -> str:

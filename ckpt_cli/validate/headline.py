@@ -18,7 +18,7 @@ from typing import Any
 from ckpt_cli.core.activity import query_activity
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import FormatError
-from ckpt_cli.units import human_bytes, iso_ms
+from ckpt_cli.units import human_bytes, iso_ms, watermark_iso
 from ckpt_cli.validate import ERROR, ValidationReport, validate
 
 # Planning a batch and writing its offsets entry take well under this, and two machines'
@@ -103,8 +103,7 @@ def headline(
         files_modified=iso_ms(activity.written_ms),
         files_modified_age_seconds=activity.written_age,
         latest_planned=iso_ms(latest.batch_timestamp_ms) if latest else None,
-        # 0 is Spark's "no watermark yet".
-        watermark=iso_ms(watermark) if watermark else None,
+        watermark=watermark_iso(watermark),
         latest_committed=checkpoint.batches.latest_committed,
         restartable=False if errors else (None if not_decoded else True),
         because=[f.message for f in errors],

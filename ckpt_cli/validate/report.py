@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.results import Result
+from ckpt_cli.results import Result, fields_json
 from ckpt_cli.validate.codes import ERROR, SEVERITY_RANK
 
 
@@ -19,14 +19,7 @@ class Finding:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "severity": self.severity,
-            "paths": self.paths,
-            "message": self.message,
-            "hint": self.hint,
-            **self.details,
-        }
+        return {**fields_json(self, "code severity paths message hint"), **self.details}
 
 
 @dataclass
@@ -48,11 +41,4 @@ class ValidationReport(Result):
 
     def body_json(self) -> dict[str, Any]:
         counts = {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITY_RANK}
-        return {
-            "ok": self.ok,
-            "checkpoint": self.checkpoint,
-            "target": self.target,
-            "counts": counts,
-            "findings": [f.to_json() for f in self.findings],
-            "stats": self.stats,
-        }
+        return fields_json(self, "ok checkpoint target counts findings stats", counts=counts)
