@@ -15,17 +15,16 @@ from ckpt_cli.api import (
     scan_orphans,
 )
 from ckpt_cli.cli.common import (
+    SHARED_DEFAULTS,
     ApplyOpt,
     BreakLockOpt,
     EngineOpt,
     ForceOpt,
-    JsonOpt,
     MasterOpt,
     MinAgeOpt,
     PathArg,
-    QuietOpt,
     RetainOpt,
-    StorageOpt,
+    SharedOptions,
     YesOpt,
     error_boundary,
     parse_duration,
@@ -52,9 +51,7 @@ def orphans(
     ] = False,
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> CleanupPlan | OrphanScan:
     """List the files no retained version needs, by class, with their bytes.
 
@@ -72,7 +69,7 @@ def orphans(
 
       ckpt orphans /data/ckpt/q1 --retain 10 --json
     """
-    run = start(json_output, quiet, storage_option, show_files=show_files, title="Orphans")
+    run = start(shared, show_files=show_files, title="Orphans")
     age = parse_duration(min_age)
     if recursive:
         storage, where = run.storage(path), make_engine(engine, master=master)
@@ -103,9 +100,7 @@ def cleanup(
     show_files: Annotated[
         bool, typer.Option("--files", help="List every file of the plan.")
     ] = False,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> CleanupRun:
     """Remove what no retained version needs, without ever breaking a restart.
 
@@ -128,7 +123,7 @@ def cleanup(
 
       ckpt cleanup s3://bucket/ckpt/q1 --apply --yes
     """
-    run = start(json_output, quiet, storage_option, show_files=show_files, title="Cleanup plan")
+    run = start(shared, show_files=show_files, title="Cleanup plan")
     age = parse_duration(min_age)
     cleanup_run = run_cleanup(
         run.storage(path),
