@@ -124,11 +124,10 @@ def cleanup(
       ckpt cleanup s3://bucket/ckpt/q1 --apply --yes
     """
     run = start(shared, show_files=show_files, title="Cleanup plan")
-    age = parse_duration(min_age)
     cleanup_run = run_cleanup(
         run.storage(path),
         retain=retain,
-        min_age=age,
+        min_age=parse_duration(min_age),
         apply=apply,
         force=force,
         break_lock=break_lock,

@@ -10,7 +10,15 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ParamSpec,
+    TypedDict,
+    TypeVar,
+    get_type_hints,
+)
 
 import typer
 
@@ -441,14 +449,43 @@ def start(shared: SharedOptions = SHARED_DEFAULTS, **display: Any) -> Session:
     )
 
 
+class ChangeArgs(TypedDict):
+    """What repair and repartition both pass the library to change a checkpoint."""
+
+    apply: bool
+    quarantine: str | None
+    force: bool
+    min_age: float
+    break_lock: bool
+    confirm: Confirm
+    progress: ProgressSink
+
+
 def start_change(
-    command: str, path: str, change: ChangeOptions, *, apply: bool, shared: SharedOptions
-) -> tuple[Session, float]:
+    command: str,
+    path: str,
+    change: ChangeOptions,
+    *,
+    apply: bool,
+    yes: bool,
+    action: str,
+    shared: SharedOptions,
+) -> tuple[Session, ChangeArgs]:
     """The preamble of a command that changes a checkpoint (repair, repartition): the
-    session, its options checked (old spellings named), and --min-age in seconds."""
+    session, its options checked (old spellings named), and the library's arguments they give
+    (``action``: what the confirmation asks to do)."""
     run = start(shared)
     check_change_options(command, path, change, apply=apply)
-    return run, parse_duration(change.min_age)
+    args = ChangeArgs(
+        apply=apply,
+        quarantine=change.quarantine,
+        force=change.force,
+        min_age=parse_duration(change.min_age),
+        break_lock=change.break_lock,
+        confirm=run.confirm(yes=yes, action=action, unattended=command),
+        progress=run.progress,
+    )
+    return run, args
 
 
 def report_error(exc: CkptError) -> None:

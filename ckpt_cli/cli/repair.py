@@ -68,22 +68,12 @@ def repair(
 
       ckpt repair /data/ckpt/q1 --undo
     """
-    run, age = start_change("repair", path, change, apply=apply, shared=shared)
+    run, args = start_change(
+        "repair", path, change, apply=apply, yes=yes, action="change the checkpoint", shared=shared
+    )
     storage = run.storage(path)
     if change.undo:
         return run.render(
             undo_repair(storage, manifest=change.manifest, break_lock=change.break_lock)
         )
-    repair_run = run_repair(
-        storage,
-        rollback_to=rollback_to,
-        snapshot=snapshot,
-        apply=apply,
-        quarantine=change.quarantine,
-        force=change.force,
-        min_age=age,
-        break_lock=change.break_lock,
-        confirm=run.confirm(yes=yes, action="change the checkpoint", unattended="repair"),
-        progress=run.progress,
-    )
-    return run.render(repair_run)
+    return run.render(run_repair(storage, rollback_to=rollback_to, snapshot=snapshot, **args))

@@ -75,7 +75,9 @@ def repartition(
 
       ckpt repartition /data/ckpt/q1 --undo
     """
-    run, age = start_change("repartition", path, change, apply=apply, shared=shared)
+    run, args = start_change(
+        "repartition", path, change, apply=apply, yes=yes, action="repartition", shared=shared
+    )
     storage = run.storage(path)
     if change.undo:
         undone = undo_repartition(
@@ -85,15 +87,6 @@ def repartition(
     if partitions is None:
         raise UsageError("give the new partition count: --partitions M (or --undo)")
     result = run_repartition(
-        storage,
-        partitions=partitions,
-        apply=apply,
-        quarantine=change.quarantine,
-        force=change.force,
-        min_age=age,
-        break_lock=change.break_lock,
-        confirm=run.confirm(yes=yes, action="repartition", unattended="repartition"),
-        engine=make_engine(engine, master=master),
-        progress=run.progress,
+        storage, partitions=partitions, engine=make_engine(engine, master=master), **args
     )
     return run.render(result)
