@@ -27,6 +27,8 @@ from ckpt_cli.cli.common import (
     SharedOptions,
     YesOpt,
     error_boundary,
+    files_option,
+    manifest_option,
     parse_duration,
     start,
 )
@@ -39,7 +41,7 @@ def orphans(
     retain: RetainOpt = None,
     min_age: MinAgeOpt = "1h",
     show_files: Annotated[
-        bool, typer.Option("--files", help="List every file, not only the totals per class.")
+        bool, files_option("List every file, not only the totals per class.")
     ] = False,
     recursive: Annotated[
         bool,
@@ -89,17 +91,12 @@ def cleanup(
     break_lock: BreakLockOpt = False,
     manifest: Annotated[
         str | None,
-        typer.Option(
-            "--manifest",
-            metavar="FILE",
-            help="Where to write the JSON manifest of what is deleted (default: beside the "
-            "checkpoint, <checkpoint>.ckpt-cleanup-<time>.json).",
-            show_default=False,
+        manifest_option(
+            "Where to write the JSON manifest of what is deleted (default: beside the "
+            "checkpoint, <checkpoint>.ckpt-cleanup-<time>.json)."
         ),
     ] = None,
-    show_files: Annotated[
-        bool, typer.Option("--files", help="List every file of the plan.")
-    ] = False,
+    show_files: Annotated[bool, files_option("List every file of the plan.")] = False,
     shared: SharedOptions = SHARED_DEFAULTS,
 ) -> CleanupRun:
     """Remove what no retained version needs, without ever breaking a restart.

@@ -88,6 +88,34 @@ PathArg = Annotated[
 ]
 
 
+# -- options several commands spell alike, each explaining it in its own words -------------
+
+
+def operator_option(help: str) -> Any:
+    return typer.Option("--operator", metavar="ID", help=help, show_default=False)
+
+
+def partition_option(help: str) -> Any:
+    return typer.Option("--partition", "-p", metavar="N", help=help, show_default=False)
+
+
+def workers_option(help: str) -> Any:
+    return typer.Option("--workers", min=1, help=help, show_default=False)
+
+
+def files_option(help: str) -> Any:
+    return typer.Option("--files", help=help)
+
+
+def manifest_option(help: str) -> Any:
+    return typer.Option("--manifest", metavar="FILE", help=help, show_default=False)
+
+
+def output_option(help: str, **settings: Any) -> Any:
+    """``-o``: always a file (never a storage option: :func:`check_output_file`)."""
+    return typer.Option("--output", "-o", metavar="FILE", help=help, **settings)
+
+
 class OptionGroup:
     """Options several commands take together, declared once as a frozen dataclass whose
     fields are the options (their ``...Opt`` types and defaults). A command names the group
@@ -189,12 +217,9 @@ UndoOpt = Annotated[
 ]
 ManifestOpt = Annotated[
     str | None,
-    typer.Option(
-        "--manifest",
-        metavar="FILE",
-        help="With --undo: the manifest.json of the run to undo (default: the newest of this "
-        "command beside the checkpoint).",
-        show_default=False,
+    manifest_option(
+        "With --undo: the manifest.json of the run to undo (default: the newest of this "
+        "command beside the checkpoint)."
     ),
 ]
 
@@ -239,26 +264,6 @@ def _looks_like_manifest(path: str) -> bool:
     """A manifest given where the checkpoint goes (``repair --undo MANIFEST``, the old
     spelling): a checkpoint is a directory."""
     return path.rstrip("/").endswith(".json") or os.path.isfile(path)
-
-
-# -- options several commands spell alike, each explaining it in its own words -------------
-
-
-def operator_option(help: str) -> Any:
-    return typer.Option("--operator", metavar="ID", help=help, show_default=False)
-
-
-def partition_option(help: str) -> Any:
-    return typer.Option("--partition", "-p", metavar="N", help=help, show_default=False)
-
-
-def workers_option(help: str) -> Any:
-    return typer.Option("--workers", min=1, help=help, show_default=False)
-
-
-def output_option(help: str, **settings: Any) -> Any:
-    """``-o``: always a file (never a storage option: :func:`check_output_file`)."""
-    return typer.Option("--output", "-o", metavar="FILE", help=help, **settings)
 
 
 _STORAGE_OPTION_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
@@ -551,8 +556,10 @@ def error_boundary(func: Callable[P, Result | None]) -> Callable[P, None]:
         STATE.stats = bool(kwargs.pop("stats", False))
         STATE.stats_reported = False
         STATE.requests = StorageStats()  # a command counts from zero
+        _remember_urls([*args, *kwargs.values()])  # before the groups hold some of them
+        _gather(groups, kwargs)
         try:
-            code = _guarded(func, groups, *args, **kwargs)
+            code = _guarded(func, *args, **kwargs)
         finally:
             _report_stats()
         if code is not None:
@@ -589,17 +596,17 @@ def _gather(groups: dict[str, type], kwargs: dict[str, Any]) -> None:
             kwargs[name] = group(**{f.name: kwargs.pop(f.name) for f in fields(group)})
 
 
-def _guarded(
-    func: Callable[P, Result | None], groups: dict[str, type], *args: P.args, **kwargs: P.kwargs
-) -> int | None:
-    """The exit code of ``func``'s result, or of its error (reported in one line); None when
-    it returns nothing (its own exit stands)."""
-    for value in [*args, *kwargs.values()]:
-        # Checkpoint, output and option URLs: their passwords are masked in all we print.
+def _remember_urls(values: list[Any]) -> None:
+    """Checkpoint, output and option URLs: their passwords are masked in all we print."""
+    for value in values:
         for text in value if isinstance(value, list) else [value]:
             if isinstance(text, str):
                 remember_urls(text)
-    _gather(groups, kwargs)
+
+
+def _guarded(func: Callable[P, Result | None], *args: P.args, **kwargs: P.kwargs) -> int | None:
+    """The exit code of ``func``'s result, or of its error (reported in one line); None when
+    it returns nothing (its own exit stands)."""
     try:
         result = func(*args, **kwargs)
         return None if result is None else exit_code(result)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -97,11 +96,11 @@ def validate_command(
         batch=batch,
         all_versions=all_versions,
         deep=deep,
-        workers=workers,
         progress=run.progress,
+        # --workers sizes the local engine, which makes the reads.
         engine=make_engine(engine, workers=workers, master=master),
+        fail_on=fail_on.value,
     )
-    result = replace(report, fail_on=fail_on.value)
     if junit is not None:
-        render(result, "junit", target=junit)
-    return run.render(result)
+        render(report, "junit", target=junit)
+    return run.render(report)
