@@ -16,21 +16,21 @@ from ckpt_cli.cli.helptext import unwrap
 from ckpt_cli.cli.usage import CkptGroup
 from ckpt_cli.version import __version__
 
-# Each command: its module under ckpt_cli/cli/ and function. A run imports only its own
-# command's module (`ckpt versions` does not import replay's or repartition's CLI); help and
-# completion import them all.
+# Each command: its module under ckpt_cli/cli/ and function ("module:function", as in entry
+# points). A run imports only its own command's module (`ckpt versions` does not import
+# replay's or repartition's CLI); help and completion import them all.
 COMMANDS = {
-    "versions": ("versions", "versions"),
-    "batches": ("batches", "batches"),
-    "du": ("du", "du"),
-    "inspect": ("inspect", "inspect"),
-    "validate": ("validate", "validate_command"),
-    "replay": ("replay", "replay"),
-    "orphans": ("cleanup", "orphans"),
-    "cleanup": ("cleanup", "cleanup"),
-    "repair": ("repair", "repair"),
-    "repartition": ("repartition", "repartition"),
-    "report": ("report", "report"),
+    "versions": "versions:versions",
+    "batches": "batches:batches",
+    "du": "du:du",
+    "inspect": "inspect:inspect",
+    "validate": "validate:validate_command",
+    "replay": "replay:replay",
+    "orphans": "cleanup:orphans",
+    "cleanup": "cleanup:cleanup",
+    "repair": "repair:repair",
+    "repartition": "repartition:repartition",
+    "report": "report:report",
 }
 
 
@@ -56,7 +56,7 @@ def make_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
     )
     app.callback()(root)
     for name in commands:
-        module, function = COMMANDS[name]
+        module, _, function = COMMANDS[name].partition(":")
         command = getattr(importlib.import_module(f"ckpt_cli.cli.{module}"), function)
         # Each paragraph on one line: help reflows it at the terminal's width.
         app.command(name=name, cls=CkptCommand, help=unwrap(command.__doc__))(command)

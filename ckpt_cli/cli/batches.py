@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import BatchesReport, batch_timeline
-from ckpt_cli.cli.common import JsonOpt, PathArg, QuietOpt, StorageOpt, error_boundary, start
+from ckpt_cli.cli.common import SHARED_DEFAULTS, PathArg, SharedOptions, error_boundary, start
 
 
 @error_boundary
@@ -29,9 +29,7 @@ def batches(
             "--until", min=0, metavar="BATCH", help="Up to this batch id.", show_default=False
         ),
     ] = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> BatchesReport:
     """One row per batch: when it was planned, the watermark, each source's
     offsets, and whether it committed.
@@ -49,5 +47,5 @@ def batches(
 
       ckpt batches s3://bucket/ckpt/q1 --since 1200 --until 1250 --json
     """
-    run = start(json_output, quiet, storage_option)
+    run = start(shared)
     return run.render(batch_timeline(run.open(path), last=last, since=since, until=until))

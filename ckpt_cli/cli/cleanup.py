@@ -15,19 +15,20 @@ from ckpt_cli.api import (
     scan_orphans,
 )
 from ckpt_cli.cli.common import (
+    SHARED_DEFAULTS,
     ApplyOpt,
     BreakLockOpt,
     EngineOpt,
     ForceOpt,
-    JsonOpt,
     MasterOpt,
     MinAgeOpt,
     PathArg,
-    QuietOpt,
     RetainOpt,
-    StorageOpt,
+    SharedOptions,
     YesOpt,
     error_boundary,
+    files_option,
+    manifest_option,
     parse_duration,
     start,
 )
@@ -40,7 +41,7 @@ def orphans(
     retain: RetainOpt = None,
     min_age: MinAgeOpt = "1h",
     show_files: Annotated[
-        bool, typer.Option("--files", help="List every file, not only the totals per class.")
+        bool, files_option("List every file, not only the totals per class.")
     ] = False,
     recursive: Annotated[
         bool,
@@ -52,9 +53,7 @@ def orphans(
     ] = False,
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> CleanupPlan | OrphanScan:
     """List the files no retained version needs, by class, with their bytes.
 
@@ -72,7 +71,7 @@ def orphans(
 
       ckpt orphans /data/ckpt/q1 --retain 10 --json
     """
-    run = start(json_output, quiet, storage_option, show_files=show_files, title="Orphans")
+    run = start(shared, show_files=show_files, title="Orphans")
     age = parse_duration(min_age)
     if recursive:
         storage, where = run.storage(path), make_engine(engine, master=master)
@@ -92,20 +91,13 @@ def cleanup(
     break_lock: BreakLockOpt = False,
     manifest: Annotated[
         str | None,
-        typer.Option(
-            "--manifest",
-            metavar="FILE",
-            help="Where to write the JSON manifest of what is deleted (default: beside the "
-            "checkpoint, <checkpoint>.ckpt-cleanup-<time>.json).",
-            show_default=False,
+        manifest_option(
+            "Where to write the JSON manifest of what is deleted (default: beside the "
+            "checkpoint, <checkpoint>.ckpt-cleanup-<time>.json)."
         ),
     ] = None,
-    show_files: Annotated[
-        bool, typer.Option("--files", help="List every file of the plan.")
-    ] = False,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    show_files: Annotated[bool, files_option("List every file of the plan.")] = False,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> CleanupRun:
     """Remove what no retained version needs, without ever breaking a restart.
 
@@ -128,12 +120,11 @@ def cleanup(
 
       ckpt cleanup s3://bucket/ckpt/q1 --apply --yes
     """
-    run = start(json_output, quiet, storage_option, show_files=show_files, title="Cleanup plan")
-    age = parse_duration(min_age)
+    run = start(shared, show_files=show_files, title="Cleanup plan")
     cleanup_run = run_cleanup(
         run.storage(path),
         retain=retain,
-        min_age=age,
+        min_age=parse_duration(min_age),
         apply=apply,
         force=force,
         break_lock=break_lock,

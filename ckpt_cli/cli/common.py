@@ -9,8 +9,16 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ParamSpec,
+    TypedDict,
+    TypeVar,
+    get_type_hints,
+)
 
 import typer
 
@@ -78,6 +86,53 @@ PathArg = Annotated[
         show_default=False,
     ),
 ]
+
+
+# -- options several commands spell alike, each explaining it in its own words -------------
+
+
+def operator_option(help: str) -> Any:
+    return typer.Option("--operator", metavar="ID", help=help, show_default=False)
+
+
+def partition_option(help: str) -> Any:
+    return typer.Option("--partition", "-p", metavar="N", help=help, show_default=False)
+
+
+def workers_option(help: str) -> Any:
+    return typer.Option("--workers", min=1, help=help, show_default=False)
+
+
+def files_option(help: str) -> Any:
+    return typer.Option("--files", help=help)
+
+
+def manifest_option(help: str) -> Any:
+    return typer.Option("--manifest", metavar="FILE", help=help, show_default=False)
+
+
+def output_option(help: str, **settings: Any) -> Any:
+    """``-o``: always a file (never a storage option: :func:`check_output_file`)."""
+    return typer.Option("--output", "-o", metavar="FILE", help=help, **settings)
+
+
+class OptionGroup:
+    """Options several commands take together, declared once as a frozen dataclass whose
+    fields are the options (their ``...Opt`` types and defaults). A command names the group
+    as one parameter; :func:`error_boundary` spreads its fields into the command's options at
+    that place (so --help lists them there) and hands the command the group built from them."""
+
+
+@dataclass(frozen=True)
+class SharedOptions(OptionGroup):
+    """The options every command ends with (its output, and how to reach the storage)."""
+
+    json_output: JsonOpt = False
+    quiet: QuietOpt = False
+    storage_option: StorageOpt = None
+
+
+SHARED_DEFAULTS = SharedOptions()
 
 
 # -- options of the commands that change a checkpoint (cleanup, repair, repartition) ---------
@@ -162,33 +217,38 @@ UndoOpt = Annotated[
 ]
 ManifestOpt = Annotated[
     str | None,
-    typer.Option(
-        "--manifest",
-        metavar="FILE",
-        help="With --undo: the manifest.json of the run to undo (default: the newest of this "
-        "command beside the checkpoint).",
-        show_default=False,
+    manifest_option(
+        "With --undo: the manifest.json of the run to undo (default: the newest of this "
+        "command beside the checkpoint)."
     ),
 ]
 
 
-def check_change_options(
-    command: str,
-    path: str,
-    *,
-    undo: bool,
-    manifest: str | None,
-    quarantine: str | None,
-    apply: bool,
-) -> None:
+@dataclass(frozen=True)
+class ChangeOptions(OptionGroup):
+    """How repair and repartition change a checkpoint and put it back."""
+
+    quarantine: QuarantineOpt = None
+    undo: UndoOpt = False
+    manifest: ManifestOpt = None
+    min_age: MinAgeOpt = "1h"
+    force: ForceOpt = False
+    break_lock: BreakLockOpt = False
+
+
+CHANGE_DEFAULTS = ChangeOptions()
+
+
+def check_change_options(command: str, path: str, change: ChangeOptions, *, apply: bool) -> None:
     """The options of a command that changes a checkpoint, and the old spellings of
     ``--undo`` (a path, ``--quarantine``) with what they are now (one line, exit 2)."""
+    undo, quarantine = change.undo, change.quarantine
     if undo and _looks_like_manifest(path):
         raise UsageError(
             f"{command} --undo takes no value: did you mean "
             f"ckpt {command} CHECKPOINT --undo --manifest {path}"
         )
-    if manifest is not None and not undo:
+    if change.manifest is not None and not undo:
         raise UsageError(f"--manifest picks the run to undo: add --undo (ckpt {command} --help)")
     if undo and quarantine is not None:
         where = f"{quarantine.rstrip('/')}/manifest.json"
@@ -206,27 +266,6 @@ def _looks_like_manifest(path: str) -> bool:
     return path.rstrip("/").endswith(".json") or os.path.isfile(path)
 
 
-OutputFileOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--output",
-        "-o",
-        metavar="FILE",
-        help="Write to this file (a local path or a URL) instead of stdout.",
-        show_default=False,
-    ),
-]
-OutputDirOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--output-dir",
-        "-O",
-        metavar="DIR",
-        help="Write a dataset to this directory (a local path or a URL): one "
-        "partition_id=<p>/ folder per state partition.",
-        show_default=False,
-    ),
-]
 _STORAGE_OPTION_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 
 
@@ -406,40 +445,52 @@ class Session:
         return ask
 
 
-def start(
-    json_output: bool = False,
-    quiet: bool = False,
-    storage_option: list[str] | None = None,
-    **display: Any,
-) -> Session:
+def start(shared: SharedOptions = SHARED_DEFAULTS, **display: Any) -> Session:
     """The preamble of every command; ``display``: options of its text rendering."""
-    begin(json_output=json_output, quiet=quiet)
-    fmt = "json" if json_output else "text"
+    begin(json_output=shared.json_output, quiet=shared.quiet)
+    fmt = "json" if shared.json_output else "text"
     return Session(
-        fmt, parse_storage_options(storage_option), progress_sink(), renderer(fmt, **display)
+        fmt, parse_storage_options(shared.storage_option), progress_sink(), renderer(fmt, **display)
     )
+
+
+class ChangeArgs(TypedDict):
+    """What repair and repartition both pass the library to change a checkpoint."""
+
+    apply: bool
+    quarantine: str | None
+    force: bool
+    min_age: float
+    break_lock: bool
+    confirm: Confirm
+    progress: ProgressSink
 
 
 def start_change(
     command: str,
     path: str,
+    change: ChangeOptions,
     *,
-    undo: bool,
-    manifest: str | None,
-    quarantine: str | None,
     apply: bool,
-    min_age: str,
-    json_output: bool,
-    quiet: bool,
-    storage_option: list[str] | None,
-) -> tuple[Session, float]:
+    yes: bool,
+    action: str,
+    shared: SharedOptions,
+) -> tuple[Session, ChangeArgs]:
     """The preamble of a command that changes a checkpoint (repair, repartition): the
-    session, its options checked (old spellings named), and --min-age in seconds."""
-    run = start(json_output, quiet, storage_option)
-    check_change_options(
-        command, path, undo=undo, manifest=manifest, quarantine=quarantine, apply=apply
+    session, its options checked (old spellings named), and the library's arguments they give
+    (``action``: what the confirmation asks to do)."""
+    run = start(shared)
+    check_change_options(command, path, change, apply=apply)
+    args = ChangeArgs(
+        apply=apply,
+        quarantine=change.quarantine,
+        force=change.force,
+        min_age=parse_duration(change.min_age),
+        break_lock=change.break_lock,
+        confirm=run.confirm(yes=yes, action=action, unattended=command),
+        progress=run.progress,
     )
-    return run, parse_duration(min_age)
+    return run, args
 
 
 def report_error(exc: CkptError) -> None:
@@ -490,14 +541,23 @@ def error_boundary(func: Callable[P, Result | None]) -> Callable[P, None]:
     """Exit with the code of the result the command returns (the one place that decides it);
     turn library errors into one line and exit code 2, no traceback unless --debug.
 
-    Also gives the command a ``--stats`` option, reported when it ends however it ends.
+    Also spreads the command's option groups (:class:`OptionGroup`) into its options, and
+    gives it a ``--stats`` option, reported when it ends however it ends.
     """
+    signature = inspect.signature(func, eval_str=True)  # typer reads __signature__ as is
+    groups = {
+        p.name: p.annotation
+        for p in signature.parameters.values()
+        if isinstance(p.annotation, type) and issubclass(p.annotation, OptionGroup)
+    }
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         STATE.stats = bool(kwargs.pop("stats", False))
         STATE.stats_reported = False
         STATE.requests = StorageStats()  # a command counts from zero
+        _remember_urls([*args, *kwargs.values()])  # before the groups hold some of them
+        _gather(groups, kwargs)
         try:
             code = _guarded(func, *args, **kwargs)
         finally:
@@ -505,23 +565,48 @@ def error_boundary(func: Callable[P, Result | None]) -> Callable[P, None]:
         if code is not None:
             raise typer.Exit(code)
 
-    signature = inspect.signature(func, eval_str=True)  # typer reads __signature__ as is
     stats = inspect.Parameter("stats", inspect.Parameter.KEYWORD_ONLY, default=False)
-    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*signature.parameters.values(), stats.replace(annotation=StatsOpt)]
-    )
-    wrapper.__annotations__ = {**func.__annotations__, "stats": StatsOpt}
+    parameters = [
+        spread
+        for p in signature.parameters.values()
+        for spread in (_group_options(p) if p.name in groups else [p])
+    ]
+    parameters.append(stats.replace(annotation=StatsOpt))
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in parameters},
+        "return": signature.return_annotation,
+    }
     return wrapper
+
+
+def _group_options(param: inspect.Parameter) -> list[inspect.Parameter]:
+    """The options of the group ``param`` names, in its place."""
+    hints = get_type_hints(param.annotation, include_extras=True)
+    return [
+        param.replace(name=f.name, annotation=hints[f.name], default=f.default)
+        for f in fields(param.annotation)
+    ]
+
+
+def _gather(groups: dict[str, type], kwargs: dict[str, Any]) -> None:
+    """The groups built from their options, in ``kwargs`` (as typer passes options)."""
+    for name, group in groups.items():
+        if name not in kwargs:
+            kwargs[name] = group(**{f.name: kwargs.pop(f.name) for f in fields(group)})
+
+
+def _remember_urls(values: list[Any]) -> None:
+    """Checkpoint, output and option URLs: their passwords are masked in all we print."""
+    for value in values:
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                remember_urls(text)
 
 
 def _guarded(func: Callable[P, Result | None], *args: P.args, **kwargs: P.kwargs) -> int | None:
     """The exit code of ``func``'s result, or of its error (reported in one line); None when
     it returns nothing (its own exit stands)."""
-    for value in [*args, *kwargs.values()]:
-        # Checkpoint, output and option URLs: their passwords are masked in all we print.
-        for text in value if isinstance(value, list) else [value]:
-            if isinstance(text, str):
-                remember_urls(text)
     try:
         result = func(*args, **kwargs)
         return None if result is None else exit_code(result)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import DEFAULT_TOP, DiskUsageReport, disk_usage
-from ckpt_cli.cli.common import JsonOpt, PathArg, QuietOpt, StorageOpt, error_boundary, start
+from ckpt_cli.cli.common import SHARED_DEFAULTS, PathArg, SharedOptions, error_boundary, start
 
 
 @error_boundary
@@ -30,9 +30,7 @@ def du(
             "for sort, awk and cut, instead of tables.",
         ),
     ] = False,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> DiskUsageReport:
     """Where the bytes are: sizes and file counts by file class, by area
     (offsets/, commits/, sources/, state/), per operator, store and partition;
@@ -50,5 +48,5 @@ def du(
 
       ckpt du /data/ckpt/q1 --summarize --json
     """
-    run = start(json_output, quiet, storage_option, tsv=tsv)
+    run = start(shared, tsv=tsv)
     return run.render(disk_usage(run.open(path), top=top, summarize=summarize))

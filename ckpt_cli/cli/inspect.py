@@ -8,9 +8,8 @@ import typer
 
 from ckpt_cli.api import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
 from ckpt_cli.cli.common import (
-    JsonOpt,
-    QuietOpt,
-    StorageOpt,
+    SHARED_DEFAULTS,
+    SharedOptions,
     error_boundary,
     start,
 )
@@ -40,9 +39,7 @@ def inspect(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="How many rows to decode and show.")
     ] = DEFAULT_LIMIT,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> FileReport:
     """Show what one checkpoint file is and what is in it.
 
@@ -68,6 +65,6 @@ def inspect(
 
       ckpt inspect -c s3://bucket/ckpt/q1 state/0/3/1201.delta --limit 5 --json
     """
-    run = start(json_output, quiet, storage_option)
+    run = start(shared)
     root, rel = split_file_location(file) if checkpoint is None else (checkpoint, file)
     return run.render(inspect_file(run.open(root), rel, limit=limit))

@@ -8,17 +8,12 @@ import typer
 
 from ckpt_cli.api import RepairRun, UndoResult, run_repair, undo_repair
 from ckpt_cli.cli.common import (
+    CHANGE_DEFAULTS,
+    SHARED_DEFAULTS,
     ApplyOpt,
-    BreakLockOpt,
-    ForceOpt,
-    JsonOpt,
-    ManifestOpt,
-    MinAgeOpt,
+    ChangeOptions,
     PathArg,
-    QuarantineOpt,
-    QuietOpt,
-    StorageOpt,
-    UndoOpt,
+    SharedOptions,
     YesOpt,
     error_boundary,
     start_change,
@@ -46,15 +41,8 @@ def repair(
             help="Write a .snapshot of the restart version of every HDFS-backed partition.",
         ),
     ] = False,
-    quarantine: QuarantineOpt = None,
-    undo: UndoOpt = False,
-    manifest: ManifestOpt = None,
-    min_age: MinAgeOpt = "1h",
-    force: ForceOpt = False,
-    break_lock: BreakLockOpt = False,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    change: ChangeOptions = CHANGE_DEFAULTS,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> RepairRun | UndoResult:
     """Bring a broken checkpoint back to one Spark restarts from, losing nothing.
 
@@ -80,31 +68,12 @@ def repair(
 
       ckpt repair /data/ckpt/q1 --undo
     """
-    run, age = start_change(
-        "repair",
-        path,
-        undo=undo,
-        manifest=manifest,
-        quarantine=quarantine,
-        apply=apply,
-        min_age=min_age,
-        json_output=json_output,
-        quiet=quiet,
-        storage_option=storage_option,
+    run, args = start_change(
+        "repair", path, change, apply=apply, yes=yes, action="change the checkpoint", shared=shared
     )
     storage = run.storage(path)
-    if undo:
-        return run.render(undo_repair(storage, manifest=manifest, break_lock=break_lock))
-    repair_run = run_repair(
-        storage,
-        rollback_to=rollback_to,
-        snapshot=snapshot,
-        apply=apply,
-        quarantine=quarantine,
-        force=force,
-        min_age=age,
-        break_lock=break_lock,
-        confirm=run.confirm(yes=yes, action="change the checkpoint", unattended="repair"),
-        progress=run.progress,
-    )
-    return run.render(repair_run)
+    if change.undo:
+        return run.render(
+            undo_repair(storage, manifest=change.manifest, break_lock=change.break_lock)
+        )
+    return run.render(run_repair(storage, rollback_to=rollback_to, snapshot=snapshot, **args))

@@ -8,19 +8,14 @@ import typer
 
 from ckpt_cli.api import RepartitionRun, UndoResult, run_repartition, undo_repartition
 from ckpt_cli.cli.common import (
+    CHANGE_DEFAULTS,
+    SHARED_DEFAULTS,
     ApplyOpt,
-    BreakLockOpt,
+    ChangeOptions,
     EngineOpt,
-    ForceOpt,
-    JsonOpt,
-    ManifestOpt,
     MasterOpt,
-    MinAgeOpt,
     PathArg,
-    QuarantineOpt,
-    QuietOpt,
-    StorageOpt,
-    UndoOpt,
+    SharedOptions,
     YesOpt,
     error_boundary,
     start_change,
@@ -43,17 +38,10 @@ def repartition(
     ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
-    quarantine: QuarantineOpt = None,
-    undo: UndoOpt = False,
-    manifest: ManifestOpt = None,
-    min_age: MinAgeOpt = "1h",
-    force: ForceOpt = False,
-    break_lock: BreakLockOpt = False,
+    change: ChangeOptions = CHANGE_DEFAULTS,
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> RepartitionRun | UndoResult:
     """Change a stateful query's number of state partitions offline, as Spark 4.3's own
     repartition does, for HDFS-backed and RocksDB stores.
@@ -87,34 +75,18 @@ def repartition(
 
       ckpt repartition /data/ckpt/q1 --undo
     """
-    run, age = start_change(
-        "repartition",
-        path,
-        undo=undo,
-        manifest=manifest,
-        quarantine=quarantine,
-        apply=apply,
-        min_age=min_age,
-        json_output=json_output,
-        quiet=quiet,
-        storage_option=storage_option,
+    run, args = start_change(
+        "repartition", path, change, apply=apply, yes=yes, action="repartition", shared=shared
     )
     storage = run.storage(path)
-    if undo:
-        undone = undo_repartition(storage, manifest=manifest, force=force, break_lock=break_lock)
+    if change.undo:
+        undone = undo_repartition(
+            storage, manifest=change.manifest, force=change.force, break_lock=change.break_lock
+        )
         return run.render(undone)
     if partitions is None:
         raise UsageError("give the new partition count: --partitions M (or --undo)")
     result = run_repartition(
-        storage,
-        partitions=partitions,
-        apply=apply,
-        quarantine=quarantine,
-        force=force,
-        min_age=age,
-        break_lock=break_lock,
-        confirm=run.confirm(yes=yes, action="repartition", unattended="repartition"),
-        engine=make_engine(engine, master=master),
-        progress=run.progress,
+        storage, partitions=partitions, engine=make_engine(engine, master=master), **args
     )
     return run.render(result)

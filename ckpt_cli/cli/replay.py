@@ -19,17 +19,20 @@ from ckpt_cli.api import (
     run_replay,
 )
 from ckpt_cli.cli.common import (
+    SHARED_DEFAULTS,
     STATE,
     EngineOpt,
-    JsonOpt,
     MasterOpt,
     PathArg,
-    QuietOpt,
-    StorageOpt,
+    SharedOptions,
     check_output_file,
     error_boundary,
+    operator_option,
+    output_option,
+    partition_option,
     start,
     stderr_console,
+    workers_option,
 )
 from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import CkptError, UsageError
@@ -67,13 +70,7 @@ def replay(
         ),
     ] = None,
     operator: Annotated[
-        int | None,
-        typer.Option(
-            "--operator",
-            metavar="ID",
-            help="Operator id (needed when there are several).",
-            show_default=False,
-        ),
+        int | None, operator_option("Operator id (needed when there are several).")
     ] = None,
     store: Annotated[
         str | None,
@@ -96,14 +93,7 @@ def replay(
         ),
     ] = None,
     partition: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--partition",
-            "-p",
-            metavar="N",
-            help="Only this partition (repeatable; default all).",
-            show_default=False,
-        ),
+        list[int] | None, partition_option("Only this partition (repeatable; default all).")
     ] = None,
     where: Annotated[
         list[str] | None,
@@ -135,11 +125,8 @@ def replay(
     ] = OutputFormat.table,
     output: Annotated[
         str | None,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="FILE",
-            help="Write the rows to this file (a local path or a URL) instead of stdout.",
+        output_option(
+            "Write the rows to this file (a local path or a URL) instead of stdout.",
             show_default=False,
         ),
     ] = None,
@@ -215,18 +202,13 @@ def replay(
     ] = True,
     workers: Annotated[
         int | None,
-        typer.Option(
-            "--workers",
-            min=1,
-            help="Partitions replayed at once, in threads or worker processes (default: cores).",
-            show_default=False,
+        workers_option(
+            "Partitions replayed at once, in threads or worker processes (default: cores)."
         ),
     ] = None,
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> ReplayRun:
     """Show the state of a store at a batch, decoded, like Spark's statestore source.
 
@@ -252,7 +234,7 @@ def replay(
 
       ckpt replay /data/ckpt/q1 --format parquet -O out/
     """
-    run = start(json_output, quiet, storage_option)
+    run = start(shared)
     if STATE.debug and (why := kernel_note()) is not None:
         typer.echo(f"note: {why}; replay uses numpy/Arrow (slower)", err=True)
     _check_outputs(output, output_dir, engine, changes)
@@ -282,7 +264,7 @@ def replay(
             fmt=fmt.value,
             output=output,
             output_dir=output_dir,
-            keep=json_output or fmt is OutputFormat.table,
+            keep=shared.json_output or fmt is OutputFormat.table,
             limit=limit,
             workers=workers,
             engine=make_engine(engine, workers=workers, master=master) if output_dir else None,

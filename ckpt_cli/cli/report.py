@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
 from ckpt_cli.api import HtmlReport, require_plotly, write_report
 from ckpt_cli.cli.common import (
-    JsonOpt,
+    SHARED_DEFAULTS,
     PathArg,
-    QuietOpt,
-    StorageOpt,
+    SharedOptions,
     check_output_file,
     error_boundary,
+    output_option,
     start,
 )
 
@@ -22,17 +20,9 @@ from ckpt_cli.cli.common import (
 def report(
     path: PathArg,
     output: Annotated[
-        str,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="FILE",
-            help="Where to write the HTML page: a local path or a URL.",
-        ),
+        str, output_option("Where to write the HTML page: a local path or a URL.")
     ] = "report.html",
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> HtmlReport:
     """One self-contained HTML page (it opens offline): the headline, the
     validate findings, a heatmap of the state written per partition and version
@@ -48,7 +38,7 @@ def report(
 
       ckpt report s3://bucket/ckpt/q1 -o s3://bucket/reports/q1.html
     """
-    run = start(json_output, quiet, storage_option)
+    run = start(shared)
     check_output_file(output)
     require_plotly()  # before the checkpoint is listed
     return run.render(write_report(run.open(path), output, storage_options=run.storage_options))

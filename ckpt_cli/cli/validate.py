@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -11,14 +10,14 @@ import typer
 
 from ckpt_cli.api import ValidationReport, validate
 from ckpt_cli.cli.common import (
+    SHARED_DEFAULTS,
     EngineOpt,
-    JsonOpt,
     MasterOpt,
     PathArg,
-    QuietOpt,
-    StorageOpt,
+    SharedOptions,
     error_boundary,
     start,
+    workers_option,
 )
 from ckpt_cli.cli.output import render
 from ckpt_cli.engine import make_engine
@@ -66,17 +65,10 @@ def validate_command(
             show_default=False,
         ),
     ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers", min=1, help="Parallel reads (default: 4 per core).", show_default=False
-        ),
-    ] = None,
+    workers: Annotated[int | None, workers_option("Parallel reads (default: 4 per core).")] = None,
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> ValidationReport:
     """Check that the query can restart from this checkpoint, and say why not.
 
@@ -98,17 +90,17 @@ def validate_command(
 
       ckpt validate /data/ckpt/q1 --all-versions --junit validate.xml
     """
-    run = start(json_output, quiet, storage_option)
+    run = start(shared)
     report = validate(
         run.open(path),
         batch=batch,
         all_versions=all_versions,
         deep=deep,
-        workers=workers,
         progress=run.progress,
+        # --workers sizes the local engine, which makes the reads.
         engine=make_engine(engine, workers=workers, master=master),
+        fail_on=fail_on.value,
     )
-    result = replace(report, fail_on=fail_on.value)
     if junit is not None:
-        render(result, "junit", target=junit)
-    return run.render(result)
+        render(report, "junit", target=junit)
+    return run.render(report)

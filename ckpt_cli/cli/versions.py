@@ -8,11 +8,12 @@ import typer
 
 from ckpt_cli.api import VersionsReport, describe_versions
 from ckpt_cli.cli.common import (
-    JsonOpt,
+    SHARED_DEFAULTS,
     PathArg,
-    QuietOpt,
-    StorageOpt,
+    SharedOptions,
     error_boundary,
+    operator_option,
+    partition_option,
     start,
 )
 
@@ -20,19 +21,9 @@ from ckpt_cli.cli.common import (
 @error_boundary
 def versions(
     path: PathArg,
-    operator: Annotated[
-        int | None,
-        typer.Option("--operator", metavar="ID", help="Only this operator id.", show_default=False),
-    ] = None,
+    operator: Annotated[int | None, operator_option("Only this operator id.")] = None,
     partition: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--partition",
-            "-p",
-            metavar="N",
-            help="Only this partition id (repeatable).",
-            show_default=False,
-        ),
+        list[int] | None, partition_option("Only this partition id (repeatable).")
     ] = None,
     every: Annotated[
         bool,
@@ -42,9 +33,7 @@ def versions(
             "their ids as ranges, plus a row for each outlier). --json always lists each.",
         ),
     ] = False,
-    json_output: JsonOpt = False,
-    quiet: QuietOpt = False,
-    storage_option: StorageOpt = None,
+    shared: SharedOptions = SHARED_DEFAULTS,
 ) -> VersionsReport:
     """List batches, operators, stores, partitions and state store versions.
 
@@ -68,5 +57,5 @@ def versions(
 
       ckpt versions s3://bucket/ckpt/q1 --operator 0 -p 3 --json
     """
-    run = start(json_output, quiet, storage_option, all=every)
+    run = start(shared, all=every)
     return run.render(describe_versions(run.open(path), operator=operator, partitions=partition))

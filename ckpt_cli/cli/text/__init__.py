@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib
 from functools import singledispatch
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from ckpt_cli.cli.output import TextRenderer
-    from ckpt_cli.results import Result
+    from ckpt_cli.results import PlanRun, Result, Serialisable
+
+DoneT = TypeVar("DoneT", bound="Serialisable")
 
 
 # Each module registers its result types; a run imports only the one of the result it shows
@@ -49,13 +51,28 @@ def load_all() -> None:
         importlib.import_module(f"ckpt_cli.cli.text.{name}")
 
 
-def plan_first(plan: Result, out: TextRenderer, *, applied: bool, dry_run: str) -> None:
-    """A destructive command's plan, unless shown before its confirmation; then, when nothing
-    was applied, the ``dry_run`` note (if any)."""
-    if not out.shown(plan):
-        out.render(plan)
-    if not applied and dry_run:
+def plan_first(
+    run: PlanRun[Any, DoneT], out: TextRenderer, *, dry_run: str, idle: bool = False
+) -> DoneT | None:
+    """A destructive command's plan, unless shown before its confirmation; then, after a dry
+    run of a plan with something to do (not ``idle``), the ``dry_run`` note. Returns what
+    applying did (None: nothing was applied)."""
+    if not out.shown(run.plan):
+        out.render(run.plan)
+    if run.result is None and not run.declined and not idle:
         out.console.print(f"[dim]{dry_run}[/]")
+    return run.result
+
+
+def print_validation(out: TextRenderer, change: str, validation: Result) -> None:
+    """The verdict of the validation a change ends with, in one line."""
+    verdict = validation.to_json()
+    counts = verdict["counts"]
+    state = "[bold green]OK[/]" if verdict["ok"] else "[bold red]NOT OK[/]"
+    out.console.print(
+        f"Validation after {change}: {state} ({counts['error']} errors, "
+        f"{counts['warning']} warnings, {counts['info']} info)"
+    )
 
 
 def print_warnings(warnings: list[str]) -> None:

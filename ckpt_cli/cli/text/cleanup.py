@@ -105,21 +105,15 @@ def _plan(plan: CleanupPlan, out: TextRenderer) -> None:
 
 @render_text.register(CleanupRun)
 def _run(run: CleanupRun, out: TextRenderer) -> None:
-    plan, result = run.plan, run.result
-    quiet = run.declined or not plan.deletions
-    note = "" if quiet else "Dry run: nothing was deleted. Add --apply to delete."
-    plan_first(plan, out, applied=result is not None, dry_run=note)
+    plan = run.plan
+    note = "Dry run: nothing was deleted. Add --apply to delete."
+    result = plan_first(run, out, dry_run=note, idle=not plan.deletions)
     if result is None:
         return
-    out.console.print(
-        labelled(
-            "Deleted",
-            "green",
-            f"{result.deleted} files ({human_bytes(result.bytes)}) in "
-            f"{result.delete_requests} delete requests"
-            + (f"; manifest: {result.manifest}" if result.manifest else ""),
-        )
-    )
+    manifest = f"; manifest: {result.manifest}" if result.manifest else ""
+    requests = f"{result.delete_requests} delete requests"
+    deleted = f"{result.deleted} files ({human_bytes(result.bytes)}) in {requests}{manifest}"
+    out.console.print(labelled("Deleted", "green", deleted))
     for rel, why in result.refused.items():
         line = Text.assemble(("not deleted:", "yellow"), f" {rel}: {why}")
         stderr_console().print(line, soft_wrap=True)

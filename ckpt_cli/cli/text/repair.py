@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ckpt_cli.api import RepairPlan, RepairRun, UndoResult
 from ckpt_cli.cli.output import cli_words
-from ckpt_cli.cli.text import plan_first, print_warnings, render_text
+from ckpt_cli.cli.text import plan_first, print_validation, print_warnings, render_text
 from ckpt_cli.cli.text.fit import entry, field, labelled
 
 if TYPE_CHECKING:
@@ -48,10 +48,8 @@ def _plan(plan: RepairPlan, out: TextRenderer) -> None:
 
 @render_text.register(RepairRun)
 def _run(run: RepairRun, out: TextRenderer) -> None:
-    plan, result = run.plan, run.result
-    quiet = run.declined or not plan.actions
-    note = "" if quiet else "Dry run: nothing was changed. Add --apply to repair."
-    plan_first(plan, out, applied=result is not None, dry_run=note)
+    note = "Dry run: nothing was changed. Add --apply to repair."
+    result = plan_first(run, out, dry_run=note, idle=not run.plan.actions)
     if result is None:
         return
     out.console.print(
@@ -63,13 +61,7 @@ def _run(run: RepairRun, out: TextRenderer) -> None:
             f"(manifest: {result.manifest}).",
         )
     )
-    verdict = result.validation.to_json()
-    counts = verdict["counts"]
-    state = "[bold green]OK[/]" if verdict["ok"] else "[bold red]NOT OK[/]"
-    out.console.print(
-        f"Validation after repair: {state} ({counts['error']} errors, "
-        f"{counts['warning']} warnings, {counts['info']} info)"
-    )
+    print_validation(out, "repair", result.validation)
 
 
 @render_text.register(UndoResult)

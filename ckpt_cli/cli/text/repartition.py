@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ckpt_cli.api import RepartitionPlan, RepartitionRun, skew
 from ckpt_cli.cli.output import cli_words
-from ckpt_cli.cli.text import plan_first, print_warnings, render_text
+from ckpt_cli.cli.text import plan_first, print_validation, print_warnings, render_text
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
 from ckpt_cli.units import human_bytes, natural_key
 
@@ -96,9 +96,7 @@ def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
 
 @render_text.register(RepartitionRun)
 def _run(run: RepartitionRun, out: TextRenderer) -> None:
-    plan, result = run.plan, run.result
-    note = "" if run.declined else "Dry run: nothing was changed. Add --apply to write it."
-    plan_first(plan, out, applied=result is not None, dry_run=note)
+    result = plan_first(run, out, dry_run="Dry run: nothing was changed. Add --apply to write it.")
     if result is None:
         return
     console = out.console
@@ -122,10 +120,4 @@ def _run(run: RepartitionRun, out: TextRenderer) -> None:
                 "the repartition needs them.",
             )
         )
-    verdict = result.validation.to_json()
-    counts = verdict["counts"]
-    state = "[bold green]OK[/]" if verdict["ok"] else "[bold red]NOT OK[/]"
-    console.print(
-        f"Validation after repartition: {state} ({counts['error']} errors, "
-        f"{counts['warning']} warnings, {counts['info']} info)"
-    )
+    print_validation(out, "repartition", result.validation)
