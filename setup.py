@@ -9,14 +9,18 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 SOURCE = "ckpt_cli/_kernel.c"
-# The source's hash, compiled in: a kernel built from other source is not loaded.
-DIGEST = hashlib.sha256((Path(__file__).parent / SOURCE).read_bytes()).hexdigest()[:16]
+VENDORED = ["ckpt_cli/vendor/ryu.h"]
+# The sources' hash, compiled in: a kernel built from other source is not loaded.
+DIGEST = hashlib.sha256(
+    b"".join((Path(__file__).parent / name).read_bytes() for name in [SOURCE, *VENDORED])
+).hexdigest()[:16]
 
 setup(
     ext_modules=[
         Extension(
             "ckpt_cli._kernel",
             [SOURCE],
+            depends=VENDORED,
             define_macros=[("KERNEL_SOURCE", f'"{DIGEST}"')],
             extra_compile_args=["-O2", *os.environ.get("CKPT_KERNEL_CFLAGS", "").split()],
             optional=os.environ.get("CKPT_KERNEL_REQUIRED") != "1",

@@ -211,7 +211,12 @@ def test_the_sdist_builds_the_kernel_and_installs_without_a_compiler(tmp_path: P
     sdist = dist / made.stdout.strip().splitlines()[-1]
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"setup.py", "ckpt_cli/_kernel.c", "ckpt_cli/core/kernel.py"} <= names
+    assert {
+        "setup.py",
+        "ckpt_cli/_kernel.c",
+        "ckpt_cli/vendor/ryu.h",
+        "ckpt_cli/core/kernel.py",
+    } <= names
     assert not [n for n in names if n.endswith(".so")]
 
     subprocess.run([*pip, str(sdist)], check=True, capture_output=True, env=_venv_env())

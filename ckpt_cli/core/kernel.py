@@ -99,9 +99,11 @@ def _loaded() -> tuple[Any, str | None]:
         _kernel = importlib.import_module("ckpt_cli._kernel")
     except ImportError as exc:
         return None, f"the compiled replay kernel is not built ({exc})"
-    source = Path(__file__).resolve().parent.parent / "_kernel.c"
-    if source.is_file():  # a checkout: its build must be of this source
-        digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    package = Path(__file__).resolve().parent.parent
+    source = package / "_kernel.c"
+    if source.is_file():  # a checkout: its build must be of this source (as setup.py hashes it)
+        sources = (source, package / "vendor" / "ryu.h")
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
         if digest != _kernel.SOURCE:
             return None, (
                 "the compiled replay kernel was built from other source than "

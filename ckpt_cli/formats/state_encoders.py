@@ -693,6 +693,19 @@ def make_family_decoder(
     values = make_value_decoder(
         value_schema, encoding=encoding, path=path, value_writers=value_writers
     )
+    return entry_decoder(keys, values, multi_valued=multi_valued, checksums=checksums, path=path)
+
+
+def entry_decoder(
+    keys: KeyDecoder,
+    values: ValueDecoder,
+    *,
+    multi_valued: bool = False,
+    checksums: bool = False,
+    path: str = "<state>",
+) -> EntryDecoder:
+    """:func:`make_family_decoder` over a family's key and value decoders already made (a
+    reader that also decodes keys or values alone makes them once)."""
 
     def decode(key: bytes, value: bytes | None) -> DecodedEntry:
         decoded_key = keys(key)

@@ -371,34 +371,25 @@ def family_reader(
         {cf.key_schema_id: cf.key},
         {cf.value_schema_id: cf.value},
     )
+    keys = encoders.make_key_decoder(
+        cf.key,
+        cf.key_encoder,
+        column_families=True,
+        encoding=encoding,
+        path=path,
+        key_writers=key_writers,
+    )
+    values = encoders.make_value_decoder(
+        cf.value, encoding=encoding, path=path, value_writers=value_writers
+    )
     return VariableReader(
         cf.name,
         kind,
         flatten,
         multi,
-        encoders.make_family_decoder(
-            cf.key,
-            cf.value,
-            cf.key_encoder,
-            column_families=True,
-            multi_valued=multi,
-            encoding=encoding,
-            checksums=checksums,
-            path=path,
-            key_writers=key_writers,
-            value_writers=value_writers,
-        ),
-        encoders.make_key_decoder(
-            cf.key,
-            cf.key_encoder,
-            column_families=True,
-            encoding=encoding,
-            path=path,
-            key_writers=key_writers,
-        ),
-        encoders.make_value_decoder(
-            cf.value, encoding=encoding, path=path, value_writers=value_writers
-        ),
+        encoders.entry_decoder(keys, values, multi_valued=multi, checksums=checksums, path=path),
+        keys,
+        values,
         checksums,
         path,
         cf.key,
