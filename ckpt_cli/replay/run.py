@@ -23,8 +23,8 @@ from ckpt_cli.replay.sinks import open_output, write_partitions, write_state_par
 from ckpt_cli.results import Result
 from ckpt_cli.secrets import scrub
 from ckpt_cli.state.decoders import require_pyarrow
-from ckpt_cli.state.reader import read_hints, requested_store, target_rows
-from ckpt_cli.state.target import ReplayTarget, resolve_target
+from ckpt_cli.state.reader import Where, read_hints, read_state
+from ckpt_cli.state.target import ReplayTarget
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
 # Rows kept for a table when no limit is given.
@@ -85,7 +85,7 @@ def run_replay(
     partitions: list[int] | None = None,
     change_start_batch: int | None = None,
     change_end_batch: int | None = None,
-    where: tuple[tuple[str, str], ...] = (),
+    where: Where = (),
     raw: bool = False,
     best_effort: bool = False,
     state_var: str | None = None,
@@ -122,18 +122,13 @@ def run_replay(
         require_pyarrow("--format parquet")
     # A damaged file met while reading: its error says what fixes it.
     with read_hints():
-        store, family = requested_store(ckpt, operator, store, join_side)
-        target = resolve_target(
+        rows = read_state(
             ckpt,
             batch=batch,
             version=state_version,
             operator=operator,
             store=store,
             partitions=partitions,
-        )
-        rows = target_rows(
-            ckpt,
-            target,
             change_start_batch=change_start_batch,
             change_end_batch=change_end_batch,
             where=where,
@@ -142,9 +137,9 @@ def run_replay(
             state_var=state_var,
             timers=timers,
             flatten=flatten,
-            join_side=join_side is not None,
-            join_family=family,
+            join_side=join_side,
         )
+        target = rows.target
         if on_notes is not None:
             on_notes(target)
         run = ReplayRun(target, fmt, changes)

@@ -218,7 +218,7 @@ def read_state(
     partitions: Iterable[int] | None = None,
     change_start_batch: int | None = None,
     change_end_batch: int | None = None,
-    where: Mapping[str, str] | None = None,
+    where: Mapping[str, str] | Where | None = None,
     raw: bool = False,
     best_effort: bool = False,
     storage_options: Mapping[str, Any] | None = None,
@@ -231,7 +231,8 @@ def read_state(
     ``spark.read.format("statestore")``; with ``change_start_batch``, like its
     ``readChangeFeed`` option, the change feed instead: every put (``update``), delete and
     merge of batches ``change_start_batch``..``change_end_batch`` (default: the latest
-    committed). ``where`` keeps keys whose columns equal the given values. A path or URL is
+    committed). ``where`` keeps keys whose columns equal the given values (a mapping, or
+    (column, value) pairs). A path or URL is
     opened with ``storage_options``. Of a transformWithState operator one state variable is
     read (``state_var``, Spark's ``stateVarName``) or its timers (``timers``,
     ``readRegisteredTimers``); ``flatten=False`` gives a list or map variable's collection in
@@ -247,7 +248,7 @@ def read_state(
         target,
         change_start_batch=change_start_batch,
         change_end_batch=change_end_batch,
-        where=tuple((where or {}).items()),
+        where=tuple(where.items()) if isinstance(where, Mapping) else tuple(where or ()),
         raw=raw,
         best_effort=best_effort,
         state_var=state_var,
