@@ -82,7 +82,7 @@ PathArg = Annotated[
     str,
     typer.Argument(
         metavar="CHECKPOINT",
-        help="Checkpoint location: a local path, file://, s3://, abfs://, memory://...",
+        help="Checkpoint location: a local path, file://, s3://, abfs://, gs://, hdfs://...",
         show_default=False,
     ),
 ]

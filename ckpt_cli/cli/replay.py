@@ -77,8 +77,9 @@ def replay(
         typer.Option(
             "--store",
             metavar="NAME",
-            help="Store name, for joins: left-keyToNumValues, left-keyWithIndexToValue, "
-            "right-keyToNumValues, right-keyWithIndexToValue.",
+            help="Store name, for stream-stream joins: <side>-keyToNumValues and "
+            "<side>-keyWithIndexToValue (state formats 1-3), <side>-keyWithTsToValues and "
+            "<side>-tsWithKey (format 4), where <side> is left or right.",
             show_default=False,
         ),
     ] = None,

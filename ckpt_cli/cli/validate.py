@@ -54,7 +54,12 @@ def validate_command(
         ),
     ] = False,
     fail_on: Annotated[
-        FailOn, typer.Option("--fail-on", help="Exit 1 when a finding of this severity or worse.")
+        FailOn,
+        typer.Option(
+            "--fail-on",
+            metavar="SEVERITY",
+            help="Exit 1 when a finding of this severity or worse.",
+        ),
     ] = FailOn.error,
     junit: Annotated[
         Path | None,
