@@ -316,7 +316,4 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is not None:
         return getattr(importlib.import_module(module), name)
-    later = globals().get(name)
-    if isinstance(later, _Later):
-        return later.function
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -148,12 +148,18 @@ def lz4_files(datas: list[bytes]) -> tuple[bytes, list[int]] | None:
 # -- merging -------------------------------------------------------------------------------------
 
 
-def merge(data: bytes | bytearray, segments: list[tuple[int, int, bool]], *, dedupe: bool) -> Any:
+def merge(
+    data: bytes | bytearray,
+    segments: list[tuple[int, int, bool]],
+    *,
+    dedupe: bool,
+    removes: bool = False,
+) -> Any:
     """The records of ``segments`` (start, end, snapshot) of ``data`` in turn: with ``dedupe``
     per key its first record's key and its last record's value, by first record, keys whose
-    last record is a remove left out; None when a segment does not frame cleanly. The kernel
-    must be loaded."""
-    return load().merge(data, segments, dedupe, False)
+    last record is a remove left out (kept with ``removes``: a changelog's); None when a
+    segment does not frame cleanly. The kernel must be loaded."""
+    return load().merge(data, segments, dedupe, removes)
 
 
 def sst_block_records(path: str, blocks: list[bytes]) -> Records:

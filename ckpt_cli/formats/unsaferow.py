@@ -40,6 +40,7 @@ offset and size is checked against the enclosing row before it is read.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -545,6 +546,12 @@ def _variable_length(data_type: S.DataType) -> bool:
         return True
 
 
+@functools.lru_cache(maxsize=256)
+def _variable_length_fields(schema: S.StructType) -> frozenset[int]:
+    # Per schema, not per row: a nested type's plan compiles its decoders.
+    return frozenset(i for i, f in enumerate(schema.fields) if _variable_length(f.data_type))
+
+
 def row_layout_problem(schema: S.StructType, data: bytes | bytearray | memoryview) -> str | None:
     """What about an UnsafeRow's bytes does not fit ``schema``, or None.
 
@@ -567,8 +574,9 @@ def row_layout_problem(schema: S.StructType, data: bytes | bytearray | memoryvie
     if bits >> n:
         return f"null bits set beyond the schema's {n} fields"
     end = fixed
+    variable = _variable_length_fields(schema)
     for i, f in enumerate(schema.fields):
-        if bits >> i & 1 or not _variable_length(f.data_type):
+        if bits >> i & 1 or i not in variable:
             continue
         raw = int.from_bytes(buf[8 * words + 8 * i : 8 * words + 8 * i + 8], "little")
         offset, length = raw >> 32, raw & 0xFFFFFFFF

@@ -266,17 +266,11 @@ def _merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
 def _kernel_merged(ckpt: Checkpoint, plan: ReplayPlan) -> Packed | None:
     """``_merged`` by the compiled kernel: the files decompressed into one buffer, then
     framed and merged there in one pass (no array per record)."""
-    whole = whole_lz4(ckpt, plan.files)
-    buf: bytes | bytearray
-    if whole is not None:
-        buf, ends = whole
-        starts = [0, *ends[:-1]]
-        segments = [
-            (start, end, f.kind is FileKind.SNAPSHOT)
-            for f, start, end in zip(plan.files, starts, ends, strict=True)
-        ]
-    else:
-        buf, segments = _decompressed_into_one(ckpt, plan.files)
+    buf, spans = decompressed_files(ckpt, plan.files)
+    segments = [
+        (start, end, f.kind is FileKind.SNAPSHOT)
+        for f, (start, end) in zip(plan.files, spans, strict=True)
+    ]
     # A snapshot alone holds each key once: framed, not merged.
     merged = kernel.merge(buf, segments, dedupe=bool(plan.steps) or plan.base is None)
     return None if merged is None else kernel_packed(buf, merged)
@@ -308,18 +302,24 @@ def whole_lz4(ckpt: Checkpoint, files: list[CheckpointFile]) -> tuple[bytes, lis
     return kernel.lz4_files([ckpt.storage.read_bytes(f.path) for f in files])
 
 
-def _decompressed_into_one(
+def decompressed_files(
     ckpt: Checkpoint, files: list[CheckpointFile]
-) -> tuple[bytearray, list[tuple[int, int, bool]]]:
+) -> tuple[bytes | bytearray, list[tuple[int, int]]]:
+    """The files' decompressed bytes one after another in one buffer, and where each is
+    (start, end): lz4 files whole by the kernel (``whole_lz4``), else streamed in."""
+    whole = whole_lz4(ckpt, files)
+    if whole is not None:
+        data, ends = whole
+        return data, list(zip([0, *ends[:-1]], ends, strict=True))
     buf = bytearray()
-    segments = []
+    spans = []
     for f in files:
         start = len(buf)
         with ckpt.storage.open_stream(f.path) as fh:
             for chunk in compression.decompressed_chunks(f.path, fh, codec=codec_of(ckpt)):
                 buf += chunk
-        segments.append((start, len(buf), f.kind is FileKind.SNAPSHOT))
-    return buf, segments
+        spans.append((start, len(buf)))
+    return buf, spans
 
 
 _FNV_OFFSET = 0xCBF29CE484222325

@@ -42,6 +42,7 @@ from ckpt_cli.state.bulk import (
     Changes,
     Packed,
     decompressed,
+    decompressed_files,
     framed_records,
     joined,
     kernel_packed,
@@ -49,7 +50,6 @@ from ckpt_cli.state.bulk import (
     keys_equal,
     last_changes,
     sliced,
-    whole_lz4,
 )
 
 # Changelog formats of puts and deletes only (V2/V4 carry column families and merges).
@@ -81,37 +81,22 @@ def rocksdb_batches(ckpt: Checkpoint, plan: ReplayPlan, size: int) -> Iterator[P
 def _kernel_changes(ckpt: Checkpoint, plan: ReplayPlan) -> _KernelLookup | None:
     """``changelog_changes`` by the compiled kernel: the changelogs' records after their
     headers, framed and merged in one buffer (removes kept), looked up by its key table."""
-    buf: bytes | bytearray
-    whole = whole_lz4(ckpt, plan.steps)
-    if whole is not None:
-        buf, ends = whole
-        segments = []
-        for f, start, end in zip(plan.steps, [0, *ends[:-1]], ends, strict=True):
-            changelog = records.open_changelog(f.path, _pieces(buf, start, end))
-            if changelog.format_version not in _UNTYPED:
-                return None
-            segments.append((start + changelog.records_offset, end, False))
-    else:
-        buf = bytearray()
-        segments = []
-        for f in plan.steps:
-            data = decompressed(ckpt, f)
-            changelog = records.open_changelog(f.path, [data])
-            if changelog.format_version not in _UNTYPED:
-                return None
-            start = len(buf)
-            buf += data
-            del data
-            segments.append((start + changelog.records_offset, len(buf), False))
-    merged = kernel.load().merge(buf, segments, True, True)
+    buf, spans = decompressed_files(ckpt, plan.steps)
+    segments = []
+    for f, (start, end) in zip(plan.steps, spans, strict=True):
+        changelog = records.open_changelog(f.path, _pieces(buf, start, end))
+        if changelog.format_version not in _UNTYPED:
+            return None
+        segments.append((start + changelog.records_offset, end, False))
+    merged = kernel.merge(buf, segments, dedupe=True, removes=True)
     return None if merged is None else _KernelLookup(buf, merged)
 
 
-def _pieces(buf: bytes, start: int, end: int, size: int = 1 << 16) -> Iterator[bytes]:
+def _pieces(buf: bytes | bytearray, start: int, end: int, size: int = 1 << 16) -> Iterator[bytes]:
     """``buf[start:end]`` a piece at a time (a changelog's header is read from the first,
     without copying the records after it)."""
     for at in range(start, end, size):
-        yield buf[at : min(at + size, end)]
+        yield bytes(buf[at : min(at + size, end)])  # bytes of bytes is no copy
 
 
 def changelog_changes(ckpt: Checkpoint, plan: ReplayPlan) -> Changes | None:

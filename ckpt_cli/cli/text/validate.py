@@ -56,7 +56,7 @@ def _validation(result: ValidationReport, out: TextRenderer) -> None:
                 message = message[len(where) + 2 :]  # the path is on the line above
             more = len(f["paths"]) - 1
             also = (
-                Text(f"and {more:,} more files (--json lists them)", style="dim")
+                Text(f"and {more:,} more file{'s' * (more != 1)} (--json lists them)", style="dim")
                 if more > 0
                 else ""
             )
