@@ -23,6 +23,7 @@ from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.replay import read_state
 from ckpt_cli.state.columns import Columnar, columnar_for, line_chunks
+from ckpt_cli.state.plain_arrow import RowPath
 from ckpt_cli.state.decoders import RowDecoder
 from tests.conftest import CASES, CASES_DIR, Case
 from tests.formats.test_unsaferow import field, values_for, write_row
@@ -393,3 +394,33 @@ def test_timestamp_and_date_text_equals_the_row_paths(spread_days: int) -> None:
     assert [bytes(row).decode() for row in got] == expected
     dates = [(dt.date(1970, 1, 1) + dt.timedelta(days=int(d))).isoformat() for d in days]
     assert [bytes(row).decode() for row in _format_dates(days)] == [d.rjust(10, "0") for d in dates]
+
+
+def test_gathered_batches_give_each_partitions_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small batches of consecutive partitions decoded as one (``gathered_table_work``) give
+    the tables of each decoded alone: batches sliced from a larger buffer, empty ones, and
+    a gathered batch the columns cannot vouch for (the row path, record by record, each
+    with its own partition)."""
+    from ckpt_cli.state import columns
+    from ckpt_cli.state.bulk import Packed, sliced
+
+    columnar = columnar_for(_decoder(KEY, VALUE))
+    assert columnar is not None
+    rows = _tricky_rows()
+    whole = Packed.of(_pairs(KEY, VALUE, rows * 3))
+    middle = list(sliced(whole, 4))[1]  # records 4-7 of a larger buffer
+    batches = [
+        (3, Packed.of(_pairs(KEY, VALUE, rows[:2]))),
+        (4, middle),
+        (5, Packed.of([])),
+        (9, Packed.of(_pairs(KEY, VALUE, rows[1:]))),
+    ]
+    alone = pa.concat_tables([columnar.table(pid, batch) for pid, batch in batches])
+    assert alone.num_rows == 2 + 4 + len(rows) - 1
+    assert columns._gathered_table(columnar, batches).equals(alone)
+
+    def row_path(*_: object) -> None:
+        raise RowPath
+
+    monkeypatch.setattr(Columnar, "native", row_path)
+    assert columns._gathered_table(columnar, batches).equals(alone)

@@ -356,6 +356,28 @@ def test_strings_are_valid_utf8_or_handed_back(text: bytes) -> None:
     assert csv == _reference_csv(columnar, csv_schema, 0, batch)
 
 
+def test_text_that_outgrows_its_room_is_whole() -> None:
+    """A batch's text is given room by the store's last batch (64 bytes a row at first):
+    batches longer and shorter than the last one, from one row to many, each come out whole
+    (a batch that outgrows its room goes on in other memory and is copied at the end)."""
+    key = S.StructType((field("k", S.STRING),))
+    value = S.StructType((field("v", S.LONG),))
+    columnar = columnar_for(_decoder(key, value, "hdfs"))
+    csv_schema = schema_of(columnar.decoder) if columnar is not None else None
+    assert columnar is not None and csv_schema is not None
+    assert columnar_for(columnar.decoder) is columnar  # one per decoder: the room is kept
+    for rows, width in [(1, 500), (300, 3), (300, 400), (2, 5), (1000, 150), (50, 3000)]:
+        batch = Packed.of(
+            [
+                (write_row(key, {"k": "k" * width + str(i)}), write_row(value, {"v": i}))
+                for i in range(rows)
+            ]
+        )
+        lines, csv = _texts(columnar, 7, batch)
+        assert lines == columnar.reference_line_bytes(7, batch)
+        assert csv == _reference_csv(columnar, csv_schema, 7, batch)
+
+
 # -- floats ---------------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from typing import cast
 import pytest
 
 from ckpt_cli.progress import NULL_PROGRESS
-from ckpt_cli.state.ordered import in_order, write_in_order
+from ckpt_cli.state.ordered import ahead, in_order, write_in_order
 
 HANG_SECONDS = 60.0
 
@@ -228,3 +228,52 @@ def test_write_in_order_writes_every_partition_once(workers: int) -> None:
     _consume(run)
     assert box == [1500]
     assert out.getvalue() == "".join(f"{i}.{j}\n" for i in range(300) for j in range(5))
+
+
+# -- ahead: one source made in a thread of its own while the reader works ------------------
+
+
+def _items(spec: SourceSpec, seen: Observed) -> Callable[[], Iterator[str]]:
+    """``spec``'s source as plain items (its works done where it runs)."""
+    make = _source(spec, seen)
+
+    def items() -> Iterator[str]:
+        gen = make()
+        try:
+            for work in gen:
+                yield work()
+        finally:
+            gen.close()  # type: ignore[attr-defined]
+
+    return items
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_ahead_gives_what_its_source_gives_at_any_depth_slow_or_failing(seed: int) -> None:
+    rng = random.Random(seed)
+    depth = rng.randint(1, 6)
+    items = rng.choice([0, 1, depth, depth + 1, 40])
+    how = rng.choice(["", "", "open", "midway", "work", "slow", "slow work"])
+    spec = SourceSpec(
+        0,
+        items,
+        slow_open=0.02 if how == "slow" else 0.0,
+        slow_work=0.002 if how == "slow work" else 0.0,
+        fail_open=how == "open",
+        fail_at=items // 2 if how == "midway" and items else None,
+        fail_work_at=items - 1 if how == "work" and items else None,
+    )
+    seen = Observed()
+    got = _consume(lambda: ahead(_items(spec, seen), depth))
+    assert got == _one_thread([spec])
+    assert seen.open_now == 0  # closed, on errors too
+
+
+@pytest.mark.parametrize("depth", [1, 2, 8])
+def test_ahead_stops_its_source_when_the_reader_stops(depth: int) -> None:
+    seen = Observed()
+    run = cast("Generator[str, None, None]", ahead(_items(SourceSpec(0, 1000), seen), depth))
+    first = [next(run) for _ in range(5)]
+    run.close()
+    assert first == [f"0.{j}" for j in range(5)]
+    assert seen.open_now == 0

@@ -175,3 +175,25 @@ def test_an_error_in_a_rocksdb_process_is_the_one_line_of_one_thread(
             write_state_parquet(read_state(str(root)), io.BytesIO(), None, workers)
         errors.append(str(caught.value))
     assert errors[0] == errors[1] and "10.zip" in errors[0]
+
+
+@pytest.mark.parametrize("name", ["spark4-hdfs-agg-200", "spark4-hdfs-agg"])
+def test_parquet_is_the_same_table_on_any_number_of_workers(name: str, tmp_path: Path) -> None:
+    """Parquet of 200 partitions: decoded on ``workers - 1`` threads, several partitions to a
+    batch, while this thread encodes; the table is the one a single thread writes, row for
+    row, and its rows are the reader's."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    ckpt = str(CASES_DIR / name / "checkpoint")
+    tables = []
+    for workers in ("1", "2", "3", "8"):
+        out = tmp_path / f"{workers}.parquet"
+        result = run_cli(
+            "replay", ckpt, "--format", "parquet", "-o", str(out), "--workers", workers
+        )
+        assert result.exit_code == 0, result.stderr
+        tables.append(pq.read_table(out))
+    assert tables[0].num_rows > 0
+    assert all(table.equals(tables[0]) for table in tables[1:])
+    opened = Checkpoint.open(ckpt)
+    rows = list(target_rows(opened, resolve_target(opened)))
+    assert tables[0].to_pylist() == rows

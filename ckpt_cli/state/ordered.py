@@ -57,6 +57,43 @@ def in_order(
         yield from _ordered(sources, workers, depth, doers)
 
 
+def ahead(source: Callable[[], Iterator[T]], depth: int = DEPTH) -> Iterator[T]:
+    """What ``source`` gives, made in a thread of its own up to ``depth`` items ahead of the
+    reader: the reader's own work overlaps it. An error in the source is raised where its
+    item would have come; the source stops when the reader does."""
+    stop = threading.Event()
+    out: queue.Queue[tuple[int, Any]] = queue.Queue(depth)
+
+    def run() -> None:
+        items = None
+        try:
+            items = source()
+            for item in items:
+                if not _put(out, (_ITEM, item), stop):
+                    return
+            _put(out, (_END, None), stop)
+        except BaseException as exc:  # raised again in the reader's thread
+            _put(out, (_ERROR, exc), stop)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=run, name="ckpt-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = out.get()
+            if kind == _END:
+                return
+            if kind == _ERROR:
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _ordered(
     sources: Sequence[Callable[[], Iterator[Any]]],
     workers: int,
