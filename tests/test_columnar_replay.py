@@ -23,8 +23,8 @@ from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.replay import read_state
 from ckpt_cli.state.columns import Columnar, columnar_for, line_chunks
-from ckpt_cli.state.plain_arrow import RowPath
 from ckpt_cli.state.decoders import RowDecoder
+from ckpt_cli.state.plain_arrow import RowPath
 from tests.conftest import CASES, CASES_DIR, Case
 from tests.formats.test_unsaferow import field, values_for, write_row
 from tests.test_state_vs_spark import READS, _canon, _spark_rows
