@@ -63,23 +63,7 @@ def ahead(source: Callable[[], Iterator[T]], depth: int = DEPTH) -> Iterator[T]:
     item would have come; the source stops when the reader does."""
     stop = threading.Event()
     out: queue.Queue[tuple[int, Any]] = queue.Queue(depth)
-
-    def run() -> None:
-        items = None
-        try:
-            items = source()
-            for item in items:
-                if not _put(out, (_ITEM, item), stop):
-                    return
-            _put(out, (_END, None), stop)
-        except BaseException as exc:  # raised again in the reader's thread
-            _put(out, (_ERROR, exc), stop)
-        finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
-
-    thread = threading.Thread(target=run, name="ckpt-ahead", daemon=True)
+    thread = threading.Thread(target=_feed, args=(source, out, stop), daemon=True)
     thread.start()
     try:
         while True:
@@ -104,20 +88,7 @@ def _ordered(
     queues: list[queue.Queue[tuple[int, Any]]] = [queue.Queue(depth) for _ in sources]
 
     def run(index: int) -> None:
-        out = queues[index]
-        batches = None
-        try:
-            batches = sources[index]()  # a source that fails to start is an error too
-            for batch in batches:
-                if not _put(out, (_ITEM, batch), stop):
-                    return
-            _put(out, (_END, None), stop)
-        except BaseException as exc:  # raised again in the reader's thread
-            _put(out, (_ERROR, exc), stop)
-        finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
+        _feed(sources[index], queues[index], stop)
 
     # A thread per place: an opened source never waits for a thread.
     pool = ThreadPoolExecutor(max_workers=min(workers, len(sources)))
@@ -210,6 +181,26 @@ class _Work:
             closed = self._ended and self._left == 0
         if closed:
             self._closed()
+
+
+def _feed(
+    source: Callable[[], Iterator[Any]], out: queue.Queue[tuple[int, Any]], stop: threading.Event
+) -> None:
+    """What ``source`` gives onto ``out``, then its end or its error (a source that fails to
+    start is an error too), until the reader stops; the source is closed either way."""
+    items = None
+    try:
+        items = source()
+        for item in items:
+            if not _put(out, (_ITEM, item), stop):
+                return
+        _put(out, (_END, None), stop)
+    except BaseException as exc:  # raised again in the reader's thread
+        _put(out, (_ERROR, exc), stop)
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
 
 
 def _put(out: queue.Queue[tuple[int, Any]], item: tuple[int, Any], stop: threading.Event) -> bool:
