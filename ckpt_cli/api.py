@@ -59,10 +59,14 @@ _METHOD_FUNCTIONS = {
     "repartition_checkpoint": "ckpt_cli.repartition.run",
     "undo_repair": "ckpt_cli.change.undo",
     "undo_repartition": "ckpt_cli.repartition.run",
+    "plan_convert": "ckpt_cli.convert.plan",
+    "convert_checkpoint": "ckpt_cli.convert.run",
+    "undo_convert": "ckpt_cli.convert.run",
 }
 
 if TYPE_CHECKING:
     from ckpt_cli.batches import BatchesReport, BatchRow, SourceProgress, batch_timeline
+    from ckpt_cli.change.flow import Guards
     from ckpt_cli.change.undo import UndoResult, undo_repair
     from ckpt_cli.cleanup import (
         CleanupPlan,
@@ -74,6 +78,8 @@ if TYPE_CHECKING:
     )
     from ckpt_cli.cleanup.plan import DESCRIPTIONS
     from ckpt_cli.cleanup.retention import plan_cleanup
+    from ckpt_cli.convert.plan import ConvertPlan, plan_convert
+    from ckpt_cli.convert.run import ConvertRun, convert_checkpoint, run_convert, undo_convert
     from ckpt_cli.du import DEFAULT_TOP, DiskUsageReport, Usage, disk_usage
     from ckpt_cli.inspect import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
     from ckpt_cli.repair import RepairPlan, RepairRun, run_repair
@@ -173,10 +179,16 @@ class Checkpoint(model.Checkpoint):
     plan_repartition = Call(plan_repartition)
     #: ``ckpt repartition --apply --yes``: :func:`ckpt_cli.repartition.run.repartition_checkpoint`
     repartition = Call(repartition_checkpoint)
+    #: ``ckpt convert`` without ``--apply``: :func:`ckpt_cli.convert.plan.plan_convert`
+    plan_convert = Call(plan_convert)
+    #: ``ckpt convert --apply --yes``: :func:`ckpt_cli.convert.run.convert_checkpoint`
+    convert = Call(convert_checkpoint)
     #: ``ckpt repair --undo``: :func:`ckpt_cli.change.undo.undo_repair`
     undo_repair = Call(undo_repair, via=_storage)
     #: ``ckpt repartition --undo``: :func:`ckpt_cli.repartition.run.undo_repartition`
     undo_repartition = Call(undo_repartition, via=_storage)
+    #: ``ckpt convert --undo``: :func:`ckpt_cli.convert.run.undo_convert`
+    undo_convert = Call(undo_convert, via=_storage)
 
 
 def methods() -> dict[str, Call[Any, Any]]:
@@ -217,6 +229,10 @@ _EXPORTS = {
     "RepairRun": "ckpt_cli.repair",
     "run_repair": "ckpt_cli.repair",
     "UndoResult": "ckpt_cli.change.undo",
+    "Guards": "ckpt_cli.change.flow",
+    "ConvertPlan": "ckpt_cli.convert.plan",
+    "ConvertRun": "ckpt_cli.convert.run",
+    "run_convert": "ckpt_cli.convert.run",
     "RepartitionPlan": "ckpt_cli.repartition.plan",
     "skew": "ckpt_cli.repartition.plan",
     "RepartitionRun": "ckpt_cli.repartition.run",
@@ -253,6 +269,8 @@ __all__ = [
     "Checkpoint",
     "CleanupPlan",
     "CleanupRun",
+    "ConvertPlan",
+    "ConvertRun",
     "DEFAULT_LIMIT",
     "DEFAULT_TOP",
     "DESCRIPTIONS",
@@ -260,6 +278,7 @@ __all__ = [
     "ERROR",
     "FileReport",
     "Finding",
+    "Guards",
     "Headline",
     "HtmlReport",
     "INFO",
@@ -286,6 +305,7 @@ __all__ = [
     "VersionsReport",
     "WARNING",
     "batch_timeline",
+    "convert_checkpoint",
     "describe_versions",
     "disk_usage",
     "inspect_file",
@@ -293,18 +313,21 @@ __all__ = [
     "methods",
     "open",
     "plan_cleanup",
+    "plan_convert",
     "plan_repair",
     "plan_repartition",
     "read_state",
     "repartition_checkpoint",
     "require_plotly",
     "run_cleanup",
+    "run_convert",
     "run_repair",
     "run_repartition",
     "run_replay",
     "scan_orphans",
     "skew",
     "split_file_location",
+    "undo_convert",
     "undo_repair",
     "undo_repartition",
     "validate",

@@ -22,7 +22,7 @@ from ckpt_cli.results import Report
 from ckpt_cli.storage import Storage
 
 # What each command's manifest holds besides the changes: how one is told from another.
-MANIFEST_KEYS = {"repair": "plan", "repartition": "repartition"}
+MANIFEST_KEYS = {"repair": "plan", "repartition": "repartition", "convert": "convert"}
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ COMMANDS = {
     "cleanup": "cleanup:cleanup",
     "repair": "repair:repair",
     "repartition": "repartition:repartition",
+    "convert": "convert:convert",
     "report": "report:report",
 }
 

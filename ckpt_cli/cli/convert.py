@@ -1,0 +1,89 @@
+"""``ckpt convert``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ckpt_cli.api import ConvertRun, Guards, UndoResult, run_convert, undo_convert
+from ckpt_cli.cli.common import (
+    CHANGE_DEFAULTS,
+    SHARED_DEFAULTS,
+    ApplyOpt,
+    ChangeOptions,
+    PathArg,
+    SharedOptions,
+    YesOpt,
+    error_boundary,
+    start_change,
+)
+from ckpt_cli.errors import UsageError
+
+
+@error_boundary
+def convert(
+    path: PathArg,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider",
+            metavar="hdfs|rocksdb",
+            help="The state store provider to move the state to.",
+            show_default=False,
+        ),
+    ] = None,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    change: ChangeOptions = CHANGE_DEFAULTS,
+    shared: SharedOptions = SHARED_DEFAULTS,
+) -> ConvertRun | UndoResult:
+    """Move a stateful query's state to the other state store provider offline
+    (HDFS-backed <-> RocksDB), which Spark pins in the offsets log and will not change.
+
+    The last committed batch is N: batch N+1 becomes a conversion batch (offsets/N+1 naming
+    the new provider class, commits/N+1), every partition gets a full snapshot of state
+    version N+2 in the new provider's files, and the old provider's files move to the
+    quarantine beside the checkpoint. The query then resumes at batch N+2 with the new
+    provider, reading no input twice. Aggregations, dropDuplicates (within watermark too),
+    flatMapGroupsWithState and stream-stream joins in state format 1-2 convert either way.
+
+    A dry run by default: prints the plan (keys and bytes per operator and store, files to
+    move). --apply writes it (asks first unless --yes; refuses while the query looks active
+    unless --force; holds the checkpoint lock) and ends with a validation. --undo puts back
+    every byte from the manifest of the newest conversion (--manifest picks another); it
+    refuses when the query ran batches after the conversion, unless --force.
+
+    Exit code 0 when the plan is made, the conversion is written and validates, or it is
+    undone (already), 1 when the checkpoint has errors after it, 2 when it refuses or cannot
+    run.
+
+    Examples:
+
+      ckpt convert /data/ckpt/q1 --provider rocksdb
+
+      ckpt convert s3://bucket/q1 --provider rocksdb --apply --yes
+
+      ckpt convert /data/ckpt/q1 --undo
+    """
+    run, args = start_change(
+        "convert", path, change, apply=apply, yes=yes, action="convert", shared=shared
+    )
+    storage = run.storage(path)
+    if change.undo:
+        undone = undo_convert(
+            storage, manifest=change.manifest, force=change.force, break_lock=change.break_lock
+        )
+        return run.render(undone)
+    if provider is None:
+        raise UsageError("give the provider to convert to: --provider hdfs|rocksdb (or --undo)")
+    guards = Guards(
+        args["apply"],
+        args["force"],
+        args["min_age"],
+        args["break_lock"],
+        args["confirm"],
+        args["progress"],
+    )
+    result = run_convert(storage, guards, provider=provider, quarantine=args["quarantine"])
+    return run.render(result)

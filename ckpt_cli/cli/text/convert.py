@@ -1,0 +1,88 @@
+"""``ckpt convert`` as a plan table and what was written."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ckpt_cli.api import ConvertPlan, ConvertRun
+from ckpt_cli.cli.output import cli_words
+from ckpt_cli.cli.text import plan_first, print_validation, print_warnings, render_text
+from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
+from ckpt_cli.units import human_bytes
+
+if TYPE_CHECKING:
+    from ckpt_cli.cli.output import TextRenderer
+
+
+@render_text.register(ConvertPlan)
+def _plan(plan: ConvertPlan, out: TextRenderer) -> None:
+    console = out.console
+    console.print(
+        labelled(
+            "Checkpoint",
+            "bold",
+            f"{plan.checkpoint} · {plan.provider_from}, checkpoint format "
+            f"v{plan.checkpoint_format_version}",
+        )
+    )
+    if plan.nothing_to_do:
+        for note in plan.notes:
+            console.print(labelled("note:", "yellow", cli_words(note)))
+        return
+    console.print(
+        labelled(
+            "Convert",
+            "bold",
+            f"{plan.provider_from} -> {plan.provider}: last committed batch "
+            f"{plan.last_committed}, conversion batch {plan.batch}, new state version "
+            f"{plan.version}",
+        )
+    )
+    table = FitTable(title="State per operator and store", title_justify="left")
+    table.add_column("op", justify="right")
+    table.add_column("store")
+    table.add_column("partitions", justify="right")
+    table.add_column("keys", justify="right")
+    table.add_column("bytes", justify="right")
+    for s in plan.stores:
+        table.add_row(
+            str(s.operator),
+            Flow.plain(s.store),
+            str(s.partitions),
+            f"{s.keys:,}",
+            human_bytes(s.bytes),
+        )
+    console.print(table)
+    console.print(
+        labelled(
+            "Moves",
+            "bold",
+            f"{len(plan.moved)} {plan.provider_from} files ({human_bytes(plan.moved_bytes)}) "
+            "to the quarantine",
+        )
+    )
+    for note in plan.notes:
+        console.print(labelled("note:", "yellow", cli_words(note)))
+    print_warnings(plan.warnings)
+
+
+@render_text.register(ConvertRun)
+def _run(run: ConvertRun, out: TextRenderer) -> None:
+    result = plan_first(
+        run,
+        out,
+        dry_run="Dry run: nothing was changed. Add --apply to write it.",
+        idle=run.plan.nothing_to_do,
+    )
+    if result is None:
+        return
+    out.console.print(
+        labelled(
+            "Converted:",
+            "green",
+            f"{len(result.written)} files written ({human_bytes(sum(result.written.values()))}),"
+            f" {result.moved} moved to the quarantine; `ckpt convert CHECKPOINT --undo` puts "
+            f"the checkpoint back (manifest: {result.manifest}).",
+        )
+    )
+    print_validation(out, "conversion", result.validation)

@@ -1,0 +1,166 @@
+"""Carrying a conversion out, each file recorded first in the write-ahead manifest so that
+``--undo`` restores every byte.
+
+Order, chosen so that Spark never restarts into wrong state, whatever the point a kill
+stops it at:
+
+1. every partition's version N+2 in the new provider's files (``N+2.snapshot``; or the SSTs,
+   then ``N+2.zip``), each before its checksum sidecar. The old provider does not see them
+   (the HDFS-backed store reads only ``<v>.delta`` and ``<v>.snapshot``, RocksDB only
+   ``.zip`` and ``.changelog``): a restart here runs as if nothing had happened;
+2. the old provider's files move to the quarantine, newest version first: a restart part
+   way (still the old provider) fails on the missing version N+1 instead of loading an
+   older one;
+3. ``offsets/N+1``: a copy of ``offsets/N`` naming the new provider class. A restart from
+   here re-runs batch N+1 with the new provider, which finds no version N+1 and fails
+   (HDFS: no delta to replay; RocksDB: no changelog), so nothing runs on wrong state;
+4. ``commits/N+1`` last: the conversion is done when it exists. Spark restarts at batch
+   N+2 from version N+2.
+
+``ckpt convert --undo`` puts back every moved file and removes every written one.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ckpt_cli.change.batch import BatchWriter, write_batch
+from ckpt_cli.change.lock import checkpoint_lock
+from ckpt_cli.change.manifest import Manifest, fresh_quarantine
+from ckpt_cli.change.safety import check_stopped
+from ckpt_cli.convert.plan import PROVIDER_CLASSES, ConvertPlan, converted_records, plan_convert
+from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
+from ckpt_cli.core.layout import DEFAULT_STORE
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.rebuild import codec_of
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats import logs
+from ckpt_cli.formats.rocksdb_write import VersionOptions, write_rocksdb_checkpoint
+from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.validate import ValidationReport, validate
+
+CONVERT_PREFIX = "convert-"
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """What :func:`convert` wrote and moved, and the validation after."""
+
+    manifest: str
+    written: dict[str, int]  # path -> size
+    moved: int
+    validation: ValidationReport
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "manifest": self.manifest,
+            "written": [{"path": p, "size": s} for p, s in sorted(self.written.items())],
+            "moved": self.moved,
+            "notes": self.notes,
+            "validation": self.validation.body_json(),
+        }
+
+
+def default_quarantine(ckpt: Checkpoint, now: float) -> str:
+    return fresh_quarantine(ckpt.storage, CONVERT_PREFIX, now)
+
+
+def convert(
+    ckpt: Checkpoint,
+    plan: ConvertPlan,
+    *,
+    quarantine: str | None = None,
+    force: bool = False,
+    min_age: float = DEFAULT_MIN_AGE_SECONDS,
+    now: float | None = None,
+    break_lock: bool = False,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> ConvertResult:
+    """Write ``plan`` into ``ckpt`` under the checkpoint lock. Refused while the query looks
+    active (newest offsets entry younger than ``min_age``) unless ``force``, and when the
+    checkpoint moved on since the plan."""
+    now = time.time() if now is None else now
+    check_stopped(ckpt, min_age=min_age, now=now, force=force)
+    if plan.nothing_to_do:
+        raise CkptError(f"{ckpt.storage.url}: the query already uses the {plan.provider} provider")
+    with checkpoint_lock(ckpt.storage, "ckpt convert", break_lock=break_lock):
+        fresh = Checkpoint.open(ckpt.storage)
+        if fresh.batches.latest_offsets != plan.last_committed:
+            raise CkptError(
+                f"{ckpt.storage.url}: the checkpoint changed since the plan (newest batch "
+                f"{fresh.batches.latest_offsets}, planned from {plan.last_committed}); plan again"
+            )
+        return apply_plan(fresh, plan, quarantine or default_quarantine(fresh, now), now, progress)
+
+
+def apply_plan(
+    ckpt: Checkpoint, plan: ConvertPlan, where: str, now: float, progress: ProgressSink
+) -> ConvertResult:
+    """The steps above, with no checks of the query's activity (the caller made them)."""
+    storage = ckpt.storage
+    manifest = Manifest(storage, where, now, lambda: {"convert": plan.body_json()})
+    manifest.save()
+    out = BatchWriter(ckpt, manifest)
+    _write_state(ckpt, plan, out, progress)
+    progress.start("Moving the old files", total=len(plan.moved))
+    try:
+        for rel in plan.moved:
+            dest = manifest.quarantined(rel)
+            pending = manifest.intend({"change": "moved", "path": rel, "to": dest})
+            storage.move_out(rel, dest, within=manifest.where)
+            manifest.done(pending)
+            progress.advance()
+    finally:
+        progress.close()
+    write_batch(
+        out,
+        last=plan.last_committed,
+        state=lambda _: {},  # written above, before the offsets entry
+        confs={logs.PROVIDER_CLASS: PROVIDER_CLASSES[plan.provider]},
+    )
+    manifest.save(complete=True)
+    after = validate(Checkpoint.open(storage))
+    return ConvertResult(manifest.path, out.written, len(plan.moved), after, list(plan.notes))
+
+
+def _write_state(
+    ckpt: Checkpoint, plan: ConvertPlan, out: BatchWriter, progress: ProgressSink
+) -> None:
+    total = sum(s.partitions for s in plan.stores)
+    progress.start("Writing partitions", total=total)
+    try:
+        for store in plan.stores:
+            op = ckpt.operators[store.operator]
+            for partition in op.stores[store.store].partitions:
+                base = f"{op.path}/{partition}"
+                if store.store != DEFAULT_STORE:
+                    base = f"{base}/{store.store}"
+                records = converted_records(ckpt, plan, store.operator, store.store, partition)
+                _write_partition(ckpt, plan, base, records, out)
+                progress.advance()
+    finally:
+        progress.close()
+
+
+def _write_partition(
+    ckpt: Checkpoint, plan: ConvertPlan, base: str, records: Any, out: BatchWriter
+) -> None:
+    if plan.provider == "hdfs":
+        data = encode_hdfs_snapshot(records, codec_of(ckpt))
+        out.write(f"{base}/{plan.version}.snapshot", data)
+        return
+    with tempfile.TemporaryDirectory(prefix="ckpt-convert-") as tmp:
+        dest = Path(tmp) / "files"
+        written = write_rocksdb_checkpoint(records, plan.version, dest, VersionOptions())
+        # The SSTs first, the zip that names them last (written.names is in that order).
+        for name in written.names:
+            out.write(f"{base}/{name}", (dest / name).read_bytes())
+
+
+__all__ = ["CONVERT_PREFIX", "ConvertResult", "apply_plan", "convert", "plan_convert"]

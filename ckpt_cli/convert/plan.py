@@ -1,0 +1,298 @@
+"""Planning ``ckpt convert --provider``: the state of the last committed batch N, every
+operator and store, read as Spark reads it and re-encoded for the other state store
+provider; what the conversion batch N+1 writes (a full version N+2 of every partition in the
+new provider's files, ``offsets/N+1`` naming the new provider class, ``commits/N+1``) and
+which of the old provider's files it moves to the quarantine.
+
+Records differ between the providers only in framing (docs §3.2, §5.3): the HDFS-backed
+store keeps a key and a value as bare UnsafeRows; RocksDB's ``NoPrefixKeyStateEncoder``
+puts one encoding version byte (0) before each. Stores whose RocksDB keys are encoded
+otherwise (a prefix scan's two rows, column families, transformWithState) have no HDFS
+counterpart, or none ckpt writes yet, and are refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckpt_cli.change.safety import links_refused
+from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
+from ckpt_cli.core.model import Checkpoint, CheckpointFile, Operator, Store
+from ckpt_cli.core.read import iter_state, read_zip_metadata
+from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.errors import CkptError, FormatError
+from ckpt_cli.formats import logs
+from ckpt_cli.formats.state_encoders import row_checksums
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.results import Result, fields_json
+
+PROVIDER_CLASSES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+# The files of a provider's versions: what the conversion moves out of each partition.
+PROVIDER_KINDS = {
+    "hdfs": frozenset({FileKind.DELTA, FileKind.SNAPSHOT}),
+    "rocksdb": frozenset({FileKind.ZIP, FileKind.CHANGELOG, FileKind.SST, FileKind.ROCKSDB_LOG}),
+}
+_SIDECARS = frozenset({FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM})
+# RocksDB's encoding version byte before every key and value (STATE_ENCODING_VERSION).
+ENCODING_VERSION = b"\x00"
+
+
+class ConvertRefused(CkptError):
+    """``ckpt convert`` will not run on this checkpoint (the message says why)."""
+
+    code = "CONVERT_REFUSED"
+
+
+@dataclass
+class StoreConversion:
+    """One store of one operator: its keys and record bytes (key + value) at batch N, over
+    its partitions."""
+
+    operator: int
+    store: str
+    partitions: int
+    keys: int = 0
+    bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self, "operator store partitions keys bytes")
+
+
+@dataclass
+class ConvertPlan(Result):
+    """What ``ckpt convert`` writes: batch ``batch`` (= last committed + 1) moves the state
+    from ``provider_from`` to ``provider``; every partition gets state version ``version``
+    in the new provider's files, and the old provider's files (``moved``) go to the
+    quarantine, where ``--undo`` takes them back from."""
+
+    checkpoint: str
+    last_committed: int
+    provider_from: str
+    provider: str
+    checkpoint_format_version: int
+    stores: list[StoreConversion] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list, repr=False)
+    moved_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def batch(self) -> int:
+        return self.last_committed + 1
+
+    @property
+    def version(self) -> int:
+        return self.last_committed + 2
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return self.provider_from == self.provider
+
+    @property
+    def ok(self) -> bool:
+        return True  # refusals raise; a plan is something to apply, not a problem
+
+    def body_json(self) -> dict[str, Any]:
+        return fields_json(
+            self,
+            "checkpoint last_committed batch version provider_from provider"
+            " checkpoint_format_version keys stores files_to_move moved_bytes notes warnings",
+            keys=sum(s.keys for s in self.stores),
+            files_to_move=len(self.moved),
+        )
+
+
+def plan_convert(
+    ckpt: Checkpoint, *, provider: str, progress: ProgressSink = NULL_PROGRESS
+) -> ConvertPlan:
+    """Plan the conversion of ``ckpt``'s state to ``provider`` (``hdfs`` or ``rocksdb``);
+    nothing is written. Every store's state at the last committed batch is read (as the
+    conversion will read it), so a state ckpt cannot read whole is refused here."""
+    url = ckpt.storage.url
+    if provider not in PROVIDER_CLASSES:
+        raise ConvertRefused(f"--provider {provider}: ckpt converts to hdfs or rocksdb")
+    links = links_refused(ckpt)
+    if links:
+        raise ConvertRefused(f"{url}: not converting: {links[0]}")
+    last = _last_committed(ckpt)
+    current = ckpt.offsets(last).conf.get(logs.PROVIDER_CLASS)
+    provider_from = _provider_of_class(current) if current else "hdfs"
+    plan = ConvertPlan(
+        checkpoint=url,
+        last_committed=last,
+        provider_from=provider_from,
+        provider=provider,
+        checkpoint_format_version=ckpt.checkpoint_format_version,
+    )
+    if plan.nothing_to_do:
+        plan.notes.append(f"the query already uses the {provider} provider (offsets/{last})")
+        return plan
+    _refuse_on_conf(ckpt, plan, current)
+    stores = [(op, st) for op in ckpt.operators.values() for st in op.stores.values()]
+    if not stores:
+        raise ConvertRefused(f"{url}: the query keeps no state: nothing to convert")
+    for op, st in stores:
+        _refuse_store(ckpt, plan, op, st)
+    progress.start("Reading state", total=sum(len(st.partitions) for _, st in stores))
+    try:
+        for op, st in stores:
+            counted = StoreConversion(op.id, st.name, len(st.partitions))
+            for partition in st.partitions:
+                for key, value in converted_records(ckpt, plan, op.id, st.name, partition):
+                    counted.keys += 1
+                    counted.bytes += len(key) + len(value)
+                progress.advance()
+            plan.stores.append(counted)
+    finally:
+        progress.close()
+    moved = list(old_files(ckpt, plan))
+    plan.moved = [f.path for f in moved]
+    plan.moved_bytes = sum(f.entry.size for f in moved)
+    plan.notes.append(
+        f"batch {plan.batch} converts the state: version {plan.version} of every partition "
+        f"in {provider} files, offsets/{plan.batch} naming {PROVIDER_CLASSES[provider]}; the "
+        f"{provider_from} files move to the quarantine, so batches before {plan.batch} can "
+        "no longer be read or rolled back to (--undo brings them back)"
+    )
+    if provider == "rocksdb":
+        plan.notes.append(
+            "RocksDB settings that are not pinned in the offsets (changelog checkpointing, "
+            "its other spark.sql.streaming.stateStore.rocksdb.* settings) are the restarted "
+            "session's own: the new state is a full snapshot, read whichever they are"
+        )
+    return plan
+
+
+def _last_committed(ckpt: Checkpoint) -> int:
+    url = ckpt.storage.url
+    _ = ckpt.query_id, ckpt.latest_offsets, ckpt.latest_commit  # the logs must read
+    batches = ckpt.batches
+    last = batches.latest_committed
+    if last is None or last not in batches.offsets:
+        raise ConvertRefused(
+            f"{url}: no committed batch with its offsets entry: nothing to convert "
+            "(Spark needs one committed batch too)"
+        )
+    latest = batches.latest_offsets
+    if latest is not None and latest > last:
+        raise ConvertRefused(
+            f"{url}: the last batch ({latest}) is not committed: an unfinished conversion "
+            "or repartition, or a batch Spark re-runs at restart",
+            hint="ckpt convert CHECKPOINT --undo rolls back an unfinished conversion; else "
+            f"restart the query until the batch commits, or ckpt repair --rollback-to {last}",
+        )
+    return last
+
+
+def _provider_of_class(cls: str) -> str:
+    if "RocksDB" in cls:
+        return "rocksdb"
+    if "HDFSBacked" in cls:
+        return "hdfs"
+    raise ConvertRefused(
+        f"the query's state store provider is {cls}: ckpt converts "
+        "HDFS-backed and RocksDB stores only"
+    )
+
+
+def _refuse_on_conf(ckpt: Checkpoint, plan: ConvertPlan, current: str | None) -> None:
+    url, last = ckpt.storage.url, plan.last_committed
+    if current is None:
+        raise ConvertRefused(
+            f"offsets/{last}: no {logs.PROVIDER_CLASS} in its conf: the provider Spark "
+            "restarts with cannot be changed there"
+        )
+    conf = ckpt.offsets(last).conf
+    if row_checksums(conf):
+        raise ConvertRefused(
+            f"{url}: row checksums are on (spark.sql.streaming.stateStore.rowChecksum"
+            ".enabled): the providers frame them differently, and ckpt does not convert them "
+            "yet"
+        )
+    if plan.checkpoint_format_version != 1:
+        raise ConvertRefused(
+            f"{url}: checkpoint format v{plan.checkpoint_format_version}: ckpt converts the "
+            "provider of format v1 checkpoints only (the HDFS-backed store has no v2)"
+        )
+
+
+def _refuse_store(ckpt: Checkpoint, plan: ConvertPlan, op: Operator, st: Store) -> None:
+    """Refuse the operators and stores the other provider cannot hold, or whose keys ckpt
+    does not re-encode, by name."""
+    where = f"state/{op.id}" + ("" if st.name == DEFAULT_STORE else f" store {st.name}")
+    if st.provider != plan.provider_from:
+        raise ConvertRefused(
+            f"{where}: its files are {st.provider}'s, but offsets/{plan.last_committed} "
+            f"names the {plan.provider_from} provider: repair the checkpoint first",
+            hint="ckpt validate CHECKPOINT says what is wrong",
+        )
+    meta = ckpt.operator_metadata(op.id)
+    name = meta.operator_name if meta is not None else ""
+    if "transformWithState" in name:
+        raise ConvertRefused(
+            f"{where}: a transformWithState operator ({name}): its state lives in RocksDB "
+            "column families, which the HDFS-backed store does not have"
+            if plan.provider == "hdfs"
+            else f"{where}: a transformWithState operator ({name}) already uses RocksDB"
+        )
+    prefix = {store: cols for store, cols, _ in meta.stores} if meta is not None else {}
+    if prefix.get(st.name, 0) > 0:
+        raise ConvertRefused(
+            f"{where}: {name or 'the operator'} scans keys by prefix (session windows): "
+            "RocksDB encodes such keys in two parts, which ckpt does not convert yet"
+        )
+    if plan.provider_from == "rocksdb":
+        newest = _newest_zip(st)
+        if newest is not None:
+            metadata = read_zip_metadata(ckpt.storage, newest.path, newest.entry.size)
+            if metadata.column_family_mapping:
+                raise ConvertRefused(
+                    f"{where}: its RocksDB state uses column families "
+                    f"({', '.join(sorted(metadata.column_family_mapping))}; a stream-stream "
+                    "join in state format 3 or later): the HDFS-backed store has none"
+                )
+
+
+def _newest_zip(st: Store) -> CheckpointFile | None:
+    zips = [f for p in st.partitions.values() for f in p.files if f.kind is FileKind.ZIP]
+    return max(zips, key=lambda f: f.version or 0, default=None)
+
+
+def converted_records(
+    ckpt: Checkpoint, plan: ConvertPlan, operator: int, store: str, partition: int
+) -> Iterator[tuple[bytes, bytes]]:
+    """The records of one partition at batch N (version N+1), framed for ``plan.provider``."""
+    version_plan = plan_version(ckpt, operator, partition, plan.last_committed + 1, store=store)
+    path = version_plan.path
+    if plan.provider == "rocksdb":
+        for key, value in iter_state(ckpt, version_plan):
+            # Spark < 2.3 appended 4 bytes to HDFS values; readers drop them (size & ~7).
+            yield ENCODING_VERSION + key, ENCODING_VERSION + value[: len(value) & ~7]
+        return
+    for key, value in iter_state(ckpt, version_plan):
+        if key[:1] != ENCODING_VERSION or value[:1] != ENCODING_VERSION:
+            raise FormatError(
+                path,
+                "a RocksDB record without the encoding version byte 0: not a state ckpt converts",
+            )
+        yield key[1:], value[1:]
+
+
+def old_files(ckpt: Checkpoint, plan: ConvertPlan) -> Iterator[CheckpointFile]:
+    """The old provider's files of every partition with their checksum sidecars, newest
+    version first, the shared SSTs and logs last: moved in this order, a restart of the old
+    provider part way fails on the missing newest version rather than load an older one."""
+    kinds = PROVIDER_KINDS[plan.provider_from]
+    for op in ckpt.operators.values():
+        for st in op.stores.values():
+            for part in st.partitions.values():
+                files = [f for f in part.files if f.kind in kinds]
+                files.sort(key=lambda f: (f.version is None, -(f.version or 0), f.path))
+                for f in files:
+                    yield f
+                    yield from (s for s in ckpt.sidecars_of(f.path) if s.kind in _SIDECARS)

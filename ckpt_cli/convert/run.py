@@ -1,0 +1,109 @@
+"""``ckpt convert`` as one call (plan, confirm, apply), and ``--undo``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ckpt_cli.change.flow import Guards, run_change
+from ckpt_cli.change.safety import check_not_active, links_refused
+from ckpt_cli.change.undo import UndoResult, undo_change
+from ckpt_cli.convert.apply import ConvertResult, apply_plan, default_quarantine
+from ckpt_cli.convert.plan import ConvertPlan, plan_convert
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.errors import SafetyCheckError
+from ckpt_cli.results import PlanRun
+from ckpt_cli.storage import Storage
+
+# A dry run: nothing applied, nothing asked.
+NO_GUARDS = Guards()
+
+
+@dataclass(frozen=True)
+class ConvertRun(PlanRun[ConvertPlan, ConvertResult]):
+    """``ckpt convert``: the plan, and what was written when it was applied. Problems only
+    when the checkpoint does not validate after the conversion."""
+
+    @property
+    def ok(self) -> bool:
+        return self.result.validation.ok if self.result is not None else True
+
+
+def run_convert(
+    storage: Storage,
+    guards: Guards = NO_GUARDS,
+    *,
+    provider: str,
+    quarantine: str | None = None,
+) -> ConvertRun:
+    """Plan, and with ``guards.apply`` write, the conversion of the checkpoint's state to
+    ``provider`` (``hdfs`` or ``rocksdb``). A dry run never refuses for safety: the plan's
+    ``warnings`` say what applying would refuse."""
+    places: dict[str, str] = {}
+
+    def carry_out(ckpt: Checkpoint, plan: ConvertPlan) -> ConvertResult:
+        now = time.time()
+        where = places.setdefault("where", quarantine or default_quarantine(ckpt, now))
+        return apply_plan(ckpt, plan, where, now, guards.progress)
+
+    done = run_change(
+        storage,
+        guards,
+        command="ckpt convert",
+        plan=lambda ckpt: plan_convert(ckpt, provider=provider, progress=guards.progress),
+        question=lambda plan: (
+            None
+            if plan.nothing_to_do
+            else (
+                f"Convert the state from {plan.provider_from} to {plan.provider} "
+                f"(batch {plan.batch}, {sum(s.keys for s in plan.stores):,} keys)?"
+            )
+        ),
+        check=lambda ckpt, plan: check_not_active(ckpt, min_age=guards.min_age, force=guards.force),
+        carry_out=carry_out,
+    )
+    return ConvertRun(done.plan, done.result, done.declined)
+
+
+def convert_checkpoint(
+    ckpt: Checkpoint, *, provider: str, force: bool = False, quarantine: str | None = None
+) -> ConvertResult | None:
+    """Convert the state to ``provider`` now (``ckpt convert --apply --yes``): refused while
+    the query looks active unless ``force``; None when it already uses ``provider``.
+    ``.manifest`` is what :func:`undo_convert` restores from."""
+    run = run_convert(
+        ckpt.storage, Guards(apply=True, force=force), provider=provider, quarantine=quarantine
+    )
+    return run.result
+
+
+def undo_convert(
+    storage: Storage,
+    *,
+    manifest: str | None = None,
+    force: bool = False,
+    break_lock: bool = False,
+) -> UndoResult:
+    """Put the checkpoint back as it was before its newest conversion (finished or not), or
+    the one of ``manifest``. Refused (unless ``force``) when the query ran batches after it:
+    undoing would throw their state away."""
+
+    def check(body: dict[str, Any]) -> None:
+        batch = int(body["convert"]["batch"])
+        ckpt = Checkpoint.open(storage)
+        links = links_refused(ckpt)
+        if links:
+            raise SafetyCheckError(f"{storage.url}: not undoing the conversion: {links[0]}")
+        later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
+        if later and not force:
+            raise SafetyCheckError(
+                f"{storage.url}: the query ran batch {max(later)} after the conversion (batch "
+                f"{batch}); undoing it would lose that state",
+                hint="pass force=True to undo anyway",
+            )
+
+    return undo_change(storage, "convert", manifest=manifest, break_lock=break_lock, check=check)
+
+
+__all__ = ["ConvertRun", "convert_checkpoint", "run_convert", "undo_convert"]
