@@ -150,7 +150,7 @@ def acquire(storage: Storage, command: str, *, break_lock: bool = False) -> str:
             "by hand once you are sure it is gone"
         )
     raise LockHeldError(
-        f"{storage.url}: locked by {held.describe()}; another cleanup or repair is running",
+        f"{storage.url}: locked by {held.describe()}: another change to it is running",
         hint=hint,
     )
 

@@ -233,12 +233,13 @@ def _refuse_store(ckpt: Checkpoint, plan: ConvertPlan, op: Operator, st: Store) 
         )
     meta = ckpt.operator_metadata(op.id)
     name = meta.operator_name if meta is not None else ""
-    if "transformWithState" in name:
+    # Spark writes operator metadata v2 (_metadata/v2/<batch>) for transformWithState only.
+    if op.metadata_v2_files or "transformWithState" in name:
         raise ConvertRefused(
-            f"{where}: a transformWithState operator ({name}): its state lives in RocksDB "
-            "column families, which the HDFS-backed store does not have"
+            f"{where}: a transformWithState operator: its state lives in RocksDB column "
+            "families, which the HDFS-backed store does not have"
             if plan.provider == "hdfs"
-            else f"{where}: a transformWithState operator ({name}) already uses RocksDB"
+            else f"{where}: a transformWithState operator, which uses RocksDB already"
         )
     prefix = {store: cols for store, cols, _ in meta.stores} if meta is not None else {}
     if prefix.get(st.name, 0) > 0:
