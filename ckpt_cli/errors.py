@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ckpt_cli.version import __version__
 
@@ -12,10 +12,16 @@ class CkptError(Exception):
 
     ``code`` is a stable UPPER_SNAKE identifier like the finding codes of ``validate`` (the
     ``"type"`` of ``--json`` errors), ``message`` a one-line description naming the file and
-    what is wrong, ``hint`` an optional next step.
+    what is wrong, ``hint`` an optional next step. A subclass names its code in its class
+    statement: ``class TruncatedFileError(FormatError, code="TRUNCATED_FILE")``.
     """
 
-    code = "ERROR"
+    code: ClassVar[str] = "ERROR"
+
+    def __init_subclass__(cls, *, code: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -39,30 +45,28 @@ def _rebuild(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
     return exc
 
 
-class CheckpointNotFound(CkptError):
-    code = "CHECKPOINT_NOT_FOUND"
+class CheckpointNotFound(CkptError, code="CHECKPOINT_NOT_FOUND"):
+    pass
 
 
-class NotACheckpoint(CkptError):
-    code = "NOT_A_CHECKPOINT"
+class NotACheckpoint(CkptError, code="NOT_A_CHECKPOINT"):
+    pass
 
 
-class StorageAccessError(CkptError):
-    code = "STORAGE_ACCESS"
+class StorageAccessError(CkptError, code="STORAGE_ACCESS"):
+    pass
 
 
-class MissingExtraError(CkptError):
-    code = "MISSING_EXTRA"
+class MissingExtraError(CkptError, code="MISSING_EXTRA"):
+    pass
 
 
-class FormatError(CkptError):
+class FormatError(CkptError, code="CORRUPT_FILE"):
     """A file's bytes do not match the format Spark writes.
 
     ``path`` names the file (checkpoint-relative where possible), ``offset`` the byte or line
     where decoding failed when known.
     """
-
-    code = "CORRUPT_FILE"
 
     def __init__(
         self,
@@ -85,11 +89,9 @@ class FormatError(CkptError):
         self.line = line
 
 
-class UnsupportedVersionError(FormatError):
+class UnsupportedVersionError(FormatError, code="UNSUPPORTED_VERSION"):
     """A version header ckpt does not know: the file may well be healthy (written by a newer
     Spark), so neither the message nor the hint may call it corrupt."""
-
-    code = "UNSUPPORTED_VERSION"
 
 
 def unsupported_hint() -> str:
@@ -101,44 +103,30 @@ def unsupported_hint() -> str:
     )
 
 
-class TruncatedFileError(FormatError):
+class TruncatedFileError(FormatError, code="TRUNCATED_FILE"):
     """The file ends before the format's end marker (Spark would fail reading it)."""
 
-    code = "TRUNCATED_FILE"
 
-
-class ChecksumMismatchError(FormatError):
+class ChecksumMismatchError(FormatError, code="CHECKSUM_MISMATCH"):
     """A checksum stored in the file (or its sidecar) does not match the bytes."""
 
-    code = "CHECKSUM_MISMATCH"
 
-
-class UsageError(CkptError):
+class UsageError(CkptError, code="USAGE"):
     """A bad option value: one line naming the option and what it accepts."""
 
-    code = "USAGE"
 
-
-class SafetyCheckError(CkptError):
+class SafetyCheckError(CkptError, code="SAFETY_CHECK"):
     """A destructive command refused by a safety check (active query, --min-age, paths)."""
 
-    code = "SAFETY_CHECK"
 
-
-class OutsideCheckpointError(SafetyCheckError):
+class OutsideCheckpointError(SafetyCheckError, code="OUTSIDE_CHECKPOINT"):
     """A delete, move or write whose path resolves outside the checkpoint (or quarantine)."""
 
-    code = "OUTSIDE_CHECKPOINT"
 
-
-class LockHeldError(CkptError):
+class LockHeldError(CkptError, code="LOCK_HELD"):
     """Another cleanup or repair holds the checkpoint's lock."""
 
-    code = "LOCK_HELD"
 
-
-class LimitExceededError(FormatError):
+class LimitExceededError(FormatError, code="LIMIT_EXCEEDED"):
     """A file inflates (or lists) more than ckpt's safety limits allow: a decompression bomb,
     or a genuine file beyond the limits (the hint says how to raise them)."""
-
-    code = "LIMIT_EXCEEDED"

@@ -9,8 +9,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ckpt_cli.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ckpt_cli.cleanup.apply import CleanupResult, CleanupRun, apply_cleanup, run_cleanup
@@ -21,16 +22,16 @@ if TYPE_CHECKING:
 # Imported on first use: a caller of one name does not import the planning, deleting and
 # scanning code behind the others.
 _MODULES = {
-    "CleanupResult": "apply",
-    "CleanupRun": "apply",
-    "apply_cleanup": "apply",
-    "run_cleanup": "apply",
-    "CleanupPlan": "plan",
-    "Deletion": "plan",
-    "plan_cleanup": "retention",
-    "OrphanScan": "scan",
-    "ScanFailure": "scan",
-    "scan_orphans": "scan",
+    "CleanupResult": ".apply",
+    "CleanupRun": ".apply",
+    "apply_cleanup": ".apply",
+    "run_cleanup": ".apply",
+    "CleanupPlan": ".plan",
+    "Deletion": ".plan",
+    "plan_cleanup": ".retention",
+    "OrphanScan": ".scan",
+    "ScanFailure": ".scan",
+    "scan_orphans": ".scan",
 }
 
 __all__ = [
@@ -46,9 +47,4 @@ __all__ = [
     "scan_orphans",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_exports(__name__, _MODULES)

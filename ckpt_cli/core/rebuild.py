@@ -39,15 +39,13 @@ REPAIR_HINT = (
 )
 
 
-class StateUnavailable(CkptError):
+class StateUnavailable(CkptError, code="state-unavailable"):
     """The files needed to rebuild a version are not (all) in the checkpoint.
 
     ``reason`` says which way, in the words of ``ckpt validate``'s finding codes:
     ``MISSING_STATE_FILE``, ``MISSING_UNIQUE_ID_FILE``, ``LINEAGE_MISMATCH``,
     ``UNKNOWN_UNIQUE_ID``; ``paths`` are the files that should be there.
     """
-
-    code = "state-unavailable"
 
     def __init__(
         self,

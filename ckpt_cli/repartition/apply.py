@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ckpt_cli.change.batch import BatchWriter, write_batch
+from ckpt_cli.change.flow import Guards
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.manifest import Manifest, check_quarantine, fresh_quarantine, quarantine_home
 from ckpt_cli.change.safety import check_stopped
-from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.logs import SHUFFLE_PARTITIONS
@@ -118,22 +118,20 @@ def drop_if_unused(ckpt: Checkpoint, where: str) -> None:
 def repartition(
     ckpt: Checkpoint,
     plan: RepartitionPlan,
+    guards: Guards,
     *,
     quarantine: str | None = None,
-    force: bool = False,
-    min_age: float = DEFAULT_MIN_AGE_SECONDS,
-    now: float | None = None,
-    break_lock: bool = False,
     engine: Engine | None = None,
-    progress: ProgressSink = NULL_PROGRESS,
 ) -> RepartitionResult:
     """Write ``plan`` into ``ckpt`` under the checkpoint lock. Refused while the query looks
-    active (newest offsets entry younger than ``min_age``) unless ``force``. ``engine``: where
-    the new partitions' files are built (a plan staged by a distributed engine needs it)."""
-    now = time.time() if now is None else now
-    check_stopped(ckpt, min_age=min_age, now=now, force=force)
+    active (newest offsets entry younger than ``guards.min_age``) unless ``guards.force``.
+    ``engine``: where the new partitions' files are built (a plan staged by a distributed
+    engine needs it)."""
+    now = time.time()
+    check_stopped(ckpt, min_age=guards.min_age, now=now, force=guards.force)
     where = quarantine or default_quarantine(ckpt, now)
-    with checkpoint_lock(ckpt.storage, "ckpt repartition", break_lock=break_lock):
+    progress = guards.progress
+    with checkpoint_lock(ckpt.storage, "ckpt repartition", break_lock=guards.break_lock):
         ready = plan.staged or plan.staging is not None
         staged = plan if ready else _restaged(ckpt, plan, where, engine, progress)
         try:

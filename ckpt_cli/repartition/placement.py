@@ -27,8 +27,8 @@ from ckpt_cli.repartition.keys import key_placer
 Placer = Callable[[Sequence[bytes]], npt.NDArray[np.int64]]
 
 
-class UnsupportedOperator(CkptError):
-    code = "UNSUPPORTED_OPERATOR"
+class UnsupportedOperator(CkptError, code="UNSUPPORTED_OPERATOR"):
+    pass
 
 
 def placer(

@@ -36,10 +36,8 @@ if TYPE_CHECKING:
     from ckpt_cli.engine import Engine
 
 
-class RepartitionRefused(CkptError):
+class RepartitionRefused(CkptError, code="REPARTITION_REFUSED"):
     """``ckpt repartition`` will not run on this checkpoint (the message says why)."""
-
-    code = "REPARTITION_REFUSED"
 
 
 def skew(values: list[int]) -> float | None:

@@ -71,9 +71,10 @@ def run_repartition(
         if apply:
             drop_if_unused(ckpt, places["where"])
 
+    guards = Guards(apply, force, min_age, break_lock, confirm, progress)
     done = run_change(
         storage,
-        Guards(apply, force, min_age, break_lock, confirm, progress),
+        guards,
         command="ckpt repartition",
         plan=plan,
         question=lambda plan: (
@@ -81,14 +82,7 @@ def run_repartition(
             f"(batch {plan.batch})?"
         ),
         carry_out=lambda ckpt, plan: repartition(
-            ckpt,
-            plan,
-            quarantine=places["where"],
-            force=force,
-            min_age=min_age,
-            break_lock=break_lock,
-            engine=engine,
-            progress=progress,
+            ckpt, plan, guards, quarantine=places["where"], engine=engine
         ),
         finish=finish,
     )
@@ -110,7 +104,7 @@ def repartition_checkpoint(
     where = quarantine or default_quarantine(ckpt, time.time())
     plan = staged_plan(ckpt, partitions, where, engine)
     try:
-        return repartition(ckpt, plan, force=force, quarantine=where, engine=engine)
+        return repartition(ckpt, plan, Guards(force=force), quarantine=where, engine=engine)
     finally:
         plan.discard()
 

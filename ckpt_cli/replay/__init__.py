@@ -22,19 +22,15 @@ them:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ckpt_cli.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ckpt_cli.state.reader import StateRows, read_state
 
 __all__ = ["StateRows", "read_state"]
 
-
-def __getattr__(name: str) -> Any:
-    # Imported on first use: ``plan`` alone (validate's restart check, ``ckpt versions``)
-    # then does not import the readers, decoders and Arrow code behind ``source``.
-    if name in __all__:
-        from ckpt_cli.state import reader as source
-
-        return getattr(source, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Imported on first use: ``plan`` alone (validate's restart check, ``ckpt versions``) then
+# does not import the readers, decoders and Arrow code behind the reader.
+__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "ckpt_cli.state.reader"))
