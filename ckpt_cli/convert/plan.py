@@ -42,10 +42,8 @@ _SIDECARS = frozenset({FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM})
 ENCODING_VERSION = b"\x00"
 
 
-class ConvertRefused(CkptError):
+class ConvertRefused(CkptError, code="CONVERT_REFUSED"):
     """``ckpt convert`` will not run on this checkpoint (the message says why)."""
-
-    code = "CONVERT_REFUSED"
 
 
 @dataclass
