@@ -51,6 +51,8 @@ def target(command: str, checkpoint: Path) -> list[str]:
         return ["-c", str(checkpoint), "offsets/2"]
     if command == "repartition":  # a dry run
         return [str(checkpoint), "--partitions", "3"]
+    if command == "convert":  # a dry run
+        return [str(checkpoint), "--provider", "rocksdb"]
     if command == "report":  # writes its page beside the checkpoint, not in the cwd
         return [str(checkpoint), "-o", str(checkpoint.parent / "report.html")]
     return [str(checkpoint)]

@@ -107,6 +107,8 @@ def test_every_command_finishes_and_agrees(case: Any, tmp_path: Path) -> None:
         ("cleanup", ckpt),
         ("repair", ckpt),
         ("repartition", ckpt, "--partitions", "3"),
+        ("convert", ckpt, "--provider", "rocksdb"),
+        ("convert", ckpt, "--provider", "hdfs"),
         ("inspect", str(root / "metadata")),
     ):
         _run(*args)

@@ -89,6 +89,8 @@ def command_lines(name: str, root: Path, tmp: Path) -> list[tuple[str, ...]]:
         ("cleanup", str(root), "--files"),
         ("repair", str(root)),
         ("repartition", str(root), "--partitions", "3"),
+        ("convert", str(root), "--provider", "rocksdb"),
+        ("convert", str(root), "--provider", "hdfs"),
         ("replay", str(root), *replay_args(model, op.id, store)[0], "--limit", "5"),
         ("inspect", str(state[-1])),
         ("report", str(root), "-o", str(tmp / f"{name}.html")),

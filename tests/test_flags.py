@@ -137,7 +137,7 @@ def test_undo_is_a_flag_and_its_old_spellings_say_the_new(tmp_path: Path) -> Non
     assert "--undo --manifest" in one_line(
         run_cli("repair", str(root), "--undo", "--quarantine", str(tmp_path))
     )
-    for command in ("repair", "repartition"):  # the same option set
+    for command in ("repair", "repartition", "convert"):  # the same option set
         text = run_cli(command, "--help").stdout
         assert "--undo " in text and "--manifest FILE" in text and "--quarantine DIR" in text
 

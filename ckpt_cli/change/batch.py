@@ -76,16 +76,21 @@ class BatchWriter:
         return self.manifest.intend({"change": "created", "path": rel})
 
 
-def next_offsets(ckpt: Checkpoint, last: int, confs: Mapping[str, str] | None = None) -> bytes:
-    """``offsets/N`` for batch N+1, with ``confs`` set to new values (each must be in its
-    conf already: Spark copies the OffsetSeq and replaces the value; its JSON is the same
-    but for those values)."""
+def next_offsets(
+    ckpt: Checkpoint, last: int, confs: Mapping[str, str] | None = None, *, add: bool = False
+) -> bytes:
+    """``offsets/N`` for batch N+1, with ``confs`` set to new values (each in its conf
+    already: Spark copies the OffsetSeq and replaces the value; its JSON is the same but for
+    those values). ``add``: a conf it lacks (an older Spark's, which restarts with the
+    session's value then) is added at the start of its conf."""
     text = ckpt.storage.read_bytes(f"offsets/{last}").decode("utf-8")
     head, sep, rest = text.partition("\n")
     meta, nl, sources = rest.partition("\n")
     for key, value in (confs or {}).items():
         pattern = re.compile(r'("' + re.escape(key) + r'"\s*:\s*")[^"]*(")')
         meta, count = pattern.subn(_replacing(value), meta)
+        if count == 0 and add:
+            meta, count = re.subn(r'("conf"\s*:\s*\{)(\s*\}?)', _adding(key, value), meta, 1)
         if count != 1:
             raise CkptError(f"offsets/{last}: expected one {key} in its conf")
     return f"{head}{sep}{meta}{nl}{sources}".encode()
@@ -93,6 +98,12 @@ def next_offsets(ckpt: Checkpoint, last: int, confs: Mapping[str, str] | None = 
 
 def _replacing(value: str) -> Callable[[re.Match[str]], str]:
     return lambda m: f"{m[1]}{value}{m[2]}"
+
+
+def _adding(key: str, value: str) -> Callable[[re.Match[str]], str]:
+    """``"key":"value"`` first in the conf object (a comma after it unless it is empty)."""
+    entry = json.dumps({key: value}, separators=(",", ":"))[1:-1]
+    return lambda m: f"{m[1]}{entry}{m[2] if m[2].strip() else ',' + m[2]}"
 
 
 def next_commit(ckpt: Checkpoint, last: int, unique_ids: dict[int, list[list[str]]]) -> bytes:
@@ -115,14 +126,16 @@ def write_batch(
     confs: Mapping[str, str] | None = None,
     metadata: Callable[[], Mapping[str, bytes]] = dict,
     offsets_written: bool = False,
+    add_confs: bool = False,
 ) -> None:
     """Batch ``last + 1`` in the order above: its offsets entry (with ``confs``; unless
-    ``offsets_written``, an earlier attempt's), the state ``state(out)`` writes (it returns
-    the uniqueIds of format v2, or nothing), the operator ``metadata``, then the commit."""
+    ``offsets_written``, an earlier attempt's; ``add_confs``: see ``next_offsets``), the
+    state ``state(out)`` writes (it returns the uniqueIds of format v2, or nothing), the
+    operator ``metadata``, then the commit."""
     batch = last + 1
     ckpt = out.ckpt
     if not offsets_written:
-        out.write(f"offsets/{batch}", next_offsets(ckpt, last, confs))
+        out.write(f"offsets/{batch}", next_offsets(ckpt, last, confs, add=add_confs))
     unique_ids = state(out)
     for path, data in metadata().items():
         out.write(path, data)

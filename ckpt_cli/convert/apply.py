@@ -123,6 +123,7 @@ def apply_plan(
         last=plan.last_committed,
         state=lambda _: {},  # written above, before the offsets entry
         confs={logs.PROVIDER_CLASS: PROVIDER_CLASSES[plan.provider]},
+        add_confs=True,  # an offsets entry of an older Spark may not name it
     )
     manifest.save(complete=True)
     after = validate(Checkpoint.open(storage))

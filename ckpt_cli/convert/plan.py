@@ -119,7 +119,7 @@ def plan_convert(
         raise ConvertRefused(f"{url}: not converting: {links[0]}")
     last = _last_committed(ckpt)
     current = ckpt.offsets(last).conf.get(logs.PROVIDER_CLASS)
-    provider_from = _provider_of_class(current) if current else "hdfs"
+    provider_from = _provider_of_class(current) if current else _provider_of_files(ckpt)
     plan = ConvertPlan(
         checkpoint=url,
         last_committed=last,
@@ -130,7 +130,12 @@ def plan_convert(
     if plan.nothing_to_do:
         plan.notes.append(f"the query already uses the {provider} provider (offsets/{last})")
         return plan
-    _refuse_on_conf(ckpt, plan, current)
+    _refuse_on_conf(ckpt, plan)
+    if current is None:
+        plan.notes.append(
+            f"offsets/{last} pins no provider class (Spark restarts such a query with the "
+            f"session's): offsets/{plan.batch} pins {provider}'s"
+        )
     stores = [(op, st) for op in ckpt.operators.values() for st in op.stores.values()]
     if not stores:
         raise ConvertRefused(f"{url}: the query keeps no state: nothing to convert")
@@ -198,13 +203,21 @@ def _provider_of_class(cls: str) -> str:
     )
 
 
-def _refuse_on_conf(ckpt: Checkpoint, plan: ConvertPlan, current: str | None) -> None:
-    url, last = ckpt.storage.url, plan.last_committed
-    if current is None:
+def _provider_of_files(ckpt: Checkpoint) -> str:
+    """The provider the state files are of, when the offsets do not name it."""
+    found = {st.provider for op in ckpt.operators.values() for st in op.stores.values()}
+    found.discard("unknown")  # a store with no files yet
+    if len(found) > 1 or not found <= {"hdfs", "rocksdb"}:
         raise ConvertRefused(
-            f"offsets/{last}: no {logs.PROVIDER_CLASS} in its conf: the provider Spark "
-            "restarts with cannot be changed there"
+            f"{ckpt.storage.url}: the state files are of {' and '.join(sorted(found))}: "
+            "repair the checkpoint first",
+            hint="ckpt validate CHECKPOINT says what is wrong",
         )
+    return found.pop() if found else "hdfs"  # Spark's default provider
+
+
+def _refuse_on_conf(ckpt: Checkpoint, plan: ConvertPlan) -> None:
+    url, last = ckpt.storage.url, plan.last_committed
     conf = ckpt.offsets(last).conf
     if row_checksums(conf):
         raise ConvertRefused(
