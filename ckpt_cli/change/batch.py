@@ -90,7 +90,8 @@ def next_offsets(
         pattern = re.compile(r'("' + re.escape(key) + r'"\s*:\s*")[^"]*(")')
         meta, count = pattern.subn(_replacing(value), meta)
         if count == 0 and add:
-            meta, count = re.subn(r'("conf"\s*:\s*\{)(\s*\}?)', _adding(key, value), meta, 1)
+            conf = r'("conf"\s*:\s*\{)(\s*\}?)'
+            meta, count = re.subn(conf, _adding(key, value), meta, count=1)
         if count != 1:
             raise CkptError(f"offsets/{last}: expected one {key} in its conf")
     return f"{head}{sep}{meta}{nl}{sources}".encode()
