@@ -30,6 +30,26 @@ from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 
 
+class NewBatch:
+    """What the plan of a change that writes a batch knows: the last committed batch N
+    (``last_committed``), the batch it writes (N+1) and the state version that batch gives
+    every partition (N+2). A plan is something to apply, not a problem: refusals raise."""
+
+    last_committed: int
+
+    @property
+    def batch(self) -> int:
+        return self.last_committed + 1
+
+    @property
+    def version(self) -> int:
+        return self.last_committed + 2
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+
 class BatchWriter:
     """Checkpoint files written atomically, each recorded in the manifest first: ``created``,
     or ``rewritten`` with its original saved when it is there (an unfinished attempt's)."""

@@ -99,6 +99,13 @@ class Manifest:
         """Where a file of the checkpoint goes in the quarantine (moved or its original)."""
         return f"{self.where}/files/{rel}"
 
+    def move_out(self, rel: str) -> None:
+        """Checkpoint file ``rel`` moved to the quarantine, recorded before and after."""
+        dest = self.quarantined(rel)
+        pending = self.intend({"change": "moved", "path": rel, "to": dest})
+        self.storage.move_out(rel, dest, within=self.where)
+        self.done(pending)
+
     def save_original(self, rel: str) -> list[dict[str, Any]]:
         """Before ``rel`` is replaced: its bytes saved whole, then the change recorded, so
         undo can always write them back."""

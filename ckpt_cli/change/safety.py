@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS, Activity, query_activity
 from ckpt_cli.core.model import Checkpoint
-from ckpt_cli.errors import SafetyCheckError
+from ckpt_cli.errors import CkptError, SafetyCheckError
 from ckpt_cli.units import format_duration
 
 MIN_AGE_RISK = (
@@ -108,3 +108,20 @@ def check_old_enough(
                 f"{format_duration(min_age)}; not touching it ({MIN_AGE_RISK})",
                 hint=hint,
             )
+
+
+def last_committed_batch(
+    ckpt: Checkpoint, refused: type[CkptError], verb: str
+) -> tuple[int, int | None]:
+    """The last committed batch N a change that writes batch N+1 starts from, and the newest
+    batch with an offsets entry; ``refused`` (naming ``verb``) when there is none. A damaged
+    log is repaired first: it must read (its error names the file)."""
+    _ = ckpt.query_id, ckpt.latest_offsets, ckpt.latest_commit
+    batches = ckpt.batches
+    last = batches.latest_committed
+    if last is None or last not in batches.offsets:
+        raise refused(
+            f"{ckpt.storage.url}: no committed batch with its offsets entry: nothing to "
+            f"{verb} (Spark needs one committed batch too)"
+        )
+    return last, batches.latest_offsets

@@ -16,13 +16,17 @@ from typing import Any
 
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.manifest import quarantine_home
+from ckpt_cli.change.safety import links_refused
 from ckpt_cli.core.layout import FileKind, classify_listing
-from ckpt_cli.errors import CheckpointNotFound, CkptError, FormatError
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.errors import CheckpointNotFound, CkptError, FormatError, SafetyCheckError
 from ckpt_cli.results import Report
 from ckpt_cli.storage import Storage
 
 # What each command's manifest holds besides the changes: how one is told from another.
 MANIFEST_KEYS = {"repair": "plan", "repartition": "repartition", "convert": "convert"}
+# What a command's change is called in a sentence.
+CHANGE_NOUNS = {"convert": "conversion"}
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,37 @@ def undo_change(
             atomic=True,
         )
     return UndoResult(storage.url, restored, removed, manifest)
+
+
+def undo_batch_change(
+    storage: Storage,
+    command: str,
+    *,
+    manifest: str | None = None,
+    force: bool = False,
+    break_lock: bool = False,
+) -> UndoResult:
+    """``undo_change`` of a command that wrote a batch (``repartition``, ``convert``: its
+    manifest names it). Refused before anything changes when the checkpoint has symbolic
+    links, and (unless ``force``) when the query ran batches after it: undoing would throw
+    their state away."""
+
+    def check(body: dict[str, Any]) -> None:
+        batch = int(body[MANIFEST_KEYS[command]]["batch"])
+        ckpt = Checkpoint.open(storage)
+        links = links_refused(ckpt)
+        change = CHANGE_NOUNS.get(command, command)
+        if links:
+            raise SafetyCheckError(f"{storage.url}: not undoing the {change}: {links[0]}")
+        later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
+        if later and not force:
+            raise SafetyCheckError(
+                f"{storage.url}: the query ran batch {max(later)} after the {change} (batch "
+                f"{batch}); undoing it would lose that state",
+                hint="pass force=True to undo anyway",
+            )
+
+    return undo_change(storage, command, manifest=manifest, break_lock=break_lock, check=check)
 
 
 def _put_back(storage: Storage, manifest: str, body: dict[str, Any]) -> tuple[int, int]:

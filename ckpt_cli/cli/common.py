@@ -23,7 +23,7 @@ from typing import (
 import typer
 
 from ckpt_cli import exit_codes
-from ckpt_cli.api import Checkpoint, Storage, StorageStats
+from ckpt_cli.api import Checkpoint, Guards, Storage, StorageStats, UndoResult
 from ckpt_cli.cli.output import Renderer, cli_words, exit_code, renderer
 from ckpt_cli.cli.output import write_json as write_json  # commands still import it from here
 from ckpt_cli.errors import CkptError, UsageError
@@ -491,6 +491,34 @@ def start_change(
         progress=run.progress,
     )
     return run, args
+
+
+def undone_if_asked(
+    run: Session,
+    storage: Storage,
+    change: ChangeOptions,
+    undo: Callable[..., UndoResult],
+    **extra: Any,
+) -> UndoResult | None:
+    """With ``--undo``: the command's ``undo`` of the checkpoint at ``storage`` (its manifest
+    and lock options, and ``extra``), rendered; else None."""
+    if not change.undo:
+        return None
+    return run.render(
+        undo(storage, manifest=change.manifest, break_lock=change.break_lock, **extra)
+    )
+
+
+def guards(args: ChangeArgs) -> Guards:
+    """The change options as the library's :class:`~ckpt_cli.api.Guards`."""
+    return Guards(
+        args["apply"],
+        args["force"],
+        args["min_age"],
+        args["break_lock"],
+        args["confirm"],
+        args["progress"],
+    )
 
 
 def report_error(exc: CkptError) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ckpt_cli.api import ConvertRun, Guards, UndoResult, run_convert, undo_convert
+from ckpt_cli.api import ConvertRun, UndoResult, run_convert, undo_convert
 from ckpt_cli.cli.common import (
     CHANGE_DEFAULTS,
     SHARED_DEFAULTS,
@@ -16,7 +16,9 @@ from ckpt_cli.cli.common import (
     SharedOptions,
     YesOpt,
     error_boundary,
+    guards,
     start_change,
+    undone_if_asked,
 )
 from ckpt_cli.errors import UsageError
 
@@ -70,20 +72,10 @@ def convert(
         "convert", path, change, apply=apply, yes=yes, action="convert", shared=shared
     )
     storage = run.storage(path)
-    if change.undo:
-        undone = undo_convert(
-            storage, manifest=change.manifest, force=change.force, break_lock=change.break_lock
-        )
-        return run.render(undone)
+    undone = undone_if_asked(run, storage, change, undo_convert, force=change.force)
+    if undone is not None:
+        return undone
     if provider is None:
         raise UsageError("give the provider to convert to: --provider hdfs|rocksdb (or --undo)")
-    guards = Guards(
-        args["apply"],
-        args["force"],
-        args["min_age"],
-        args["break_lock"],
-        args["confirm"],
-        args["progress"],
-    )
-    result = run_convert(storage, guards, provider=provider, quarantine=args["quarantine"])
+    result = run_convert(storage, guards(args), provider=provider, quarantine=args["quarantine"])
     return run.render(result)

@@ -17,6 +17,7 @@ from ckpt_cli.cli.common import (
     YesOpt,
     error_boundary,
     start_change,
+    undone_if_asked,
 )
 
 
@@ -72,8 +73,7 @@ def repair(
         "repair", path, change, apply=apply, yes=yes, action="change the checkpoint", shared=shared
     )
     storage = run.storage(path)
-    if change.undo:
-        return run.render(
-            undo_repair(storage, manifest=change.manifest, break_lock=change.break_lock)
-        )
+    undone = undone_if_asked(run, storage, change, undo_repair)
+    if undone is not None:
+        return undone
     return run.render(run_repair(storage, rollback_to=rollback_to, snapshot=snapshot, **args))

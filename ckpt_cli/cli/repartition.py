@@ -19,6 +19,7 @@ from ckpt_cli.cli.common import (
     YesOpt,
     error_boundary,
     start_change,
+    undone_if_asked,
 )
 from ckpt_cli.engine import make_engine
 from ckpt_cli.errors import UsageError
@@ -79,11 +80,9 @@ def repartition(
         "repartition", path, change, apply=apply, yes=yes, action="repartition", shared=shared
     )
     storage = run.storage(path)
-    if change.undo:
-        undone = undo_repartition(
-            storage, manifest=change.manifest, force=change.force, break_lock=change.break_lock
-        )
-        return run.render(undone)
+    undone = undone_if_asked(run, storage, change, undo_repartition, force=change.force)
+    if undone is not None:
+        return undone
     if partitions is None:
         raise UsageError("give the new partition count: --partitions M (or --undo)")
     result = run_repartition(

@@ -23,25 +23,20 @@ stops it at:
 from __future__ import annotations
 
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ckpt_cli.change.batch import BatchWriter, write_batch
-from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.manifest import Manifest, fresh_quarantine
-from ckpt_cli.change.safety import check_stopped
 from ckpt_cli.convert.plan import PROVIDER_CLASSES, ConvertPlan, converted_records, plan_convert
-from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.rebuild import codec_of
-from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import logs
 from ckpt_cli.formats.rocksdb_write import VersionOptions, write_rocksdb_checkpoint
 from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
-from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.progress import ProgressSink
 from ckpt_cli.validate import ValidationReport, validate
 
 CONVERT_PREFIX = "convert-"
@@ -71,38 +66,11 @@ def default_quarantine(ckpt: Checkpoint, now: float) -> str:
     return fresh_quarantine(ckpt.storage, CONVERT_PREFIX, now)
 
 
-def convert(
-    ckpt: Checkpoint,
-    plan: ConvertPlan,
-    *,
-    quarantine: str | None = None,
-    force: bool = False,
-    min_age: float = DEFAULT_MIN_AGE_SECONDS,
-    now: float | None = None,
-    break_lock: bool = False,
-    progress: ProgressSink = NULL_PROGRESS,
-) -> ConvertResult:
-    """Write ``plan`` into ``ckpt`` under the checkpoint lock. Refused while the query looks
-    active (newest offsets entry younger than ``min_age``) unless ``force``, and when the
-    checkpoint moved on since the plan."""
-    now = time.time() if now is None else now
-    check_stopped(ckpt, min_age=min_age, now=now, force=force)
-    if plan.nothing_to_do:
-        raise CkptError(f"{ckpt.storage.url}: the query already uses the {plan.provider} provider")
-    with checkpoint_lock(ckpt.storage, "ckpt convert", break_lock=break_lock):
-        fresh = Checkpoint.open(ckpt.storage)
-        if fresh.batches.latest_offsets != plan.last_committed:
-            raise CkptError(
-                f"{ckpt.storage.url}: the checkpoint changed since the plan (newest batch "
-                f"{fresh.batches.latest_offsets}, planned from {plan.last_committed}); plan again"
-            )
-        return apply_plan(fresh, plan, quarantine or default_quarantine(fresh, now), now, progress)
-
-
 def apply_plan(
     ckpt: Checkpoint, plan: ConvertPlan, where: str, now: float, progress: ProgressSink
 ) -> ConvertResult:
-    """The steps above, with no checks of the query's activity (the caller made them)."""
+    """The steps above into quarantine ``where``, under the caller's lock and after its
+    checks of the query's activity (``run_convert``'s)."""
     storage = ckpt.storage
     manifest = Manifest(storage, where, now, lambda: {"convert": plan.body_json()})
     manifest.save()
@@ -111,10 +79,7 @@ def apply_plan(
     progress.start("Moving the old files", total=len(plan.moved))
     try:
         for rel in plan.moved:
-            dest = manifest.quarantined(rel)
-            pending = manifest.intend({"change": "moved", "path": rel, "to": dest})
-            storage.move_out(rel, dest, within=manifest.where)
-            manifest.done(pending)
+            manifest.move_out(rel)
             progress.advance()
     finally:
         progress.close()
@@ -164,4 +129,4 @@ def _write_partition(
             out.write(f"{base}/{name}", (dest / name).read_bytes())
 
 
-__all__ = ["CONVERT_PREFIX", "ConvertResult", "apply_plan", "convert", "plan_convert"]
+__all__ = ["CONVERT_PREFIX", "ConvertResult", "apply_plan", "plan_convert"]

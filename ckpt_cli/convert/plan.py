@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.change.safety import links_refused
+from ckpt_cli.change.batch import NewBatch
+from ckpt_cli.change.safety import last_committed_batch, links_refused
 from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, Operator, Store
 from ckpt_cli.core.read import iter_state, read_zip_metadata
@@ -62,7 +63,7 @@ class StoreConversion:
 
 
 @dataclass
-class ConvertPlan(Result):
+class ConvertPlan(NewBatch, Result):
     """What ``ckpt convert`` writes: batch ``batch`` (= last committed + 1) moves the state
     from ``provider_from`` to ``provider``; every partition gets state version ``version``
     in the new provider's files, and the old provider's files (``moved``) go to the
@@ -80,20 +81,8 @@ class ConvertPlan(Result):
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def batch(self) -> int:
-        return self.last_committed + 1
-
-    @property
-    def version(self) -> int:
-        return self.last_committed + 2
-
-    @property
     def nothing_to_do(self) -> bool:
         return self.provider_from == self.provider
-
-    @property
-    def ok(self) -> bool:
-        return True  # refusals raise; a plan is something to apply, not a problem
 
     def body_json(self) -> dict[str, Any]:
         return fields_json(
@@ -173,15 +162,7 @@ def plan_convert(
 
 def _last_committed(ckpt: Checkpoint) -> int:
     url = ckpt.storage.url
-    _ = ckpt.query_id, ckpt.latest_offsets, ckpt.latest_commit  # the logs must read
-    batches = ckpt.batches
-    last = batches.latest_committed
-    if last is None or last not in batches.offsets:
-        raise ConvertRefused(
-            f"{url}: no committed batch with its offsets entry: nothing to convert "
-            "(Spark needs one committed batch too)"
-        )
-    latest = batches.latest_offsets
+    last, latest = last_committed_batch(ckpt, ConvertRefused, "convert")
     if latest is not None and latest > last:
         raise ConvertRefused(
             f"{url}: the last batch ({latest}) is not committed: an unfinished conversion "

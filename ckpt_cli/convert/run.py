@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from ckpt_cli.change.flow import Guards, run_change
-from ckpt_cli.change.safety import check_not_active, links_refused
-from ckpt_cli.change.undo import UndoResult, undo_change
+from ckpt_cli.change.safety import check_not_active
+from ckpt_cli.change.undo import UndoResult, undo_batch_change
 from ckpt_cli.convert.apply import ConvertResult, apply_plan, default_quarantine
 from ckpt_cli.convert.plan import ConvertPlan, plan_convert
 from ckpt_cli.core.model import Checkpoint
-from ckpt_cli.errors import SafetyCheckError
 from ckpt_cli.results import PlanRun
 from ckpt_cli.storage import Storage
 
@@ -88,22 +86,9 @@ def undo_convert(
     """Put the checkpoint back as it was before its newest conversion (finished or not), or
     the one of ``manifest``. Refused (unless ``force``) when the query ran batches after it:
     undoing would throw their state away."""
-
-    def check(body: dict[str, Any]) -> None:
-        batch = int(body["convert"]["batch"])
-        ckpt = Checkpoint.open(storage)
-        links = links_refused(ckpt)
-        if links:
-            raise SafetyCheckError(f"{storage.url}: not undoing the conversion: {links[0]}")
-        later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
-        if later and not force:
-            raise SafetyCheckError(
-                f"{storage.url}: the query ran batch {max(later)} after the conversion (batch "
-                f"{batch}); undoing it would lose that state",
-                hint="pass force=True to undo anyway",
-            )
-
-    return undo_change(storage, "convert", manifest=manifest, break_lock=break_lock, check=check)
+    return undo_batch_change(
+        storage, "convert", manifest=manifest, force=force, break_lock=break_lock
+    )
 
 
 __all__ = ["ConvertRun", "convert_checkpoint", "run_convert", "undo_convert"]

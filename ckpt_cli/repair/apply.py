@@ -126,9 +126,8 @@ def _apply_repair(
     try:
         for action in plan.actions:
             if action.kind == QUARANTINE:
-                dest = manifest.quarantined(action.path)
-                pending = intend({"change": "moved", "path": action.path, "to": dest})
-                storage.move_out(action.path, dest, within=where)
+                manifest.move_out(action.path)  # recorded and marked done
+                pending = []
                 moved += 1
             elif action.kind == REWRITE_CRC:
                 main = action.details["covers"]

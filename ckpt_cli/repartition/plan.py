@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ckpt_cli.change.safety import links_refused
+from ckpt_cli.change.batch import NewBatch
+from ckpt_cli.change.safety import last_committed_batch, links_refused
 from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint, CheckpointFile, FileKind, Operator, Store
 from ckpt_cli.core.read import read_zip_metadata
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
@@ -77,7 +78,7 @@ class StorePlan:
 
 
 @dataclass
-class RepartitionPlan(Result):
+class RepartitionPlan(NewBatch, Result):
     """What ``ckpt repartition`` writes: batch ``batch`` (= last committed + 1) repartitions
     the state from ``from_partitions`` to ``partitions``; every new partition gets state
     version ``version``. ``finishing``: an unfinished repartition to the same count that this
@@ -101,18 +102,6 @@ class RepartitionPlan(Result):
     # engine=spark: the records and built files staged on the checkpoint's own filesystem.
     staging: Storage | None = field(default=None, repr=False)
     _stage_dir: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
-
-    @property
-    def batch(self) -> int:
-        return self.last_committed + 1
-
-    @property
-    def version(self) -> int:
-        return self.last_committed + 2
-
-    @property
-    def ok(self) -> bool:
-        return True  # refusals raise; a plan is something to apply, not a problem
 
     @property
     def left_over(self) -> list[str]:
@@ -149,19 +138,10 @@ def _refuse_on_logs(
 ) -> tuple[int, int, UnfinishedRepartition | None]:
     """The last committed batch and its partition count, or the refusal."""
     url = ckpt.storage.url
-    # A damaged checkpoint is repaired first: the logs must read (the error names the file).
-    _ = ckpt.query_id, ckpt.latest_offsets, ckpt.latest_commit
     if partitions < 1:
         raise RepartitionRefused(f"partitions={partitions}: the partition count must be >= 1")
-    batches = ckpt.batches
-    last = batches.latest_committed
-    if last is None or last not in batches.offsets:
-        raise RepartitionRefused(
-            f"{url}: no committed batch with its offsets entry: nothing to repartition "
-            "(Spark needs one committed batch too)"
-        )
+    last, latest = last_committed_batch(ckpt, RepartitionRefused, "repartition")
     unfinished = find_unfinished_repartition(ckpt)
-    latest = batches.latest_offsets
     if unfinished is not None:
         if unfinished.to_partitions != partitions or unfinished.batch != last + 1:
             raise RepartitionRefused(

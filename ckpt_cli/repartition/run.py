@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ckpt_cli.change.flow import Guards, run_change
-from ckpt_cli.change.safety import check_stopped, links_refused
-from ckpt_cli.change.undo import UndoResult, undo_change
+from ckpt_cli.change.safety import check_stopped
+from ckpt_cli.change.undo import UndoResult, undo_batch_change
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint
-from ckpt_cli.errors import SafetyCheckError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.apply import (
     RepartitionResult,
@@ -119,21 +118,6 @@ def undo_repartition(
     """Put the checkpoint back as it was before its newest repartition (finished or not), or
     the one of ``manifest``, as :func:`ckpt_cli.change.undo.undo_change` does. Refused (unless
     ``force``) when the query ran batches after it: undoing would throw their state away."""
-
-    def check(body: dict[str, Any]) -> None:
-        batch = int(body["repartition"]["batch"])
-        ckpt = Checkpoint.open(storage)
-        links = links_refused(ckpt)
-        if links:  # refused before the first change, not part way through
-            raise SafetyCheckError(f"{storage.url}: not undoing the repartition: {links[0]}")
-        later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
-        if later and not force:
-            raise SafetyCheckError(
-                f"{storage.url}: the query ran batch {max(later)} after the repartition (batch "
-                f"{batch}); undoing it would lose that state",
-                hint="pass force=True to undo anyway",
-            )
-
-    return undo_change(
-        storage, "repartition", manifest=manifest, break_lock=break_lock, check=check
+    return undo_batch_change(
+        storage, "repartition", manifest=manifest, force=force, break_lock=break_lock
     )

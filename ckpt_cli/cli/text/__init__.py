@@ -76,6 +76,28 @@ def print_validation(out: TextRenderer, change: str, validation: Result) -> None
     )
 
 
+def print_batch_change(out: TextRenderer, plan: Any, provider: str, change: str, what: str) -> None:
+    """The head of the plan of a change that writes a batch (``repartition``, ``convert``):
+    the checkpoint, and ``change`` (its name) doing ``what`` as batch N+1 of version N+2."""
+    from ckpt_cli.cli.text.fit import labelled
+
+    out.console.print(
+        labelled(
+            "Checkpoint",
+            "bold",
+            f"{plan.checkpoint} · {provider}, checkpoint format v{plan.checkpoint_format_version}",
+        )
+    )
+    out.console.print(
+        labelled(
+            change,
+            "bold",
+            f"{what}: last committed batch {plan.last_committed}, {change.lower()} batch "
+            f"{plan.batch}, new state version {plan.version}",
+        )
+    )
+
+
 def print_warnings(warnings: list[str]) -> None:
     """A plan's warnings, on stderr (stdout carries the plan), in the command line's words;
     each one line, as errors are (the terminal wraps it; logs and grep keep it whole)."""

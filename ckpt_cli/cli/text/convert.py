@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING
 
 from ckpt_cli.api import ConvertPlan, ConvertRun
 from ckpt_cli.cli.output import cli_words
-from ckpt_cli.cli.text import plan_first, print_validation, print_warnings, render_text
+from ckpt_cli.cli.text import (
+    plan_first,
+    print_batch_change,
+    print_validation,
+    print_warnings,
+    render_text,
+)
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
 from ckpt_cli.units import human_bytes
 
@@ -17,27 +23,12 @@ if TYPE_CHECKING:
 @render_text.register(ConvertPlan)
 def _plan(plan: ConvertPlan, out: TextRenderer) -> None:
     console = out.console
-    console.print(
-        labelled(
-            "Checkpoint",
-            "bold",
-            f"{plan.checkpoint} · {plan.provider_from}, checkpoint format "
-            f"v{plan.checkpoint_format_version}",
-        )
-    )
     if plan.nothing_to_do:
         for note in plan.notes:
             console.print(labelled("note:", "yellow", cli_words(note)))
         return
-    console.print(
-        labelled(
-            "Convert",
-            "bold",
-            f"{plan.provider_from} -> {plan.provider}: last committed batch "
-            f"{plan.last_committed}, conversion batch {plan.batch}, new state version "
-            f"{plan.version}",
-        )
-    )
+    what = f"{plan.provider_from} -> {plan.provider}"
+    print_batch_change(out, plan, plan.provider_from, "Conversion", what)
     table = FitTable(title="State per operator and store", title_justify="left")
     table.add_column("op", justify="right")
     table.add_column("store")

@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING
 
 from ckpt_cli.api import RepartitionPlan, RepartitionRun, skew
 from ckpt_cli.cli.output import cli_words
-from ckpt_cli.cli.text import plan_first, print_validation, print_warnings, render_text
+from ckpt_cli.cli.text import (
+    plan_first,
+    print_batch_change,
+    print_validation,
+    print_warnings,
+    render_text,
+)
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
 from ckpt_cli.units import human_bytes, natural_key
 
@@ -48,23 +54,8 @@ def _counts(values: list[int]) -> str:
 @render_text.register(RepartitionPlan)
 def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
     console = out.console
-    console.print(
-        labelled(
-            "Checkpoint",
-            "bold",
-            f"{plan.checkpoint} · {plan.provider}, checkpoint format "
-            f"v{plan.checkpoint_format_version}",
-        )
-    )
-    console.print(
-        labelled(
-            "Repartition",
-            "bold",
-            f"{plan.from_partitions} -> {plan.partitions} partitions: last committed batch "
-            f"{plan.last_committed}, repartition batch {plan.batch}, new state version "
-            f"{plan.version}",
-        )
-    )
+    what = f"{plan.from_partitions} -> {plan.partitions} partitions"
+    print_batch_change(out, plan, plan.provider, "Repartition", what)
     table = FitTable(title="State per operator and store (before -> after)", title_justify="left")
     table.add_column("op", justify="right")
     table.add_column("store")
