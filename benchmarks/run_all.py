@@ -41,6 +41,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "s3": ["--partitions", "50", "--versions", "40"],
     "engine": ["--no-spark"],
     "repartition": [],
+    "convert": [],
 }
 
 
