@@ -63,6 +63,7 @@ _METHOD_FUNCTIONS = {
     "plan_convert": "ckpt_cli.convert.plan",
     "convert_checkpoint": "ckpt_cli.convert.run",
     "undo_convert": "ckpt_cli.convert.run",
+    "relocate_checkpoint": "ckpt_cli.relocate.run",
 }
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ if TYPE_CHECKING:
     from ckpt_cli.convert.run import ConvertRun, convert_checkpoint, run_convert, undo_convert
     from ckpt_cli.du import DEFAULT_TOP, DiskUsageReport, Usage, disk_usage
     from ckpt_cli.inspect import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
+    from ckpt_cli.relocate.plan import RelocatePlan, parse_inputs
+    from ckpt_cli.relocate.run import RelocateRun, relocate_checkpoint, run_relocate
     from ckpt_cli.repair import RepairPlan, RepairRun, run_repair
     from ckpt_cli.repair.plan import plan_repair
     from ckpt_cli.repartition.plan import RepartitionPlan, plan_repartition, skew
@@ -184,6 +187,8 @@ class Checkpoint(model.Checkpoint):
     plan_convert = Call(plan_convert)
     #: ``ckpt convert --apply --yes``: :func:`ckpt_cli.convert.run.convert_checkpoint`
     convert = Call(convert_checkpoint)
+    #: ``ckpt relocate --apply --yes``: :func:`ckpt_cli.relocate.run.relocate_checkpoint`
+    relocate = Call(relocate_checkpoint)
     #: ``ckpt repair --undo``: :func:`ckpt_cli.change.undo.undo_repair`
     undo_repair = Call(undo_repair, via=_storage)
     #: ``ckpt repartition --undo``: :func:`ckpt_cli.repartition.run.undo_repartition`
@@ -233,6 +238,10 @@ _EXPORTS = {
     "Guards": "ckpt_cli.change.flow",
     "ConvertPlan": "ckpt_cli.convert.plan",
     "ConvertRun": "ckpt_cli.convert.run",
+    "RelocatePlan": "ckpt_cli.relocate.plan",
+    "parse_inputs": "ckpt_cli.relocate.plan",
+    "RelocateRun": "ckpt_cli.relocate.run",
+    "run_relocate": "ckpt_cli.relocate.run",
     "run_convert": "ckpt_cli.convert.run",
     "RepartitionPlan": "ckpt_cli.repartition.plan",
     "skew": "ckpt_cli.repartition.plan",
@@ -286,6 +295,8 @@ __all__ = [
     "OperatorVersions",
     "OrphanScan",
     "PartitionVersions",
+    "RelocatePlan",
+    "RelocateRun",
     "RepairPlan",
     "RepairRun",
     "RepartitionPlan",
@@ -315,13 +326,16 @@ __all__ = [
     "open",
     "plan_cleanup",
     "plan_convert",
+    "parse_inputs",
     "plan_repair",
     "plan_repartition",
     "read_state",
+    "relocate_checkpoint",
     "repartition_checkpoint",
     "require_plotly",
     "run_cleanup",
     "run_convert",
+    "run_relocate",
     "run_repair",
     "run_repartition",
     "run_replay",

@@ -31,6 +31,7 @@ COMMANDS = {
     "repair": "repair:repair",
     "repartition": "repartition:repartition",
     "convert": "convert:convert",
+    "relocate": "relocate:relocate",
     "report": "report:report",
 }
 

@@ -23,6 +23,7 @@ on the expiry; for a list one entry per key, at the ``$min_v`` expiry), ``$min_v
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,3 +220,31 @@ def families_of_variable(variable: StateVariable) -> tuple[str, ...]:
     elif variable.kind == LIST_STATE:
         out.append(f"$rowCounter_{name}")
     return tuple(out)
+
+
+_HOME = re.compile(r"^(.*?)/state/\d+/_stateSchema/")
+
+
+def schema_homes(meta: OperatorMetadataV2) -> set[str]:
+    """The checkpoint locations (homes) the ``stateSchemaFilePaths`` of ``meta`` are under,
+    as Spark recorded them (``file:/…/checkpoint``, ``s3a://bucket/…``)."""
+    homes = set()
+    for store in meta.stores:
+        for url in store.schema_file_paths:
+            match = _HOME.match(url)
+            if match:
+                homes.add(match[1])
+    return homes
+
+
+def same_location(a: str, b: str) -> bool:
+    """Whether two locations name the same place, whatever the scheme spelling Spark and
+    the user chose (``file:/x`` and ``/x``; ``s3a://b/k`` and ``s3://b/k``)."""
+    return _location_key(a) == _location_key(b)
+
+
+def _location_key(url: str) -> str:
+    scheme, sep, rest = url.partition(":")
+    if not sep or "/" in scheme:
+        rest = url  # a plain path
+    return rest.lstrip("/").rstrip("/")

@@ -188,6 +188,16 @@ class Location:
     def is_local(self) -> bool:
         return self._is_local
 
+    @property
+    def spark_location(self) -> str:
+        """This location as Spark records it in a checkpoint: ``file:/abs/path`` on local
+        disk (Hadoop's ``Path.toString``), ``s3a://`` for S3 (the connector Spark uses),
+        else the URL."""
+        if self._is_local:
+            return f"file:{self.root}"
+        url = self.url.rstrip("/")
+        return "s3a://" + url.removeprefix("s3://") if url.startswith("s3://") else url
+
     def full_path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
 

@@ -52,6 +52,7 @@ SCHEMA_FAMILY_MISMATCH = "SCHEMA_FAMILY_MISMATCH"
 ROWS_NOT_DECODED = "ROWS_NOT_DECODED"
 ROW_LAYOUT_MISMATCH = "ROW_LAYOUT_MISMATCH"
 UNFINISHED_REPARTITION = "UNFINISHED_REPARTITION"
+SCHEMA_PATHS_ELSEWHERE = "SCHEMA_PATHS_ELSEWHERE"
 
 _ROLL_BACK = (
     "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"
@@ -199,6 +200,12 @@ CODES: dict[str, tuple[str, str]] = {
         INFO,
         "not a problem of the checkpoint: ckpt does not decode this store's rows yet, so "
         "--deep checked its files but not its keys and values",
+    ),
+    SCHEMA_PATHS_ELSEWHERE: (
+        WARNING,
+        "a copied or moved transformWithState checkpoint: Spark reads the schema files from "
+        "the home its operator metadata names, and fails to restart once they are gone there; "
+        "`ckpt relocate CKPT NEW_HOME --apply` writes a copy that names its own",
     ),
     UNFINISHED_REPARTITION: (
         ERROR,

@@ -23,6 +23,7 @@ from ckpt_cli.validate.spark4 import (
     check_column_families,
     check_row_layouts,
     check_rows_decodable,
+    check_schema_homes,
 )
 from ckpt_cli.validate.state import check_state
 from ckpt_cli.validate.upgrade import check_zip_metadata_v2
@@ -75,6 +76,7 @@ def validate(
         check_zip_metadata_v2(run)
         progress.start("Checking column families, rows and orphans")
         check_column_families(run)
+        check_schema_homes(run)
         check_rows_decodable(run)
         check_row_layouts(run)
         check_orphans(run)

@@ -5,15 +5,23 @@ from __future__ import annotations
 import itertools
 import json
 
-from ckpt_cli.core.model import DEFAULT_STORE, Operator
+from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint, Operator
 from ckpt_cli.errors import CkptError, FormatError, UnsupportedVersionError
 from ckpt_cli.formats.state_schema import parse_state_schema
-from ckpt_cli.formats.tws import family_role
+from ckpt_cli.formats.tws import (
+    OperatorMetadataV2,
+    family_role,
+    parse_operator_metadata_v2,
+    same_location,
+    schema_homes,
+)
 from ckpt_cli.validate.codes import (
+    ERROR,
     FMGWS_V1_SNAPSHOT,
     ROW_LAYOUT_MISMATCH,
     ROWS_NOT_DECODED,
     SCHEMA_FAMILY_MISMATCH,
+    SCHEMA_PATHS_ELSEWHERE,
 )
 from ckpt_cli.validate.context import ValidationRun
 
@@ -57,6 +65,57 @@ def check_fmgws_v1(run: ValidationRun, op: Operator) -> None:
                 operator=op.id,
                 store=store.name,
             )
+
+
+def check_schema_homes(run: ValidationRun) -> None:
+    """transformWithState: the newest operator metadata v2 of each operator names its schema
+    files by absolute URL; a checkpoint copied or moved elsewhere still names its old home
+    (ckpt itself reads them from this checkpoint's own ``_stateSchema/``; Spark does not)."""
+    ckpt = run.ckpt
+    here = ckpt.storage.spark_location
+    for op in ckpt.operators.values():
+        files = op.metadata_v2_files
+        if not files:
+            continue
+        newest = files[max(files)]
+        try:
+            meta = parse_operator_metadata_v2(newest.path, ckpt.storage.read_bytes(newest.path))
+        except CkptError:
+            continue  # unreadable: the metadata checks report it
+        elsewhere = sorted(h for h in schema_homes(meta) if not same_location(h, here))
+        if not elsewhere:
+            continue
+        gone = _missing_schema_file(ckpt, meta)
+        run.add(
+            SCHEMA_PATHS_ELSEWHERE,
+            f"{newest.path}: names its schema files under {', '.join(elsewhere)}, not under "
+            f"this checkpoint ({here})"
+            + (f"; {gone} does not exist: Spark fails to restart" if gone else ""),
+            [newest.path],
+            severity=ERROR if gone else None,
+            operator=op.id,
+        )
+
+
+def _missing_schema_file(ckpt: Checkpoint, meta: OperatorMetadataV2) -> str | None:
+    """The first schema file ``meta`` names that is not there, when that can be told: on
+    local disk, or on this checkpoint's own kind of object store (``s3a://`` is S3's)."""
+    storage = ckpt.storage
+    own = "file" if storage.is_local else storage.url.partition(":")[0]
+    for store in meta.stores:
+        for url in store.schema_file_paths:
+            scheme, _, rest = url.partition(":")
+            scheme = _SAME_SCHEME.get(scheme, scheme)
+            if scheme != own:
+                continue  # another kind of store: not looked at
+            location = rest if scheme == "file" else f"{scheme}:{rest}"
+            if not storage.exists_absolute(location):
+                return url
+    return None
+
+
+# Schemes Hadoop connectors use for the stores fsspec knows by another name.
+_SAME_SCHEME = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "wasbs": "abfs", "gcs": "gs"}
 
 
 def check_column_families(run: ValidationRun) -> None:
