@@ -18,6 +18,7 @@ from typing import Any
 
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.formats.names import parse_temp_name
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.relocate.plan import MARKER, RelocatePlan, Rewrite, sidecar_of
 from ckpt_cli.storage import Storage
@@ -62,8 +63,9 @@ def relocate(
     there = {}
     if plan.resuming:
         there = {e.path: e.size for e in dest.list_all()}
-    else:
-        dest.write_bytes(MARKER, _marker(plan), atomic=True)
+        temps = [p for p in there if parse_temp_name(p.rpartition("/")[2]) is not None]
+        dest.delete_many(temps)  # a dying run's unfinished writes
+    dest.write_bytes(MARKER, _marker(plan), atomic=True)
     copied = rewritten = kept = written_bytes = 0
     progress.start("Copying", total=len(plan.files))
     try:

@@ -24,7 +24,7 @@ from typing import Any
 from ckpt_cli.core.layout import FileKind
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CheckpointNotFound, CkptError, UsageError
-from ckpt_cli.formats.names import parse_hadoop_crc_name
+from ckpt_cli.formats.names import parse_hadoop_crc_name, parse_temp_name
 from ckpt_cli.formats.tws import parse_operator_metadata_v2, same_location, schema_homes
 from ckpt_cli.results import Result, fields_json
 from ckpt_cli.storage import Storage
@@ -168,16 +168,18 @@ def plan_relocate(
 def _check_dest(source: Storage, dest: Storage) -> bool:
     """Whether ``dest`` holds an earlier run of this copy; refused when it holds anything
     else."""
-    if dest.root == source.root and dest.fs is source.fs:
+    if dest.root == source.root and dest.is_local == source.is_local:
         raise RelocateRefused(f"{dest.url}: the new home is the checkpoint itself")
     if source.is_local and dest.is_local and dest.root.startswith(source.root.rstrip("/") + "/"):
         raise RelocateRefused(f"{dest.url}: the new home is inside the checkpoint")
     try:
-        entries = [e.path for e in dest.list_all()]  # a listing, not a HEAD per file
+        listed = [e.path for e in dest.list_all()]  # a listing, not a HEAD per file
     except CheckpointNotFound:
         return False
+    # An atomic write a dying run left (``.<name>.<uuid>.tmp``) is not a file of anyone's.
+    entries = [p for p in listed if parse_temp_name(p.rpartition("/")[2]) is None]
     if not entries:
-        return False
+        return bool(listed)
     if MARKER in entries:
         marker = json.loads(dest.read_bytes(MARKER))
         if marker.get("source") == source.url:
