@@ -299,3 +299,37 @@ else:
         def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
             if obj.docstring is not None:
                 obj.docstring.value = _roles_as_code(obj.docstring.value)
+
+    class MadeFunctions(griffe.Extension):
+        """Griffe extension (mkdocs.yml): a module's attribute that is at run time a function
+        of that module made by a factory (``undo_convert = batch_change_undo(...)``) is
+        documented as the function it is (its signature and docstring, by inspection)."""
+
+        def on_module_members(self, *, mod: griffe.Module, agent: Any, **kwargs: Any) -> None:
+            made = [
+                name
+                for name, member in mod.members.items()
+                if isinstance(member, griffe.Attribute)
+                and isinstance(member.value, griffe.ExprCall)
+            ]
+            if not made:
+                return
+            try:
+                module = importlib.import_module(mod.path)
+            except ImportError:  # an optional extra's module: documented as it reads
+                return
+            inspected = None
+            for name in made:
+                obj = getattr(module, name, None)
+                if getattr(obj, "__qualname__", None) != name or obj.__module__ != mod.path:
+                    continue
+                if inspected is None:
+                    inspected = griffe.inspect(
+                        mod.path,
+                        docstring_parser=agent.docstring_parser,
+                        docstring_options=agent.docstring_options,
+                    )
+                found = inspected[name]
+                found.lineno = mod.members[name].lineno
+                found.endlineno = mod.members[name].endlineno
+                mod.set_member(name, found)

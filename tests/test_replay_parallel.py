@@ -16,7 +16,7 @@ import pytest
 from ckpt_cli.core import kernel
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.replay.sinks import _pool
-from ckpt_cli.state.reader import target_rows
+from ckpt_cli.state.reader import ReadOptions, target_rows
 from ckpt_cli.state.target import resolve_target
 from tests.conftest import CASES, CASES_DIR, run_cli
 
@@ -62,7 +62,7 @@ def test_columnar_partitions_go_to_threads_the_row_path_and_rocksdb_to_processes
     monkeypatch.setattr(sinks, "_pool", pool)
     monkeypatch.setattr(sinks, "_write_threads", threads)
     for where, expected in (((), "threads"), ((("k", "k3"),), "processes")):
-        rows = target_rows(ckpt, resolve_target(ckpt), where=where)
+        rows = target_rows(ckpt, resolve_target(ckpt), ReadOptions(where=where))
         used.clear()
         sinks.write_partitions(rows, io.StringIO(), "jsonl", workers=2)
         # Rows filtered by key are decoded row by row: in processes.

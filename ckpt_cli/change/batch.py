@@ -21,13 +21,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ckpt_cli.change.manifest import Manifest
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.results import fields_json
+
+if TYPE_CHECKING:
+    from ckpt_cli.validate import ValidationReport
+
+ResultT = TypeVar("ResultT", bound="BatchChangeResult")
 
 
 class NewBatch:
@@ -48,6 +55,42 @@ class NewBatch:
     @property
     def ok(self) -> bool:
         return True
+
+
+@dataclass(frozen=True)
+class BatchChangeResult:
+    """What applying a change that writes a batch did: the files written (path -> size), its
+    manifest (what ``--undo`` restores from), notes, and the validation after. A command's
+    result adds its own fields, shown in ``to_json`` between these (``DETAILS``)."""
+
+    DETAILS: ClassVar[str] = ""
+
+    manifest: str
+    written: dict[str, int]
+    validation: ValidationReport
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def finish(
+        cls: type[ResultT], manifest: Manifest, out: BatchWriter, notes: list[str], **details: Any
+    ) -> ResultT:
+        """The manifest marked complete, then the validation of the checkpoint as Spark will
+        restart it, and the result of it all with the command's ``details``."""
+        from ckpt_cli.validate import validate
+
+        manifest.save(complete=True)
+        after = validate(Checkpoint.open(out.storage))
+        return cls(
+            manifest=manifest.path, written=out.written, validation=after, notes=notes, **details
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(
+            self,
+            f"manifest written {self.DETAILS} notes validation",
+            written=[{"path": p, "size": s} for p, s in sorted(self.written.items())],
+            validation=self.validation.body_json(),
+        )
 
 
 class BatchWriter:

@@ -150,35 +150,42 @@ def undo_change(
     return UndoResult(storage.url, restored, removed, manifest)
 
 
-def undo_batch_change(
-    storage: Storage,
-    command: str,
-    *,
-    manifest: str | None = None,
-    force: bool = False,
-    break_lock: bool = False,
-) -> UndoResult:
-    """``undo_change`` of a command that wrote a batch (``repartition``, ``convert``: its
-    manifest names it). Refused before anything changes when the checkpoint has symbolic
-    links, and (unless ``force``) when the query ran batches after it: undoing would throw
-    their state away."""
+def batch_change_undo(command: str, module: str, doc: str) -> Callable[..., UndoResult]:
+    """``undo_<command>`` of module ``module``, documented by ``doc``: ``undo_change`` of a
+    command that writes a batch (``repartition``, ``convert``: its manifest names it), with
+    the signature ``(storage, *, manifest=None, force=False, break_lock=False)``. Refused
+    before anything changes when the checkpoint has symbolic links, and (unless ``force``)
+    when the query ran batches after it: undoing would throw their state away."""
+    change = CHANGE_NOUNS.get(command, command)
 
-    def check(body: dict[str, Any]) -> None:
-        batch = int(body[MANIFEST_KEYS[command]]["batch"])
-        ckpt = Checkpoint.open(storage)
-        links = links_refused(ckpt)
-        change = CHANGE_NOUNS.get(command, command)
-        if links:
-            raise SafetyCheckError(f"{storage.url}: not undoing the {change}: {links[0]}")
-        later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
-        if later and not force:
-            raise SafetyCheckError(
-                f"{storage.url}: the query ran batch {max(later)} after the {change} (batch "
-                f"{batch}); undoing it would lose that state",
-                hint="pass force=True to undo anyway",
-            )
+    def undo(
+        storage: Storage,
+        *,
+        manifest: str | None = None,
+        force: bool = False,
+        break_lock: bool = False,
+    ) -> UndoResult:
+        def check(body: dict[str, Any]) -> None:
+            batch = int(body[MANIFEST_KEYS[command]]["batch"])
+            ckpt = Checkpoint.open(storage)
+            links = links_refused(ckpt)
+            if links:
+                raise SafetyCheckError(f"{storage.url}: not undoing the {change}: {links[0]}")
+            later = [b for b in ckpt.batches.offsets + ckpt.batches.commits if b > batch]
+            if later and not force:
+                raise SafetyCheckError(
+                    f"{storage.url}: the query ran batch {max(later)} after the {change} "
+                    f"(batch {batch}); undoing it would lose that state",
+                    hint="pass force=True to undo anyway",
+                )
 
-    return undo_change(storage, command, manifest=manifest, break_lock=break_lock, check=check)
+        return undo_change(storage, command, manifest=manifest, break_lock=break_lock, check=check)
+
+    # The API's methods and the docs read these: the function is the module's undo_<command>.
+    undo.__name__ = undo.__qualname__ = f"undo_{command}"
+    undo.__module__ = module
+    undo.__doc__ = doc
+    return undo
 
 
 def _put_back(storage: Storage, manifest: str, body: dict[str, Any]) -> tuple[int, int]:

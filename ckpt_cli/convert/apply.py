@@ -23,11 +23,11 @@ stops it at:
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ckpt_cli.change.batch import BatchWriter, write_batch
+from ckpt_cli.change.batch import BatchChangeResult, BatchWriter, write_batch
 from ckpt_cli.change.manifest import Manifest, fresh_quarantine
 from ckpt_cli.convert.plan import PROVIDER_CLASSES, ConvertPlan, converted_records, plan_convert
 from ckpt_cli.core.layout import DEFAULT_STORE
@@ -37,29 +37,18 @@ from ckpt_cli.formats import logs
 from ckpt_cli.formats.rocksdb_write import VersionOptions, write_rocksdb_checkpoint
 from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
 from ckpt_cli.progress import ProgressSink
-from ckpt_cli.validate import ValidationReport, validate
 
 CONVERT_PREFIX = "convert-"
 
 
-@dataclass(frozen=True)
-class ConvertResult:
-    """What :func:`convert` wrote and moved, and the validation after."""
+@dataclass(frozen=True, kw_only=True)
+class ConvertResult(BatchChangeResult):
+    """What :func:`apply_plan` wrote and moved (files to the quarantine), and the validation
+    after."""
 
-    manifest: str
-    written: dict[str, int]  # path -> size
+    DETAILS = "moved"
+
     moved: int
-    validation: ValidationReport
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "manifest": self.manifest,
-            "written": [{"path": p, "size": s} for p, s in sorted(self.written.items())],
-            "moved": self.moved,
-            "notes": self.notes,
-            "validation": self.validation.body_json(),
-        }
 
 
 def default_quarantine(ckpt: Checkpoint, now: float) -> str:
@@ -90,9 +79,7 @@ def apply_plan(
         confs={logs.PROVIDER_CLASS: PROVIDER_CLASSES[plan.provider]},
         add_confs=True,  # an offsets entry of an older Spark may not name it
     )
-    manifest.save(complete=True)
-    after = validate(Checkpoint.open(storage))
-    return ConvertResult(manifest.path, out.written, len(plan.moved), after, list(plan.notes))
+    return ConvertResult.finish(manifest, out, list(plan.notes), moved=len(plan.moved))
 
 
 def _write_state(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.safety import check_not_active
-from ckpt_cli.change.undo import UndoResult, undo_batch_change
+from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.convert.apply import ConvertResult, apply_plan, default_quarantine
 from ckpt_cli.convert.plan import ConvertPlan, plan_convert
 from ckpt_cli.core.model import Checkpoint
@@ -76,19 +77,13 @@ def convert_checkpoint(
     return run.result
 
 
-def undo_convert(
-    storage: Storage,
-    *,
-    manifest: str | None = None,
-    force: bool = False,
-    break_lock: bool = False,
-) -> UndoResult:
+undo_convert: Callable[..., UndoResult] = batch_change_undo(
+    "convert",
+    __name__,
     """Put the checkpoint back as it was before its newest conversion (finished or not), or
     the one of ``manifest``. Refused (unless ``force``) when the query ran batches after it:
-    undoing would throw their state away."""
-    return undo_batch_change(
-        storage, "convert", manifest=manifest, force=force, break_lock=break_lock
-    )
+    undoing would throw their state away.""",
+)
 
 
 __all__ = ["ConvertRun", "convert_checkpoint", "run_convert", "undo_convert"]

@@ -24,10 +24,10 @@ rolls back.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ckpt_cli.change.batch import BatchWriter, write_batch
+from ckpt_cli.change.batch import BatchChangeResult, BatchWriter, write_batch
 from ckpt_cli.change.flow import Guards
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.manifest import Manifest, check_quarantine, fresh_quarantine, quarantine_home
@@ -46,7 +46,6 @@ from ckpt_cli.repartition.plan import (
 )
 from ckpt_cli.repartition.tasks import Built, build_files, staged_file
 from ckpt_cli.repartition.writers import store_files
-from ckpt_cli.validate import ValidationReport, validate
 
 if TYPE_CHECKING:
     from ckpt_cli.engine import Engine
@@ -54,26 +53,15 @@ if TYPE_CHECKING:
 REPARTITION_PREFIX = "repartition-"
 
 
-@dataclass(frozen=True)
-class RepartitionResult:
-    """What :func:`repartition` wrote, what is left over, and the validation after."""
+@dataclass(frozen=True, kw_only=True)
+class RepartitionResult(BatchChangeResult):
+    """What :func:`repartition` wrote and replaced, what is left over, and the validation
+    after."""
 
-    manifest: str
-    written: dict[str, int]  # path -> size
+    DETAILS = "rewritten left_over"
+
     rewritten: list[str]
     left_over: list[str]
-    validation: ValidationReport
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "manifest": self.manifest,
-            "written": [{"path": p, "size": s} for p, s in sorted(self.written.items())],
-            "rewritten": self.rewritten,
-            "left_over": self.left_over,
-            "notes": self.notes,
-            "validation": self.validation.body_json(),
-        }
 
 
 def default_quarantine(ckpt: Checkpoint, now: float) -> str:
@@ -202,8 +190,6 @@ def _apply(
         metadata=lambda: operator_metadata_files(ckpt, plan),
         offsets_written=plan.finishing is not None,
     )
-    manifest.save(complete=True)
-    after = validate(Checkpoint.open(ckpt.storage))
     notes = []
     if plan.left_over:
         notes.append(
@@ -211,8 +197,8 @@ def _apply(
             f"({', '.join(plan.left_over)}); `ckpt cleanup` removes them once no retained batch "
             "before the repartition needs them"
         )
-    return RepartitionResult(
-        manifest.path, out.written, out.rewritten, plan.left_over, after, notes
+    return RepartitionResult.finish(
+        manifest, out, notes, rewritten=out.rewritten, left_over=plan.left_over
     )
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.safety import check_stopped
-from ckpt_cli.change.undo import UndoResult, undo_batch_change
+from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -108,16 +109,10 @@ def repartition_checkpoint(
         plan.discard()
 
 
-def undo_repartition(
-    storage: Storage,
-    *,
-    manifest: str | None = None,
-    force: bool = False,
-    break_lock: bool = False,
-) -> UndoResult:
+undo_repartition: Callable[..., UndoResult] = batch_change_undo(
+    "repartition",
+    __name__,
     """Put the checkpoint back as it was before its newest repartition (finished or not), or
     the one of ``manifest``, as :func:`ckpt_cli.change.undo.undo_change` does. Refused (unless
-    ``force``) when the query ran batches after it: undoing would throw their state away."""
-    return undo_batch_change(
-        storage, "repartition", manifest=manifest, force=force, break_lock=break_lock
-    )
+    ``force``) when the query ran batches after it: undoing would throw their state away.""",
+)

@@ -243,9 +243,7 @@ def read_state(
     target = resolve_target(
         ckpt, batch=batch, version=version, operator=operator, store=store, partitions=partitions
     )
-    return target_rows(
-        ckpt,
-        target,
+    options = ReadOptions(
         change_start_batch=change_start_batch,
         change_end_batch=change_end_batch,
         where=tuple(where.items()) if isinstance(where, Mapping) else tuple(where or ()),
@@ -257,53 +255,63 @@ def read_state(
         join_side=join_side is not None,
         join_family=family,
     )
+    return target_rows(ckpt, target, options)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How :func:`target_rows` reads a resolved target: ``read_state``'s arguments past the
+    choice of store, partitions and version (``join_side``: whether a join side is read,
+    ``join_family`` its state in the store's column families, when it is there)."""
+
+    change_start_batch: int | None = None
+    change_end_batch: int | None = None
+    where: Where = ()
+    raw: bool = False
+    best_effort: bool = False
+    state_var: str | None = None
+    timers: bool = False
+    flatten: bool = True
+    join_side: bool = False
+    join_family: JoinFamily | None = None
 
 
 def target_rows(
-    ckpt: Checkpoint,
-    target: ReplayTarget,
-    *,
-    change_start_batch: int | None = None,
-    change_end_batch: int | None = None,
-    where: Where = (),
-    raw: bool = False,
-    best_effort: bool = False,
-    state_var: str | None = None,
-    timers: bool = False,
-    flatten: bool = True,
-    join_side: bool = False,
-    join_family: JoinFamily | None = None,
+    ckpt: Checkpoint, target: ReplayTarget, options: ReadOptions | None = None
 ) -> StateRows:
     """``read_state`` for a resolved target: the key filter is checked, then every
     partition planned, before any row is read."""
-    end = change_end_batch
-    if change_start_batch is not None and end is None:
+    options = options or ReadOptions()
+    start, end = options.change_start_batch, options.change_end_batch
+    if start is not None and end is None:
         end = ckpt.batches.latest_committed or 0
     # Spark reads a change feed with the operator metadata of its end batch.
     family = family_read(
         ckpt,
         target,
-        state_var=state_var,
-        timers=timers,
-        flatten=flatten,
-        join_family=join_family,
-        raw=raw,
-        batch=target.batch if change_start_batch is None else end,
-        change_feed=change_start_batch is not None,
+        state_var=options.state_var,
+        timers=options.timers,
+        flatten=options.flatten,
+        join_family=options.join_family,
+        raw=options.raw,
+        batch=target.batch if start is None else end,
+        change_feed=start is not None,
     )
+    join_side = options.join_side and not options.join_family
     rows = StateRows(
-        ckpt, target, [], raw, where, family=family, join_side=join_side and not join_family
+        ckpt, target, [], options.raw, options.where, family=family, join_side=join_side
     )
-    if change_start_batch is not None and join_side:
+    if start is not None and options.join_side:
         raise SelectionError("{join_side} reads have no change feed (Spark refuses them too)")
-    if change_start_batch is not None:
+    if start is not None:
         assert end is not None
-        rows.changes = plan_changes(ckpt, target, change_start_batch, end, best_effort=best_effort)
-    elif change_end_batch is not None:
+        rows.changes = plan_changes(ckpt, target, start, end, best_effort=options.best_effort)
+    elif options.change_end_batch is not None:
         raise SelectionError("{change_end_batch} is given without {change_start_batch}")
     else:
         plans = [
-            plan_partition(ckpt, target, p, best_effort=best_effort) for p in target.partitions
+            plan_partition(ckpt, target, p, best_effort=options.best_effort)
+            for p in target.partitions
         ]
         rows.plans = plans
     return rows

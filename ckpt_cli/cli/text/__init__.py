@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from functools import singledispatch
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -99,7 +100,17 @@ def print_batch_change(out: TextRenderer, plan: Any, provider: str, change: str,
     )
 
 
-def print_warnings(warnings: list[str]) -> None:
+def print_notes(out: TextRenderer, notes: Sequence[str], warnings: Sequence[str] = ()) -> None:
+    """A plan's notes, on stdout with the plan, then its warnings (:func:`print_warnings`)."""
+    from ckpt_cli.cli.output import cli_words
+    from ckpt_cli.cli.text.fit import labelled
+
+    for note in notes:
+        out.console.print(labelled("note:", "yellow", cli_words(note)))
+    print_warnings(warnings)
+
+
+def print_warnings(warnings: Sequence[str]) -> None:
     """A plan's warnings, on stderr (stdout carries the plan), in the command line's words;
     each one line, as errors are (the terminal wraps it; logs and grep keep it whole)."""
     if not warnings:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ckpt_cli.api import ConvertPlan, ConvertRun
-from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import (
     plan_first,
     print_batch_change,
+    print_notes,
     print_validation,
-    print_warnings,
     render_text,
 )
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
@@ -24,8 +23,7 @@ if TYPE_CHECKING:
 def _plan(plan: ConvertPlan, out: TextRenderer) -> None:
     console = out.console
     if plan.nothing_to_do:
-        for note in plan.notes:
-            console.print(labelled("note:", "yellow", cli_words(note)))
+        print_notes(out, plan.notes)
         return
     what = f"{plan.provider_from} -> {plan.provider}"
     print_batch_change(out, plan, plan.provider_from, "Conversion", what)
@@ -52,9 +50,7 @@ def _plan(plan: ConvertPlan, out: TextRenderer) -> None:
             "to the quarantine",
         )
     )
-    for note in plan.notes:
-        console.print(labelled("note:", "yellow", cli_words(note)))
-    print_warnings(plan.warnings)
+    print_notes(out, plan.notes, plan.warnings)
 
 
 @render_text.register(ConvertRun)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ckpt_cli.api import RepairPlan, RepairRun, UndoResult
 from ckpt_cli.cli.output import cli_words
-from ckpt_cli.cli.text import plan_first, print_validation, print_warnings, render_text
+from ckpt_cli.cli.text import plan_first, print_notes, print_validation, render_text
 from ckpt_cli.cli.text.fit import entry, field, labelled
 
 if TYPE_CHECKING:
@@ -39,9 +39,7 @@ def _plan(plan: RepairPlan, out: TextRenderer) -> None:
         for f in plan.left:
             where = f["paths"][0] if f["paths"] else ""
             console.print(entry(f["code"], where, cli_words(f["why"]), style="yellow"))
-    for note in plan.notes:
-        console.print(labelled("note:", "yellow", cli_words(note)))
-    print_warnings(plan.warnings)
+    print_notes(out, plan.notes, plan.warnings)
     for reason in plan.refused:
         console.print(labelled("refused:", "red", cli_words(reason)))
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ckpt_cli.api import RepartitionPlan, RepartitionRun, skew
-from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import (
     plan_first,
     print_batch_change,
+    print_notes,
     print_validation,
-    print_warnings,
     render_text,
 )
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
@@ -80,9 +79,7 @@ def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
             "Writes", "bold", f"{len(files)} state files ({shown}) and {', '.join(plan.log_files)}"
         )
     )
-    for note in plan.notes:
-        console.print(labelled("note:", "yellow", cli_words(note)))
-    print_warnings(plan.warnings)
+    print_notes(out, plan.notes, plan.warnings)
 
 
 @render_text.register(RepartitionRun)
