@@ -1,7 +1,8 @@
 """PySpark tier: Spark itself judges ``ckpt relocate``.
 
 (a) A transformWithState checkpoint copied with ``cp -r`` to a new place (its old home gone)
-names its schema files by their old absolute path: Spark 4.3 fails to restart it. After
+names its schema files by their old absolute path: Spark 4.3 fails to restart it (a join in
+state format 3, which writes operator metadata v2 too, restarts: Spark does not read them). After
 ``ckpt relocate`` to a new home it restarts, and fed two more input files emits what the
 query emits restarted in its old home. (b) A file-source query whose input folder moved:
 restarted on a plain copy it fails on the input files its log names outside the new folder
@@ -104,3 +105,20 @@ def _copy(case: Case, dest: Path) -> Path:
     shutil.copytree(case.checkpoint, dest)
     age_everything(dest)
     return dest
+
+
+def test_a_copied_join_in_state_format_3_restarts_as_it_is(
+    spark: Any,  # noqa: F811 - the session fixture
+    tmp_path: Path,
+) -> None:
+    """A join in state format 3 writes operator metadata v2 with schema paths too, but Spark
+    does not read them at restart: a plain copy restarts, and validate does not object."""
+    case = source("spark4-join-v3-rocksdb")
+    home = recorded_location(case)
+    assert home is not None and not home.exists()
+    copied = _copy(case, tmp_path / "copied")
+    assert "SCHEMA_PATHS_ELSEWHERE" not in run_cli("validate", str(copied), "--json").stdout
+    with recorded_input(case, extra_steps=2) as input_dir:
+        got = restart(spark, case, input_dir, copied)
+        want = restart(spark, case, input_dir, _copy(case, tmp_path / "control"))
+    assert any(want.values()) and emitted_rows(got) == emitted_rows(want)

@@ -69,8 +69,9 @@ def check_fmgws_v1(run: ValidationRun, op: Operator) -> None:
 
 def check_schema_homes(run: ValidationRun) -> None:
     """transformWithState: the newest operator metadata v2 of each operator names its schema
-    files by absolute URL; a checkpoint copied or moved elsewhere still names its old home
-    (ckpt itself reads them from this checkpoint's own ``_stateSchema/``; Spark does not)."""
+    files by absolute URL; a checkpoint copied or moved elsewhere still names its old home,
+    where Spark 4.3 reads them at restart (ckpt itself reads this checkpoint's own
+    ``_stateSchema/``)."""
     ckpt = run.ckpt
     here = ckpt.storage.spark_location
     for op in ckpt.operators.values():
@@ -82,6 +83,10 @@ def check_schema_homes(run: ValidationRun) -> None:
             meta = parse_operator_metadata_v2(newest.path, ckpt.storage.read_bytes(newest.path))
         except CkptError:
             continue  # unreadable: the metadata checks report it
+        if "transformWithState" not in meta.operator_name:
+            # A join in state format 3+ writes metadata v2 too, but a copy of it restarts
+            # without its schema paths (checked: tests/test_relocate_spark.py).
+            continue
         elsewhere = sorted(h for h in schema_homes(meta) if not same_location(h, here))
         if not elsewhere:
             continue
