@@ -64,6 +64,8 @@ _METHOD_FUNCTIONS = {
     "convert_checkpoint": "ckpt_cli.convert.run",
     "undo_convert": "ckpt_cli.convert.run",
     "relocate_checkpoint": "ckpt_cli.relocate.run",
+    "plan_delete": "ckpt_cli.delete.plan",
+    "undo_delete": "ckpt_cli.delete.run",
 }
 
 if TYPE_CHECKING:
@@ -82,6 +84,8 @@ if TYPE_CHECKING:
     from ckpt_cli.cleanup.retention import plan_cleanup
     from ckpt_cli.convert.plan import ConvertPlan, plan_convert
     from ckpt_cli.convert.run import ConvertRun, convert_checkpoint, run_convert, undo_convert
+    from ckpt_cli.delete.plan import DeletePlan, plan_delete, read_keys_file
+    from ckpt_cli.delete.run import DeleteRun, run_delete, undo_delete
     from ckpt_cli.du import DEFAULT_TOP, DiskUsageReport, Usage, disk_usage
     from ckpt_cli.inspect import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
     from ckpt_cli.relocate.plan import RelocatePlan, parse_inputs
@@ -189,6 +193,10 @@ class Checkpoint(model.Checkpoint):
     convert = Call(convert_checkpoint)
     #: ``ckpt relocate --apply --yes``: :func:`ckpt_cli.relocate.run.relocate_checkpoint`
     relocate = Call(relocate_checkpoint)
+    #: ``ckpt state delete`` without ``--apply``: :func:`ckpt_cli.delete.plan.plan_delete`
+    plan_delete = Call(plan_delete)
+    #: ``ckpt state delete --undo``: :func:`ckpt_cli.delete.run.undo_delete`
+    undo_delete = Call(undo_delete, via=_storage)
     #: ``ckpt repair --undo``: :func:`ckpt_cli.change.undo.undo_repair`
     undo_repair = Call(undo_repair, via=_storage)
     #: ``ckpt repartition --undo``: :func:`ckpt_cli.repartition.run.undo_repartition`
@@ -238,6 +246,10 @@ _EXPORTS = {
     "Guards": "ckpt_cli.change.flow",
     "ConvertPlan": "ckpt_cli.convert.plan",
     "ConvertRun": "ckpt_cli.convert.run",
+    "DeletePlan": "ckpt_cli.delete.plan",
+    "read_keys_file": "ckpt_cli.delete.plan",
+    "DeleteRun": "ckpt_cli.delete.run",
+    "run_delete": "ckpt_cli.delete.run",
     "RelocatePlan": "ckpt_cli.relocate.plan",
     "parse_inputs": "ckpt_cli.relocate.plan",
     "RelocateRun": "ckpt_cli.relocate.run",
@@ -283,6 +295,8 @@ __all__ = [
     "ConvertRun",
     "DEFAULT_LIMIT",
     "DEFAULT_TOP",
+    "DeletePlan",
+    "DeleteRun",
     "DESCRIPTIONS",
     "DiskUsageReport",
     "ERROR",
@@ -325,15 +339,18 @@ __all__ = [
     "methods",
     "open",
     "plan_cleanup",
+    "plan_delete",
     "plan_convert",
     "parse_inputs",
     "plan_repair",
     "plan_repartition",
+    "read_keys_file",
     "read_state",
     "relocate_checkpoint",
     "repartition_checkpoint",
     "require_plotly",
     "run_cleanup",
+    "run_delete",
     "run_convert",
     "run_relocate",
     "run_repair",
@@ -343,6 +360,7 @@ __all__ = [
     "skew",
     "split_file_location",
     "undo_convert",
+    "undo_delete",
     "undo_repair",
     "undo_repartition",
     "validate",

@@ -24,9 +24,14 @@ from ckpt_cli.results import Report
 from ckpt_cli.storage import Storage
 
 # What each command's manifest holds besides the changes: how one is told from another.
-MANIFEST_KEYS = {"repair": "plan", "repartition": "repartition", "convert": "convert"}
+MANIFEST_KEYS = {
+    "repair": "plan",
+    "repartition": "repartition",
+    "convert": "convert",
+    "delete": "delete",
+}
 # What a command's change is called in a sentence.
-CHANGE_NOUNS = {"convert": "conversion"}
+CHANGE_NOUNS = {"convert": "conversion", "delete": "deletion"}
 
 
 @dataclass(frozen=True)

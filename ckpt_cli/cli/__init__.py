@@ -32,6 +32,7 @@ COMMANDS = {
     "repartition": "repartition:repartition",
     "convert": "convert:convert",
     "relocate": "relocate:relocate",
+    "state": "state:app",  # a group: ckpt state delete
     "report": "report:report",
 }
 
@@ -60,6 +61,9 @@ def make_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
     for name in commands:
         module, _, function = COMMANDS[name].partition(":")
         command = getattr(importlib.import_module(f"ckpt_cli.cli.{module}"), function)
+        if isinstance(command, typer.Typer):  # a group of commands (ckpt state delete)
+            app.add_typer(command, name=name)
+            continue
         # Each paragraph on one line: help reflows it at the terminal's width.
         app.command(name=name, cls=CkptCommand, help=unwrap(command.__doc__))(command)
     return app

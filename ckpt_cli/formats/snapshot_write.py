@@ -40,6 +40,15 @@ def snapshot_body(records: Iterable[tuple[bytes, bytes]]) -> Iterator[bytes]:
     yield b"".join(pending)
 
 
+def encode_removals(keys: Iterable[bytes], codec: str = compression.LZ4) -> bytes:
+    """A ``<version>.delta`` (or RocksDB ``<version>.changelog`` V1: the same bytes, docs
+    §6) that removes ``keys``: ``[int32 keySize][key][int32 -1]`` each, then the end mark,
+    compressed with ``codec``."""
+    pack = _INT.pack
+    body = b"".join(pack(len(key)) + key + _END for key in keys) + _END
+    return b"".join(compression.compressed_chunks((body,), codec))
+
+
 def hdfs_snapshot_chunks(
     records: Iterable[tuple[bytes, bytes]],
     codec: str = compression.LZ4,

@@ -21,6 +21,7 @@ MODULES = {
     "ckpt_cli.change": "repair",  # UndoResult: repair's and repartition's undo
     "ckpt_cli.cleanup": "cleanup",
     "ckpt_cli.convert": "convert",
+    "ckpt_cli.delete": "delete",
     "ckpt_cli.relocate": "relocate",
     "ckpt_cli.du": "du",
     "ckpt_cli.inspect": "inspect",

@@ -1,0 +1,123 @@
+"""``ckpt state``: commands that change a query's state (``ckpt state delete``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ckpt_cli.api import DeleteRun, UndoResult, read_keys_file, run_delete, undo_delete
+from ckpt_cli.cli.coercion import CkptCommand
+from ckpt_cli.cli.common import (
+    CHANGE_DEFAULTS,
+    SHARED_DEFAULTS,
+    ApplyOpt,
+    ChangeOptions,
+    PathArg,
+    SharedOptions,
+    YesOpt,
+    error_boundary,
+    guards,
+    start_change,
+    undone_if_asked,
+)
+from ckpt_cli.cli.helptext import unwrap
+from ckpt_cli.cli.usage import CkptGroup
+from ckpt_cli.errors import UsageError
+
+app = typer.Typer(
+    name="state",
+    cls=CkptGroup,
+    help="Change a stateful query's state offline: ckpt state delete.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@error_boundary
+def delete(
+    path: PathArg,
+    operator: Annotated[
+        int | None, typer.Option("--operator", metavar="N", help="The stateful operator (state/N).")
+    ] = None,
+    where: Annotated[
+        str | None,
+        typer.Option(
+            "--where",
+            metavar="EXPR",
+            help="The keys to delete: comparisons of key.* and value.* columns (=, !=, <, "
+            "<=, >, >=, in (...), is null) joined by and / or, e.g. \"key.user = 'u1'\".",
+            show_default=False,
+        ),
+    ] = None,
+    keys: Annotated[
+        str | None,
+        typer.Option(
+            "--keys",
+            metavar="FILE",
+            help="The keys to delete, one per line as JSON (the rows ckpt replay prints).",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write the matched rows (what is removed) to FILE as JSON lines, first.",
+            show_default=False,
+        ),
+    ] = None,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    change: ChangeOptions = CHANGE_DEFAULTS,
+    shared: SharedOptions = SHARED_DEFAULTS,
+) -> DeleteRun | UndoResult:
+    """Remove keys from a stateful query's state offline: a poison key, an erasure
+    request, state that grew without a watermark.
+
+    The last committed batch is N: batch N+1 becomes a deletion batch (offsets/N+1 a copy of
+    offsets/N, commits/N+1) whose state version N+2 is what Spark writes for a batch that
+    removed the keys: a .delta of removals (HDFS-backed store), a changelog of deletes
+    (RocksDB with changelog checkpointing), else a new zip of the keys left. A key is the
+    operator's grouping key (aggregations, dropDuplicates, flatMapGroupsWithState).
+
+    A dry run by default: keys matched per partition, bytes freed, a sample; --output writes
+    the matched rows for audit. --apply writes it (asks first unless --yes; refuses while the
+    query looks active unless --force; holds the checkpoint lock) and ends with a
+    validation. --undo restores every byte from the newest deletion's manifest.
+
+    Exit code 0 when the plan is made, the deletion is written and validates, or it is
+    undone, 1 when the checkpoint has errors after it, 2 when it refuses or cannot run.
+
+    Examples:
+
+      ckpt state delete /data/ckpt/q1 --operator 0 --where "key.user = 'u1'"
+
+      ckpt state delete /data/ckpt/q1 --operator 0 --keys poison.jsonl --apply --yes
+
+      ckpt state delete /data/ckpt/q1 --undo
+    """
+    run, args = start_change(
+        "state delete", path, change, apply=apply, yes=yes, action="delete", shared=shared
+    )
+    storage = run.storage(path)
+    undone = undone_if_asked(run, storage, change, undo_delete, force=change.force)
+    if undone is not None:
+        return undone
+    if operator is None:
+        raise UsageError("give the operator: --operator N (ckpt versions lists them)")
+    result = run_delete(
+        storage,
+        guards(args),
+        operator=operator,
+        where=where,
+        keys=read_keys_file(keys) if keys is not None else None,
+        output=output,
+        quarantine=args["quarantine"],
+    )
+    return run.render(result)
+
+
+app.command(name="delete", cls=CkptCommand, help=unwrap(delete.__doc__))(delete)

@@ -1,0 +1,81 @@
+"""``ckpt state delete`` as a plan table and what was written."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ckpt_cli.api import DeletePlan, DeleteRun
+from ckpt_cli.cli.text import (
+    plan_first,
+    print_batch_change,
+    print_notes,
+    print_validation,
+    render_text,
+)
+from ckpt_cli.cli.text.fit import FitTable, labelled
+from ckpt_cli.units import human_bytes
+
+if TYPE_CHECKING:
+    from ckpt_cli.cli.output import TextRenderer
+
+_WRITES = {
+    "delta": "a .delta of removals",
+    "changelog": "a changelog of deletes",
+    "snapshot": "a new zip of the keys left",
+}
+
+
+@render_text.register(DeletePlan)
+def _plan(plan: DeletePlan, out: TextRenderer) -> None:
+    console = out.console
+    matched = sum(p.matched for p in plan.partitions)
+    what = f"state/{plan.operator} where {plan.selection}"
+    print_batch_change(out, plan, plan.provider, "Deletion", what)
+    if matched:
+        table = FitTable(title="Keys matched per partition", title_justify="left")
+        table.add_column("partition", justify="right")
+        table.add_column("keys", justify="right")
+        table.add_column("matched", justify="right")
+        table.add_column("bytes", justify="right")
+        for p in plan.partitions:
+            if p.matched:
+                table.add_row(
+                    str(p.partition), f"{p.keys:,}", f"{p.matched:,}", human_bytes(p.bytes)
+                )
+        console.print(table)
+        for row in plan.sample:
+            console.print(labelled("  e.g.", "dim", json.dumps(row, default=str)))
+    total = sum(p.keys for p in plan.partitions)
+    console.print(
+        labelled(
+            "Deletes",
+            "bold",
+            f"{matched:,} of {total:,} keys ({human_bytes(sum(p.bytes for p in plan.partitions))}),"
+            f" written as {_WRITES[plan.writes]}"
+            + (f"; the matched rows are in {plan.output}" if plan.output else ""),
+        )
+    )
+    print_notes(out, plan.notes, plan.warnings)
+
+
+@render_text.register(DeleteRun)
+def _run(run: DeleteRun, out: TextRenderer) -> None:
+    result = plan_first(
+        run,
+        out,
+        dry_run="Dry run: nothing was changed. Add --apply to write it.",
+        idle=run.plan.nothing_to_do,
+    )
+    if result is None:
+        return
+    out.console.print(
+        labelled(
+            "Deleted:",
+            "green",
+            f"{result.removed:,} keys, {len(result.written)} files written; "
+            f"`ckpt state delete CHECKPOINT --undo` puts the checkpoint back (manifest: "
+            f"{result.manifest}).",
+        )
+    )
+    print_validation(out, "deletion", result.validation)

@@ -1,0 +1,234 @@
+"""Planning ``ckpt state delete``: the keys of one operator's state at the last committed
+batch N that match ``--where`` (or are listed in ``--keys``), per partition, and how the
+deletion batch N+1 removes them from state version N+2 as Spark writes a batch that removed
+them: an HDFS ``.delta`` of removals; a RocksDB changelog of deletes where the store has
+changelogs (changelog checkpointing on), else a new ``.zip`` of the keys left.
+
+A key is the operator's own state key: the grouping key of aggregations, deduplication and
+flatMapGroupsWithState. Operators whose keys span several stores or column families
+(stream-stream joins, transformWithState) and session windows (a key's sessions) are refused
+by name: their stores must change together, which ckpt does not do yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckpt_cli.change.batch import NewBatch
+from ckpt_cli.change.safety import last_committed_batch, links_refused
+from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
+from ckpt_cli.core.model import Checkpoint, Store
+from ckpt_cli.core.read import iter_state
+from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.errors import CkptError, UsageError
+from ckpt_cli.formats.state_encoders import row_checksums
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.results import Result, fields_json
+from ckpt_cli.state.reader import decoder_for
+from ckpt_cli.state.where import parse_where, schema_columns
+
+SAMPLE_ROWS = 5
+
+
+class DeleteRefused(CkptError, code="DELETE_REFUSED"):
+    """``ckpt state delete`` will not run on this checkpoint (the message says why)."""
+
+
+@dataclass
+class PartitionDeletion:
+    partition: int
+    keys: int  # in the state before
+    matched: int
+    bytes: int  # of the matched records (key + value)
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self, "partition keys matched bytes")
+
+
+@dataclass
+class DeletePlan(NewBatch, Result):
+    """What ``ckpt state delete`` removes: the matched keys of ``operator``'s store at the
+    last committed batch, per partition, written as ``writes`` (``delta``, ``changelog`` or
+    ``snapshot``) of version N+2 by batch N+1."""
+
+    checkpoint: str
+    last_committed: int
+    operator: int
+    store: str
+    provider: str
+    writes: str
+    selection: str
+    checkpoint_format_version: int = 1
+    partitions: list[PartitionDeletion] = field(default_factory=list)
+    sample: list[dict[str, Any]] = field(default_factory=list)
+    output: str | None = None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # The raw keys to remove, per partition (not in the JSON: the output file has them).
+    matched: dict[int, list[bytes]] = field(default_factory=dict, repr=False)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not any(p.matched for p in self.partitions)
+
+    def body_json(self) -> dict[str, Any]:
+        return fields_json(
+            self,
+            "checkpoint last_committed batch version operator store provider writes selection"
+            " keys matched bytes partitions sample output notes warnings",
+            keys=sum(p.keys for p in self.partitions),
+            matched=sum(p.matched for p in self.partitions),
+            bytes=sum(p.bytes for p in self.partitions),
+            partitions=[p.to_json() for p in self.partitions if p.matched],
+        )
+
+
+def read_keys_file(path: str) -> list[dict[str, Any]]:
+    """``--keys FILE``: one key per line as JSON, the shape ``ckpt replay`` prints (a whole
+    row, whose ``key`` is taken, or the key object itself)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = [line for line in fh if line.strip()]
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the keys file ({exc.strerror})") from exc
+    keys = []
+    for number, line in enumerate(lines, 1):
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"{path} (line {number}): not a JSON key: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise UsageError(f"{path} (line {number}): a key is a JSON object")
+        keys.append(obj["key"] if isinstance(obj.get("key"), dict) else obj)
+    return keys
+
+
+def plan_delete(
+    ckpt: Checkpoint,
+    *,
+    operator: int,
+    where: str | None = None,
+    keys: list[dict[str, Any]] | None = None,
+    output: str | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
+) -> DeletePlan:
+    """Plan the deletion of the keys of ``operator`` that match ``where`` (the ``--where``
+    language, :mod:`ckpt_cli.state.where`) or are among ``keys``; nothing in the checkpoint
+    changes. ``output``: a local file the matched rows are written to (JSON lines), now."""
+    url = ckpt.storage.url
+    if (where is None) == (keys is None):
+        raise UsageError("name the keys to delete: --where EXPR or --keys FILE (one of them)")
+    links = links_refused(ckpt)
+    if links:
+        raise DeleteRefused(f"{url}: not deleting: {links[0]}")
+    last, latest = last_committed_batch(ckpt, DeleteRefused, "delete from")
+    if latest is not None and latest > last:
+        raise DeleteRefused(
+            f"{url}: the last batch ({latest}) is not committed: an unfinished change, or a "
+            "batch Spark re-runs at restart",
+            hint="ckpt state delete CHECKPOINT --undo rolls back an unfinished deletion; else "
+            f"restart the query until the batch commits, or ckpt repair --rollback-to {last}",
+        )
+    store = _store(ckpt, operator)
+    decoder = decoder_for(ckpt, operator, store.name)
+    if decoder.schema is None:
+        raise DeleteRefused(f"state/{operator}: no state schema file: keys cannot be matched")
+    columns = schema_columns(decoder.schema.key, decoder.schema.value)
+    test = _selection(where, keys, columns)
+    plan = DeletePlan(
+        checkpoint=url,
+        last_committed=last,
+        operator=operator,
+        store=store.name,
+        provider=store.provider,
+        writes=_writes(store),
+        selection=where if where is not None else f"{len(keys or [])} keys from --keys",
+        output=output,
+    )
+    out = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
+    progress.start("Matching keys", total=len(store.partitions))
+    try:
+        for partition in store.partitions:
+            counted = PartitionDeletion(partition, 0, 0, 0)
+            for key, value, row in _rows(ckpt, plan, decoder, partition):
+                counted.keys += 1
+                if not test(row):
+                    continue
+                counted.matched += 1
+                counted.bytes += len(key) + len(value)
+                plan.matched.setdefault(partition, []).append(key)
+                if len(plan.sample) < SAMPLE_ROWS:
+                    plan.sample.append(row)
+                if out is not None:
+                    out.write(json.dumps(row, default=str) + "\n")
+            plan.partitions.append(counted)
+            progress.advance()
+    finally:
+        progress.close()
+        if out is not None:
+            out.close()
+    if plan.nothing_to_do:
+        plan.notes.append("no key matches: nothing to delete")
+    return plan
+
+
+def _store(ckpt: Checkpoint, operator: int) -> Store:
+    op = ckpt.operators.get(operator)
+    if op is None:
+        ids = ", ".join(map(str, ckpt.operators)) or "none"
+        raise UsageError(f"{ckpt.storage.url}: no operator {operator} (operators: {ids})")
+    where = f"state/{operator}"
+    if op.metadata_v2_files:
+        raise DeleteRefused(
+            f"{where}: a transformWithState operator (or a join in state format 3+): its "
+            "keys span column families that ckpt does not delete from together yet"
+        )
+    if len(op.stores) > 1 or DEFAULT_STORE not in op.stores:
+        raise DeleteRefused(
+            f"{where}: a stream-stream join ({', '.join(op.stores)}): its key, index and "
+            "count stores must change together, which ckpt does not do yet"
+        )
+    meta = ckpt.operator_metadata(operator)
+    if meta is not None and any(cols > 0 for _, cols, _ in meta.stores):
+        raise DeleteRefused(
+            f"{where}: session windows (keys scanned by prefix): deleting a key means every "
+            "session of it, which ckpt does not do yet"
+        )
+    if row_checksums(ckpt.conf):
+        raise DeleteRefused(f"{where}: row checksums are on: ckpt does not write them yet")
+    if ckpt.checkpoint_format_version != 1:
+        raise DeleteRefused(f"{where}: checkpoint format v2: ckpt does not delete from it yet")
+    store = op.stores[DEFAULT_STORE]
+    if store.provider not in ("hdfs", "rocksdb"):
+        raise DeleteRefused(f"{where}: its state store provider is {store.provider}")
+    return store
+
+
+def _writes(store: Store) -> str:
+    """How version N+2 is written: as Spark would write a batch that removed keys."""
+    if store.provider == "hdfs":
+        return "delta"
+    changelogs = any(
+        f.kind is FileKind.CHANGELOG for p in store.partitions.values() for f in p.files
+    )
+    return "changelog" if changelogs else "snapshot"
+
+
+def _selection(
+    where: str | None, keys: list[dict[str, Any]] | None, columns: list[str]
+) -> Callable[[dict[str, Any]], bool]:
+    if where is not None:
+        return parse_where(where, columns)
+    wanted = {json.dumps(k, sort_keys=True, default=str) for k in keys or []}
+    return lambda row: json.dumps(row["key"], sort_keys=True, default=str) in wanted
+
+
+def _rows(
+    ckpt: Checkpoint, plan: DeletePlan, decoder: Any, partition: int
+) -> Iterator[tuple[bytes, bytes, dict[str, Any]]]:
+    version = plan_version(ckpt, plan.operator, partition, plan.last_committed + 1)
+    for key, value in iter_state(ckpt, version):
+        yield key, value, decoder.row(partition, key, value)

@@ -1,0 +1,81 @@
+"""``ckpt state delete`` as one call (plan, confirm, apply), and ``--undo``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ckpt_cli.change.flow import Guards, run_change
+from ckpt_cli.change.safety import check_not_active
+from ckpt_cli.change.undo import UndoResult, batch_change_undo
+from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.delete.apply import DeleteResult, apply_plan, default_quarantine
+from ckpt_cli.delete.plan import DeletePlan, plan_delete
+from ckpt_cli.results import PlanRun
+from ckpt_cli.storage import Storage
+
+
+@dataclass(frozen=True)
+class DeleteRun(PlanRun[DeletePlan, DeleteResult]):
+    """``ckpt state delete``: the plan, and what was written when it was applied. Problems
+    only when the checkpoint does not validate after the deletion."""
+
+    @property
+    def ok(self) -> bool:
+        return self.result.validation.ok if self.result is not None else True
+
+
+def run_delete(
+    storage: Storage,
+    guards: Guards,
+    *,
+    operator: int,
+    where: str | None = None,
+    keys: list[dict[str, Any]] | None = None,
+    output: str | None = None,
+    quarantine: str | None = None,
+) -> DeleteRun:
+    """Plan, and with ``guards.apply`` write, the deletion of ``operator``'s keys that match
+    ``where`` or are among ``keys`` (``output``: the matched rows written there first). A dry
+    run never refuses for safety: the plan's ``warnings`` say what applying would refuse."""
+
+    def carry_out(ckpt: Checkpoint, plan: DeletePlan) -> DeleteResult:
+        now = time.time()
+        where_to = quarantine or default_quarantine(ckpt, now)
+        return apply_plan(ckpt, plan, where_to, now, guards.progress)
+
+    done = run_change(
+        storage,
+        guards,
+        command="ckpt state delete",
+        plan=lambda ckpt: plan_delete(
+            ckpt,
+            operator=operator,
+            where=where,
+            keys=keys,
+            output=output,
+            progress=guards.progress,
+        ),
+        question=lambda plan: (
+            None
+            if plan.nothing_to_do
+            else (
+                f"Delete {sum(p.matched for p in plan.partitions):,} keys of state/{plan.operator} "
+                f"(batch {plan.batch})?"
+            )
+        ),
+        check=lambda ckpt, plan: check_not_active(ckpt, min_age=guards.min_age, force=guards.force),
+        carry_out=carry_out,
+    )
+    return DeleteRun(done.plan, done.result, done.declined)
+
+
+undo_delete: Callable[..., UndoResult] = batch_change_undo(
+    "delete",
+    __name__,
+    """Put the checkpoint back as it was before its newest key deletion (finished or not), or
+    the one of ``manifest``. Refused (unless ``force``) when the query ran batches after it:
+    undoing would throw their state away.""",
+)

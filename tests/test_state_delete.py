@@ -1,0 +1,209 @@
+"""``ckpt state delete`` on copies of real fixtures: the state after is the state before
+minus exactly the matched keys (HDFS delta of removals, RocksDB changelog of deletes, RocksDB
+new zip), validate is clean, ``--undo`` gives back every byte, a dry run changes nothing and
+writes the audit file, what ckpt cannot delete is refused in one line, and a deletion killed
+at any write is undone. The ``--where`` language on its own. (Spark's reader and a restart
+judge the result in ``test_state_delete_spark.py``.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import ckpt_cli
+from ckpt_cli.api import Guards, run_delete, undo_delete
+from ckpt_cli.errors import UsageError
+from ckpt_cli.state.where import WhereError, parse_where
+from ckpt_cli.storage import Storage
+from tests.conftest import CASES_DIR, run_cli
+from tests.fixture_copies import age_everything, latest
+from tests.kill_support import die_in_nth_write, tree
+
+pytestmark = pytest.mark.skipif(not CASES_DIR.is_dir(), reason="no fixtures")
+
+# (fixture, --where, how version N+2 is written)
+CASES = [
+    ("spark4-hdfs-agg", "key.k in ('k0', 'k5') or value.count > 5", "delta"),
+    ("spark4-hdfs-agg-zstd", "value.sum >= 250", "delta"),
+    ("spark4-rocksdb-agg", "key.k = 'k3'", "snapshot"),
+    ("spark4-rocksdb-changelog", "value.count < 5 and key.k != 'k6'", "changelog"),
+    ("spark4-dedup", "key.id <= 'e3'", "snapshot"),
+    ("spark4-dedup-ww-hdfs", "key.id is not null", "delta"),
+    ("spark4-fmgws-rocksdb", "value.groupState.cnt >= 2", "changelog"),
+    ("spark4-hdfs-agg-200", "value.count = 1", "delta"),
+]
+
+
+def copy(name: str, dest: Path) -> Path:
+    shutil.copytree(CASES_DIR / name / "checkpoint", dest)
+    age_everything(dest)
+    return dest
+
+
+def rows(root: Path) -> list[str]:
+    ckpt = ckpt_cli.open(str(root))
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in ckpt.replay(operator=0))
+
+
+@pytest.mark.parametrize(("name", "where", "writes"), CASES)
+def test_the_state_after_is_the_state_before_minus_the_matched_keys(
+    name: str, where: str, writes: str, tmp_path: Path
+) -> None:
+    root = copy(name, tmp_path / "ckpt")
+    original = tree(root)
+    before = rows(root)
+    test = parse_where(where)
+    matched = [r for r in before if test(json.loads(r))]
+    assert matched and (len(matched) < len(before) or name == "spark4-dedup-ww-hdfs")
+    audit = tmp_path / "matched.jsonl"
+    run = run_delete(
+        Storage.from_url(str(root)),
+        Guards(apply=True),
+        operator=0,
+        where=where,
+        output=str(audit),
+    )
+    assert run.result is not None and run.result.validation.ok
+    assert run.plan.writes == writes and run.result.removed == len(matched)
+    assert latest(root) == latest(CASES_DIR / name / "checkpoint") + 1
+    assert rows(root) == sorted(set(before) - set(matched))
+    written = sorted(
+        json.dumps(json.loads(line), sort_keys=True) for line in audit.read_text().splitlines()
+    )
+    assert written == sorted(matched)
+    undone = undo_delete(Storage.from_url(str(root)))
+    assert undone.removed > 0 and tree(root) == original
+
+
+def test_keys_from_a_file_as_replay_prints_them(tmp_path: Path) -> None:
+    root = copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
+    before = rows(root)
+    keys = tmp_path / "keys.jsonl"
+    keys.write_text(before[0] + "\n" + json.dumps({"k": "nope"}) + "\n")
+    result = run_cli(
+        "state",
+        "delete",
+        str(root),
+        "--operator",
+        "0",
+        "--keys",
+        str(keys),
+        "--apply",
+        "--yes",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["matched"] == 1 and rows(root) == before[1:]
+
+
+def test_a_dry_run_changes_nothing(tmp_path: Path) -> None:
+    root = copy("spark4-hdfs-agg", tmp_path / "ckpt")
+    original = tree(root)
+    result = run_cli(
+        "state", "delete", str(root), "--operator", "0", "--where", "key.k = 'k0'", "--json"
+    )
+    assert result.exit_code == 0, result.stderr
+    body = result.json()
+    assert body["applied"] is False and body["matched"] == 1 and body["keys"] == 7
+    assert body["writes"] == "delta" and body["sample"][0]["key"] == {"k": "k0"}
+    assert tree(root) == original
+    text = run_cli("state", "delete", str(root), "--operator", "0", "--where", "key.k = 'k0'")
+    assert "Deletes 1 of 7 keys" in text.stdout and "Dry run" in text.stdout
+
+
+REFUSED = [
+    ("spark4-join", ["--where", "key.k = 1"], "stream-stream join"),
+    ("spark4-session-hdfs", ["--where", "key.k = 1"], "session windows"),
+    ("spark4-tws-row", ["--where", "key.k = 1"], "transformWithState"),
+    ("spark4-rocksdb-v2", ["--where", "key.k = 'k0'"], "format v2"),
+    ("spark4-hdfs-agg", ["--where", "key.nope = 1"], "no column key.nope"),
+    ("spark4-hdfs-agg", ["--where", "key.k = = 1"], "expected a value"),
+    ("spark4-hdfs-agg", [], "--where EXPR or --keys FILE"),
+    ("spark4-hdfs-agg", ["--operator", "7", "--where", "key.k = 1"], "no operator 7"),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "why"), REFUSED)
+def test_what_ckpt_cannot_delete_is_refused_in_one_line(
+    name: str, args: list[str], why: str, tmp_path: Path
+) -> None:
+    root = copy(name, tmp_path / "ckpt")
+    original = tree(root)
+    operator = [] if "--operator" in args else ["--operator", "0"]
+    for apply in ([], ["--apply", "--yes"]):
+        result = run_cli("state", "delete", str(root), *operator, *args, *apply)
+        assert result.exit_code == 2, result.stdout
+        error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(error) == 1 and why in error[0], result.stderr
+    assert tree(root) == original
+
+
+@pytest.mark.parametrize("name", ["spark4-hdfs-agg", "spark4-rocksdb-agg"])
+def test_a_deletion_killed_in_any_write_is_undone(name: str, tmp_path: Path) -> None:
+    source = copy(name, tmp_path / "source")
+    original = tree(source)
+    args = ["--operator", "0", "--where", "key.k = 'k0'", "--apply", "-y"]
+    probe = tmp_path / "probe"
+    shutil.copytree(source, probe)
+    done = run_cli("state", "delete", str(probe), *args, "--json")
+    writes = len(done.json()["result"]["written"])
+    for nth in range(1, writes + 1):
+        root = tmp_path / f"ckpt{nth}"
+        shutil.copytree(source, root)
+        died = die_in_nth_write(nth, f"{root}/", ["state", "delete", str(root), *args])
+        assert died.returncode == 9, died.stderr.decode()
+        undone = run_cli("state", "delete", str(root), "--undo", "--yes", "--break-lock")
+        assert undone.exit_code == 0, undone.stderr
+        assert tree(root) == original, nth
+
+
+ROW = {"key": {"user": "u1", "n": 3}, "value": {"last": "2024-02-01", "note": None, "x": 2.5}}
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("key.user = 'u1'", True),
+        ("user = 'u1'", True),  # a bare name: the key's, else the value's
+        ("key.user != 'u1'", False),
+        ("value.last < '2024-01-01'", False),
+        ("value.last >= '2024-01-01' and key.n > 2", True),
+        ("key.n > 5 or value.x <= 2.5", True),
+        ("key.n > 5 or value.x < 2.5 and key.user = 'u1'", False),  # and binds tighter
+        ("(key.n > 5 or value.x <= 2.5) and key.user = 'u2'", False),
+        ("key.user in ('a', 'u1')", True),
+        ("key.user not in ('a', 'u1')", False),
+        ("value.note is null", True),
+        ("value.note is not null", False),
+        ("value.note = null", True),
+        ("value.note < 1", False),  # null is neither less nor more
+        ("key.user = 'it''s'", False),
+        ("key.n = 3", True),
+    ],
+)
+def test_the_where_language(where: str, expected: bool) -> None:
+    columns = ["key.user", "key.n", "value.last", "value.note", "value.x"]
+    assert parse_where(where, columns)(ROW) is expected
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("key.user =", "expected a value"),
+        ("key.user ~ 1", "cannot read '~"),
+        ("key.user = 'a' and", "expected a column"),
+        ("(key.user = 'a'", "expected )"),
+        ("key.nope = 1", "no column key.nope"),
+        ("key.user = 'a' key.n = 1", "expected and, or or the end"),
+        ("key.user in 'a'", "expected ( after in"),
+        ("key.user is 1", "expected null"),
+    ],
+)
+def test_a_bad_where_is_one_line_naming_the_token(where: str, message: str) -> None:
+    with pytest.raises(WhereError) as error:
+        parse_where(where, ["key.user", "key.n"])
+    assert message in error.value.message and "\n" not in error.value.message
+    assert isinstance(error.value, UsageError)
