@@ -129,19 +129,26 @@ def _params_table(command: Any, ctx: Any) -> str:
     )
 
 
+# Commands that are groups: their pages are per subcommand, named ``<group>-<subcommand>``.
+_GROUPS = ("state",)
+
+
 def command_part(name: str) -> str:
     """``ckpt NAME``'s usage, help and parameters, as Markdown with HTML blocks."""
     from typer._click import Context
 
     group = _cli()
-    if name not in group.commands:
+    first, *rest = name.split("-") if name.split("-")[0] in _GROUPS else [name]
+    if first not in group.commands:
         raise PluginError(
             f"docs: ckpt has no command {name!r} (commands: {sorted(group.commands)})"
         )
-    command = group.commands[name]
-    root = Context(group, info_name="ckpt")
-    ctx = Context(command, info_name=name, parent=root)
-    _documented.add(name)
+    command = group.commands[first]
+    ctx = Context(command, info_name=first, parent=Context(group, info_name="ckpt"))
+    for sub in rest:  # a command of a group (ckpt state delete: "state-delete")
+        command = command.commands[sub]
+        ctx = Context(command, info_name=sub, parent=ctx)
+    _documented.add(first)
     return "\n\n".join(
         [
             "## Usage",
@@ -175,9 +182,12 @@ def root_part() -> str:
     ctx = Context(group, info_name="ckpt")
     commands = ["| command | what it does |", "|---|---|"]
     for name, command in group.commands.items():
-        commands.append(
-            f"| [`ckpt {name}`]({name}.md) | {_md(_first_sentence(command.help or ''))} |"
-        )
+        subs = getattr(command, "commands", None) if name in _GROUPS else None
+        for sub, inner in (subs or {None: command}).items():
+            full, page = (f"{name} {sub}", f"{name}-{sub}") if sub else (name, name)
+            commands.append(
+                f"| [`ckpt {full}`]({page}.md) | {_md(_first_sentence(inner.help or ''))} |"
+            )
     return "\n\n".join(
         [
             "## Usage",
