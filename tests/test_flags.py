@@ -35,7 +35,10 @@ def one_line(result: object) -> str:
 
 
 def test_each_option_means_one_thing_on_every_command() -> None:
-    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    commands = {}  # every command, a group's (ckpt state delete) by "<group> <command>"
+    for name, command in typer.main.get_command(app).commands.items():  # type: ignore[attr-defined]
+        for sub, inner in (getattr(command, "commands", None) or {"": command}).items():
+            commands[f"{name} {sub}".strip()] = inner
     meaning: dict[str, set[str]] = {}
     flags: dict[str, set[bool]] = {}
     with_storage = set()

@@ -32,8 +32,8 @@ COMMANDS = {
     "repartition": "repartition:repartition",
     "convert": "convert:convert",
     "relocate": "relocate:relocate",
-    "state": "state:app",  # a group: ckpt state delete
     "report": "report:report",
+    "state": "state:app",  # a group (ckpt state delete): Typer lists groups last
 }
 
 
