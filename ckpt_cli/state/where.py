@@ -92,18 +92,21 @@ class _Parser:
         raise WhereError(f"--where {self.text!r}: {what}, not {shown} (at {token.at + 1})")
 
     def expr(self) -> Test:
-        tests = [self.conjunction()]
-        while self.word(self.peek()) == "or":
-            self.take()
-            tests.append(self.conjunction())
-        return tests[0] if len(tests) == 1 else (lambda row: any(t(row) for t in tests))
+        return self.joined("or", self.conjunction, any)
 
     def conjunction(self) -> Test:
-        tests = [self.comparison()]
-        while self.word(self.peek()) == "and":
+        return self.joined("and", self.comparison, all)
+
+    def joined(
+        self, word: str, part: Callable[[], Test], combine: Callable[[Iterable[bool]], bool]
+    ) -> Test:
+        """One or more ``part`` joined by ``word``: true when ``combine`` (any, all) of them
+        is."""
+        tests = [part()]
+        while self.word(self.peek()) == word:
             self.take()
-            tests.append(self.comparison())
-        return tests[0] if len(tests) == 1 else (lambda row: all(t(row) for t in tests))
+            tests.append(part())
+        return tests[0] if len(tests) == 1 else (lambda row: combine(t(row) for t in tests))
 
     def comparison(self) -> Test:
         token = self.take()
