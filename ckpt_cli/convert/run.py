@@ -20,8 +20,7 @@ NO_GUARDS = Guards()
 
 @dataclass(frozen=True)
 class ConvertRun(ChangeRun[ConvertPlan, ConvertResult]):
-    """``ckpt convert``: the plan, and what was written when it was applied. Problems only
-    when the checkpoint does not validate after the conversion."""
+    """``ckpt convert``: the plan, and what was written when it was applied."""
 
 
 def run_convert(

@@ -18,8 +18,7 @@ from ckpt_cli.storage import Storage
 
 @dataclass(frozen=True)
 class DeleteRun(ChangeRun[DeletePlan, DeleteResult]):
-    """``ckpt state delete``: the plan, and what was written when it was applied. Problems
-    only when the checkpoint does not validate after the deletion."""
+    """``ckpt state delete``: the plan, and what was written when it was applied."""
 
 
 def run_delete(

@@ -14,8 +14,7 @@ from ckpt_cli.storage import Storage
 
 @dataclass(frozen=True)
 class RelocateRun(ChangeRun[RelocatePlan, RelocateResult]):
-    """``ckpt relocate``: the plan, and what was written when it was applied. Problems only
-    when the copy does not validate."""
+    """``ckpt relocate``: the plan, and what was copied when it was applied."""
 
 
 def run_relocate(

@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RepartitionRun(ChangeRun[RepartitionPlan, RepartitionResult]):
-    """``ckpt repartition``: the plan, and what was written when it was applied. Problems
-    only when the checkpoint does not validate after the repartition."""
+    """``ckpt repartition``: the plan, and what was written when it was applied."""
 
 
 def run_repartition(
