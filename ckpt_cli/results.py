@@ -79,6 +79,26 @@ class PlanRun(Result, Generic[PlanT, DoneT]):
         return out
 
 
+class Validated(Serialisable, Protocol):
+    """What applying a change returns when it ends with a validation of the checkpoint."""
+
+    @property
+    def validation(self) -> Result: ...
+
+
+ValidatedT = TypeVar("ValidatedT", bound=Validated)
+
+
+@dataclass(frozen=True)
+class ChangeRun(PlanRun[PlanT, ValidatedT]):
+    """The result of a change that validates the checkpoint after it (convert, relocate,
+    repartition, state delete): problems only when that validation finds them."""
+
+    @property
+    def ok(self) -> bool:
+        return self.result.validation.ok if self.result is not None else True
+
+
 def fields_json(obj: object, names: str, **given: Any) -> dict[str, Any]:
     """A JSON document of ``obj``'s attributes (fields or properties), in the order ``names``
     (separated by white space) gives: ``key=attribute`` where the document's key is not the

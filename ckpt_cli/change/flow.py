@@ -9,9 +9,10 @@ The order is the point:
    then the checkpoint is listed and planned under it, so two changes cannot act on one
    stale plan;
 3. the plan's warnings say what applying would refuse (a dry run says, it does not refuse);
-4. with ``apply`` and something to do: the command's own checks (an active query, young
-   files: ``check``), then the confirmation, then ``carry_out`` (which writes its write-ahead
-   manifest before its first change and validates the checkpoint after its last);
+4. with ``apply`` and something to do: the command's own checks (``check``; by default, an
+   active query is refused unless ``force``), then the confirmation, then ``carry_out``
+   (which writes its write-ahead manifest before its first change and validates the
+   checkpoint after its last);
 5. ``finish`` runs last, however it ends (a plan's staged files removed).
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, cast
 
 from ckpt_cli.change.lock import checkpoint_lock
-from ckpt_cli.change.safety import check_min_age, plan_warnings
+from ckpt_cli.change.safety import check_min_age, check_not_active, plan_warnings
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS, query_activity
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -64,6 +65,11 @@ class Outcome(Generic[PlanT, DoneT]):
     declined: bool = False
 
 
+def checked_before_planning(ckpt: Checkpoint, plan: object) -> None:
+    """The ``check`` of a change that made its safety checks before planning (repartition
+    checks before it reads the state): nothing more to check."""
+
+
 def run_change(
     storage: Storage,
     guards: Guards,
@@ -78,7 +84,8 @@ def run_change(
     """``command`` (its name, for the lock) on the checkpoint at ``storage``, in the order
     above: ``plan`` it, and with ``guards.apply`` ask ``question`` (None: nothing to apply;
     "": carried out without asking) and ``carry_out`` the plan. The plan's ``warnings`` (a
-    list) get what applying would refuse."""
+    list) get what applying would refuse. ``check`` (None: refuse while the query looks
+    active, unless ``guards.force``) runs before the confirmation."""
     apply, force = guards.apply, guards.force
     if apply:
         check_min_age(guards.min_age, force=force)  # before listing
@@ -94,8 +101,11 @@ def run_change(
             asked = question(planned) if apply else None
             if asked is None:
                 return Outcome(planned)
-            if check is not None:
-                check(ckpt, planned)  # refused before asking, not after
+            # Refused before asking, not after.
+            if check is None:
+                check_not_active(ckpt, min_age=guards.min_age, force=force)
+            else:
+                check(ckpt, planned)
             confirm = guards.confirm
             if asked and confirm is not None and not confirm(planned, asked):
                 return Outcome(planned, declined=True)

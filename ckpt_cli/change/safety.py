@@ -125,3 +125,20 @@ def last_committed_batch(
             f"{verb} (Spark needs one committed batch too)"
         )
     return last, batches.latest_offsets
+
+
+def last_batch_committed(
+    ckpt: Checkpoint, refused: type[CkptError], verb: str, *, unfinished: str, undo: str
+) -> int:
+    """The last committed batch, as :func:`last_committed_batch`; ``refused`` when a newer
+    batch is not committed (``unfinished``: what it may be, beside a batch Spark re-runs;
+    ``undo``: the hint's command that rolls back an unfinished change of this kind)."""
+    last, latest = last_committed_batch(ckpt, refused, verb)
+    if latest is not None and latest > last:
+        raise refused(
+            f"{ckpt.storage.url}: the last batch ({latest}) is not committed: {unfinished}, "
+            "or a batch Spark re-runs at restart",
+            hint=f"{undo}; else restart the query until the batch commits, or "
+            f"ckpt repair --rollback-to {last}",
+        )
+    return last

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # rich is imported when something is printed (~40 ms, ~4 MB)
 
 P = ParamSpec("P")
 ResultT = TypeVar("ResultT", bound=Result)
+T = TypeVar("T")
 
 # -- shared options (one spelling for every command) -------------------------------------------
 
@@ -455,7 +456,7 @@ def start(shared: SharedOptions = SHARED_DEFAULTS, **display: Any) -> Session:
 
 
 class ChangeArgs(TypedDict):
-    """What repair and repartition both pass the library to change a checkpoint."""
+    """What the change commands pass the library to change a checkpoint."""
 
     apply: bool
     quarantine: str | None
@@ -466,21 +467,48 @@ class ChangeArgs(TypedDict):
     progress: ProgressSink
 
 
+@dataclass(frozen=True)
+class ChangeStart:
+    """What a command that changes a checkpoint starts from (:func:`start_change`)."""
+
+    run: Session
+    storage: Storage  # the checkpoint's
+    args: ChangeArgs
+    change: ChangeOptions
+
+    @property
+    def guards(self) -> Guards:
+        """The change options as the library's :class:`~ckpt_cli.api.Guards`."""
+        a = self.args
+        return Guards(
+            a["apply"], a["force"], a["min_age"], a["break_lock"], a["confirm"], a["progress"]
+        )
+
+    def render(self, result: ResultT) -> ResultT:
+        return self.run.render(result)
+
+    def undo(self, undo: Callable[..., UndoResult], **options: Any) -> UndoResult:
+        """--undo: the command's ``undo`` of the checkpoint (its manifest and lock options,
+        and ``options``), rendered."""
+        change = self.change
+        return self.render(
+            undo(self.storage, manifest=change.manifest, break_lock=change.break_lock, **options)
+        )
+
+
+# What a change command's confirmation refuses to do unattended, where not the command's name.
+_ACTIONS = {"repair": "change the checkpoint", "state delete": "delete"}
+
+
 def start_change(
-    command: str,
-    path: str,
-    change: ChangeOptions,
-    *,
-    apply: bool,
-    yes: bool,
-    action: str,
-    shared: SharedOptions,
-) -> tuple[Session, ChangeArgs]:
-    """The preamble of a command that changes a checkpoint (repair, repartition): the
-    session, its options checked (old spellings named), and the library's arguments they give
-    (``action``: what the confirmation asks to do)."""
+    command: str, path: str, change: ChangeOptions, *, apply: bool, yes: bool, shared: SharedOptions
+) -> ChangeStart:
+    """The preamble of a command that changes a checkpoint (convert, relocate, repair,
+    repartition, state delete): the session, its options checked (old spellings named), the
+    library's arguments they give, and the checkpoint's storage."""
     run = start(shared)
     check_change_options(command, path, change, apply=apply)
+    action = _ACTIONS.get(command, command)
     args = ChangeArgs(
         apply=apply,
         quarantine=change.quarantine,
@@ -490,35 +518,15 @@ def start_change(
         confirm=run.confirm(yes=yes, action=action, unattended=command),
         progress=run.progress,
     )
-    return run, args
+    return ChangeStart(run, run.storage(path), args, change)
 
 
-def undone_if_asked(
-    run: Session,
-    storage: Storage,
-    change: ChangeOptions,
-    undo: Callable[..., UndoResult],
-    **extra: Any,
-) -> UndoResult | None:
-    """With ``--undo``: the command's ``undo`` of the checkpoint at ``storage`` (its manifest
-    and lock options, and ``extra``), rendered; else None."""
-    if not change.undo:
-        return None
-    return run.render(
-        undo(storage, manifest=change.manifest, break_lock=change.break_lock, **extra)
-    )
-
-
-def guards(args: ChangeArgs) -> Guards:
-    """The change options as the library's :class:`~ckpt_cli.api.Guards`."""
-    return Guards(
-        args["apply"],
-        args["force"],
-        args["min_age"],
-        args["break_lock"],
-        args["confirm"],
-        args["progress"],
-    )
+def given(value: T | None, problem: str) -> T:
+    """The value of an option a command needs (unless --undo); a usage error saying
+    ``problem`` when it is missing."""
+    if value is None:
+        raise UsageError(problem)
+    return value
 
 
 def report_error(exc: CkptError) -> None:

@@ -16,11 +16,9 @@ from ckpt_cli.cli.common import (
     SharedOptions,
     YesOpt,
     error_boundary,
-    guards,
+    given,
     start_change,
-    undone_if_asked,
 )
-from ckpt_cli.errors import UsageError
 
 
 @error_boundary
@@ -68,14 +66,14 @@ def convert(
 
       ckpt convert /data/ckpt/q1 --undo
     """
-    run, args = start_change(
-        "convert", path, change, apply=apply, yes=yes, action="convert", shared=shared
+    started = start_change("convert", path, change, apply=apply, yes=yes, shared=shared)
+    if change.undo:
+        return started.undo(undo_convert, force=change.force)
+    message = "give the provider to convert to: --provider hdfs|rocksdb (or --undo)"
+    result = run_convert(
+        started.storage,
+        started.guards,
+        provider=given(provider, message),
+        quarantine=change.quarantine,
     )
-    storage = run.storage(path)
-    undone = undone_if_asked(run, storage, change, undo_convert, force=change.force)
-    if undone is not None:
-        return undone
-    if provider is None:
-        raise UsageError("give the provider to convert to: --provider hdfs|rocksdb (or --undo)")
-    result = run_convert(storage, guards(args), provider=provider, quarantine=args["quarantine"])
-    return run.render(result)
+    return started.render(result)

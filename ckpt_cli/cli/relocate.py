@@ -18,7 +18,6 @@ from ckpt_cli.cli.common import (
     SharedOptions,
     YesOpt,
     error_boundary,
-    guards,
     start_change,
 )
 
@@ -86,14 +85,12 @@ def relocate(
       ckpt relocate /old/q1 /new/q1 --input /old/input=/new/input --apply
     """
     change = ChangeOptions(min_age=min_age, force=force, break_lock=break_lock)
-    run, args = start_change(
-        "relocate", path, change, apply=apply, yes=yes, action="relocate", shared=shared
-    )
+    started = start_change("relocate", path, change, apply=apply, yes=yes, shared=shared)
     result = run_relocate(
-        run.storage(path),
-        run.storage(dest),
-        guards(args),
+        started.storage,
+        started.run.storage(dest),
+        started.guards,
         inputs=parse_inputs(inputs or []),
         spark_home=spark_location,
     )
-    return run.render(result)
+    return started.render(result)

@@ -17,7 +17,6 @@ from ckpt_cli.cli.common import (
     YesOpt,
     error_boundary,
     start_change,
-    undone_if_asked,
 )
 
 
@@ -69,11 +68,8 @@ def repair(
 
       ckpt repair /data/ckpt/q1 --undo
     """
-    run, args = start_change(
-        "repair", path, change, apply=apply, yes=yes, action="change the checkpoint", shared=shared
-    )
-    storage = run.storage(path)
-    undone = undone_if_asked(run, storage, change, undo_repair)
-    if undone is not None:
-        return undone
-    return run.render(run_repair(storage, rollback_to=rollback_to, snapshot=snapshot, **args))
+    started = start_change("repair", path, change, apply=apply, yes=yes, shared=shared)
+    if change.undo:
+        return started.undo(undo_repair)
+    result = run_repair(started.storage, rollback_to=rollback_to, snapshot=snapshot, **started.args)
+    return started.render(result)

@@ -18,11 +18,10 @@ from ckpt_cli.cli.common import (
     SharedOptions,
     YesOpt,
     error_boundary,
+    given,
     start_change,
-    undone_if_asked,
 )
 from ckpt_cli.engine import make_engine
-from ckpt_cli.errors import UsageError
 
 
 @error_boundary
@@ -76,16 +75,10 @@ def repartition(
 
       ckpt repartition /data/ckpt/q1 --undo
     """
-    run, args = start_change(
-        "repartition", path, change, apply=apply, yes=yes, action="repartition", shared=shared
-    )
-    storage = run.storage(path)
-    undone = undone_if_asked(run, storage, change, undo_repartition, force=change.force)
-    if undone is not None:
-        return undone
-    if partitions is None:
-        raise UsageError("give the new partition count: --partitions M (or --undo)")
-    result = run_repartition(
-        storage, partitions=partitions, engine=make_engine(engine, master=master), **args
-    )
-    return run.render(result)
+    started = start_change("repartition", path, change, apply=apply, yes=yes, shared=shared)
+    if change.undo:
+        return started.undo(undo_repartition, force=change.force)
+    count = given(partitions, "give the new partition count: --partitions M (or --undo)")
+    engine_of = make_engine(engine, master=master)
+    result = run_repartition(started.storage, partitions=count, engine=engine_of, **started.args)
+    return started.render(result)

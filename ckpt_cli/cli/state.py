@@ -17,13 +17,11 @@ from ckpt_cli.cli.common import (
     SharedOptions,
     YesOpt,
     error_boundary,
-    guards,
+    given,
     start_change,
-    undone_if_asked,
 )
 from ckpt_cli.cli.helptext import unwrap
 from ckpt_cli.cli.usage import CkptGroup
-from ckpt_cli.errors import UsageError
 
 app = typer.Typer(
     name="state",
@@ -99,25 +97,19 @@ def delete(
 
       ckpt state delete /data/ckpt/q1 --undo
     """
-    run, args = start_change(
-        "state delete", path, change, apply=apply, yes=yes, action="delete", shared=shared
-    )
-    storage = run.storage(path)
-    undone = undone_if_asked(run, storage, change, undo_delete, force=change.force)
-    if undone is not None:
-        return undone
-    if operator is None:
-        raise UsageError("give the operator: --operator N (ckpt versions lists them)")
+    started = start_change("state delete", path, change, apply=apply, yes=yes, shared=shared)
+    if change.undo:
+        return started.undo(undo_delete, force=change.force)
     result = run_delete(
-        storage,
-        guards(args),
-        operator=operator,
+        started.storage,
+        started.guards,
+        operator=given(operator, "give the operator: --operator N (ckpt versions lists them)"),
         where=where,
         keys=read_keys_file(keys) if keys is not None else None,
         output=output,
-        quarantine=args["quarantine"],
+        quarantine=change.quarantine,
     )
-    return run.render(result)
+    return started.render(result)
 
 
 app.command(name="delete", cls=CkptCommand, help=unwrap(delete.__doc__))(delete)

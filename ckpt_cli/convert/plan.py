@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckpt_cli.change.batch import NewBatch
-from ckpt_cli.change.safety import last_committed_batch, links_refused
+from ckpt_cli.change.safety import last_batch_committed, links_refused
 from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, Operator, Store
 from ckpt_cli.core.read import iter_state, read_zip_metadata
@@ -106,7 +106,13 @@ def plan_convert(
     links = links_refused(ckpt)
     if links:
         raise ConvertRefused(f"{url}: not converting: {links[0]}")
-    last = _last_committed(ckpt)
+    last = last_batch_committed(
+        ckpt,
+        ConvertRefused,
+        "convert",
+        unfinished="an unfinished conversion or repartition",
+        undo="ckpt convert CHECKPOINT --undo rolls back an unfinished conversion",
+    )
     current = ckpt.offsets(last).conf.get(logs.PROVIDER_CLASS)
     provider_from = _provider_of_class(current) if current else _provider_of_files(ckpt)
     plan = ConvertPlan(
@@ -158,19 +164,6 @@ def plan_convert(
             "session's own: the new state is a full snapshot, read whichever they are"
         )
     return plan
-
-
-def _last_committed(ckpt: Checkpoint) -> int:
-    url = ckpt.storage.url
-    last, latest = last_committed_batch(ckpt, ConvertRefused, "convert")
-    if latest is not None and latest > last:
-        raise ConvertRefused(
-            f"{url}: the last batch ({latest}) is not committed: an unfinished conversion "
-            "or repartition, or a batch Spark re-runs at restart",
-            hint="ckpt convert CHECKPOINT --undo rolls back an unfinished conversion; else "
-            f"restart the query until the batch commits, or ckpt repair --rollback-to {last}",
-        )
-    return last
 
 
 def _provider_of_class(cls: str) -> str:

@@ -7,12 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ckpt_cli.change.flow import Guards, run_change
-from ckpt_cli.change.safety import check_not_active
 from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.convert.apply import ConvertResult, apply_plan, default_quarantine
 from ckpt_cli.convert.plan import ConvertPlan, plan_convert
 from ckpt_cli.core.model import Checkpoint
-from ckpt_cli.results import PlanRun
+from ckpt_cli.results import ChangeRun
 from ckpt_cli.storage import Storage
 
 # A dry run: nothing applied, nothing asked.
@@ -20,13 +19,8 @@ NO_GUARDS = Guards()
 
 
 @dataclass(frozen=True)
-class ConvertRun(PlanRun[ConvertPlan, ConvertResult]):
-    """``ckpt convert``: the plan, and what was written when it was applied. Problems only
-    when the checkpoint does not validate after the conversion."""
-
-    @property
-    def ok(self) -> bool:
-        return self.result.validation.ok if self.result is not None else True
+class ConvertRun(ChangeRun[ConvertPlan, ConvertResult]):
+    """``ckpt convert``: the plan, and what was written when it was applied."""
 
 
 def run_convert(
@@ -59,7 +53,6 @@ def run_convert(
                 f"(batch {plan.batch}, {sum(s.keys for s in plan.stores):,} keys)?"
             )
         ),
-        check=lambda ckpt, plan: check_not_active(ckpt, min_age=guards.min_age, force=guards.force),
         carry_out=carry_out,
     )
     return ConvertRun(done.plan, done.result, done.declined)

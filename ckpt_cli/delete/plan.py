@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckpt_cli.change.batch import NewBatch
-from ckpt_cli.change.safety import last_committed_batch, links_refused
+from ckpt_cli.change.safety import last_batch_committed, links_refused
 from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
 from ckpt_cli.core.model import Checkpoint, Store
 from ckpt_cli.core.read import iter_state
@@ -124,14 +124,13 @@ def plan_delete(
     links = links_refused(ckpt)
     if links:
         raise DeleteRefused(f"{url}: not deleting: {links[0]}")
-    last, latest = last_committed_batch(ckpt, DeleteRefused, "delete from")
-    if latest is not None and latest > last:
-        raise DeleteRefused(
-            f"{url}: the last batch ({latest}) is not committed: an unfinished change, or a "
-            "batch Spark re-runs at restart",
-            hint="ckpt state delete CHECKPOINT --undo rolls back an unfinished deletion; else "
-            f"restart the query until the batch commits, or ckpt repair --rollback-to {last}",
-        )
+    last = last_batch_committed(
+        ckpt,
+        DeleteRefused,
+        "delete from",
+        unfinished="an unfinished change",
+        undo="ckpt state delete CHECKPOINT --undo rolls back an unfinished deletion",
+    )
     store = _store(ckpt, operator)
     decoder = decoder_for(ckpt, operator, store.name)
     if decoder.schema is None:

@@ -8,23 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckpt_cli.change.flow import Guards, run_change
-from ckpt_cli.change.safety import check_not_active
 from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.delete.apply import DeleteResult, apply_plan, default_quarantine
 from ckpt_cli.delete.plan import DeletePlan, plan_delete
-from ckpt_cli.results import PlanRun
+from ckpt_cli.results import ChangeRun
 from ckpt_cli.storage import Storage
 
 
 @dataclass(frozen=True)
-class DeleteRun(PlanRun[DeletePlan, DeleteResult]):
-    """``ckpt state delete``: the plan, and what was written when it was applied. Problems
-    only when the checkpoint does not validate after the deletion."""
-
-    @property
-    def ok(self) -> bool:
-        return self.result.validation.ok if self.result is not None else True
+class DeleteRun(ChangeRun[DeletePlan, DeleteResult]):
+    """``ckpt state delete``: the plan, and what was written when it was applied."""
 
 
 def run_delete(
@@ -66,7 +60,6 @@ def run_delete(
                 f"(batch {plan.batch})?"
             )
         ),
-        check=lambda ckpt, plan: check_not_active(ckpt, min_age=guards.min_age, force=guards.force),
         carry_out=carry_out,
     )
     return DeleteRun(done.plan, done.result, done.declined)

@@ -5,22 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ckpt_cli.change.flow import Guards, run_change
-from ckpt_cli.change.safety import check_not_active
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.relocate.apply import RelocateResult, relocate
 from ckpt_cli.relocate.plan import RelocatePlan, plan_relocate
-from ckpt_cli.results import PlanRun
+from ckpt_cli.results import ChangeRun
 from ckpt_cli.storage import Storage
 
 
 @dataclass(frozen=True)
-class RelocateRun(PlanRun[RelocatePlan, RelocateResult]):
-    """``ckpt relocate``: the plan, and what was written when it was applied. Problems only
-    when the copy does not validate."""
-
-    @property
-    def ok(self) -> bool:
-        return self.result.validation.ok if self.result is not None else True
+class RelocateRun(ChangeRun[RelocatePlan, RelocateResult]):
+    """``ckpt relocate``: the plan, and what was copied when it was applied."""
 
 
 def run_relocate(
@@ -42,7 +36,6 @@ def run_relocate(
         command="ckpt relocate",
         plan=lambda ckpt: plan_relocate(ckpt, dest, inputs=inputs, spark_home=spark_home),
         question=lambda plan: f"Copy {len(plan.files):,} files to {plan.dest}?",
-        check=lambda ckpt, plan: check_not_active(ckpt, min_age=guards.min_age, force=guards.force),
         carry_out=lambda ckpt, plan: relocate(ckpt, plan, dest, guards.progress),
     )
     return RelocateRun(done.plan, done.result, done.declined)

@@ -11,11 +11,7 @@ from typing import Any
 from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.manifest import Manifest, fresh_quarantine
-from ckpt_cli.change.safety import (
-    check_not_active,
-    check_old_enough,
-    check_stopped,
-)
+from ckpt_cli.change.safety import check_old_enough, check_stopped
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.core.read import iter_state
@@ -214,9 +210,6 @@ def run_repair(
         plan=plan,
         question=lambda plan: (
             f"Apply {len(plan.actions)} repair actions?" if plan.actions else None
-        ),
-        check=lambda ckpt, plan: check_not_active(
-            ckpt, min_age=min_age, now=time.time(), force=force
         ),
         carry_out=lambda ckpt, plan: apply_repair(
             ckpt, plan, quarantine=quarantine, force=force, min_age=min_age, progress=progress

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ckpt_cli.change.flow import Guards, run_change
+from ckpt_cli.change.flow import Guards, checked_before_planning, run_change
 from ckpt_cli.change.safety import check_stopped
 from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
@@ -21,7 +21,7 @@ from ckpt_cli.repartition.apply import (
     staged_plan,
 )
 from ckpt_cli.repartition.plan import RepartitionPlan, plan_repartition
-from ckpt_cli.results import Confirm, PlanRun
+from ckpt_cli.results import ChangeRun, Confirm
 from ckpt_cli.storage import Storage
 
 if TYPE_CHECKING:
@@ -29,13 +29,8 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RepartitionRun(PlanRun[RepartitionPlan, RepartitionResult]):
-    """``ckpt repartition``: the plan, and what was written when it was applied. Problems
-    only when the checkpoint does not validate after the repartition."""
-
-    @property
-    def ok(self) -> bool:
-        return self.result.validation.ok if self.result is not None else True
+class RepartitionRun(ChangeRun[RepartitionPlan, RepartitionResult]):
+    """``ckpt repartition``: the plan, and what was written when it was applied."""
 
 
 def run_repartition(
@@ -81,6 +76,7 @@ def run_repartition(
             f"Repartition from {plan.from_partitions} to {plan.partitions} partitions "
             f"(batch {plan.batch})?"
         ),
+        check=checked_before_planning,
         carry_out=lambda ckpt, plan: repartition(
             ckpt, plan, guards, quarantine=places["where"], engine=engine
         ),

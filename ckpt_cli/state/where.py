@@ -87,30 +87,45 @@ class _Parser:
     def word(self, token: _Token) -> str | None:
         return token.text.lower() if token.kind == "name" else None
 
+    def skipped(self, word: str) -> bool:
+        """Whether the next token is the keyword ``word`` (then taken)."""
+        if self.word(self.peek()) != word:
+            return False
+        self.take()
+        return True
+
+    def expect(self, text: str, what: str) -> None:
+        """Take the next token, which must be ``text`` (else ``what`` is the error)."""
+        token = self.take()
+        if token.text != text:
+            self.fail(token, what)
+
     def fail(self, token: _Token, what: str) -> Any:
         shown = repr(token.text) if token.kind != "end" else "the end"
         raise WhereError(f"--where {self.text!r}: {what}, not {shown} (at {token.at + 1})")
 
     def expr(self) -> Test:
-        tests = [self.conjunction()]
-        while self.word(self.peek()) == "or":
-            self.take()
-            tests.append(self.conjunction())
-        return tests[0] if len(tests) == 1 else (lambda row: any(t(row) for t in tests))
+        return self.joined("or", self.conjunction, any)
 
     def conjunction(self) -> Test:
-        tests = [self.comparison()]
-        while self.word(self.peek()) == "and":
+        return self.joined("and", self.comparison, all)
+
+    def joined(
+        self, word: str, part: Callable[[], Test], combine: Callable[[Iterable[bool]], bool]
+    ) -> Test:
+        """One or more ``part`` joined by ``word``: true when ``combine`` (any, all) of them
+        is."""
+        tests = [part()]
+        while self.word(self.peek()) == word:
             self.take()
-            tests.append(self.comparison())
-        return tests[0] if len(tests) == 1 else (lambda row: all(t(row) for t in tests))
+            tests.append(part())
+        return tests[0] if len(tests) == 1 else (lambda row: combine(t(row) for t in tests))
 
     def comparison(self) -> Test:
         token = self.take()
         if token.kind == "op" and token.text == "(":
             test = self.expr()
-            if self.take().text != ")":
-                self.fail(self.tokens[self.i - 1], "expected )")
+            self.expect(")", "expected )")
             return test
         if token.kind != "name" or token.text.lower() in _KEYWORDS:
             self.fail(token, "expected a column")
@@ -118,24 +133,18 @@ class _Parser:
         op = self.take()
         word = self.word(op)
         if word == "is":
-            negate = self.word(self.peek()) == "not"
-            if negate:
-                self.take()
+            negate = self.skipped("not")
             if self.word(self.take()) != "null":
                 self.fail(self.tokens[self.i - 1], "expected null")
             return lambda row: (_value(row, column) is None) != negate
-        if word == "in" or (word == "not" and self.word(self.peek()) == "in"):
+        if word == "in" or (word == "not" and self.skipped("in")):
             negate = word == "not"
-            if negate:
-                self.take()
-            if self.take().text != "(":
-                self.fail(self.tokens[self.i - 1], "expected ( after in")
+            self.expect("(", "expected ( after in")
             values = [self.literal()]
             while self.peek().text == ",":
                 self.take()
                 values.append(self.literal())
-            if self.take().text != ")":
-                self.fail(self.tokens[self.i - 1], "expected , or )")
+            self.expect(")", "expected , or )")
             return lambda row: any(_equal(_value(row, column), v) for v in values) != negate
         if op.kind != "op" or op.text not in ("=", "!=", "<>", "<", "<=", ">", ">="):
             self.fail(op, "expected =, !=, <, <=, >, >=, in or is")

@@ -8,6 +8,8 @@ from functools import singledispatch
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from ckpt_cli.cli.output import TextRenderer
     from ckpt_cli.results import PlanRun, Result, Serialisable
 
@@ -55,8 +57,15 @@ def load_all() -> None:
         importlib.import_module(f"ckpt_cli.cli.text.{name}")
 
 
+CHANGE_DRY_RUN = "Dry run: nothing was changed. Add --apply to write it."
+
+
 def plan_first(
-    run: PlanRun[Any, DoneT], out: TextRenderer, *, dry_run: str, idle: bool = False
+    run: PlanRun[Any, DoneT],
+    out: TextRenderer,
+    *,
+    dry_run: str = CHANGE_DRY_RUN,
+    idle: bool = False,
 ) -> DoneT | None:
     """A destructive command's plan, unless shown before its confirmation; then, after a dry
     run of a plan with something to do (not ``idle``), the ``dry_run`` note. Returns what
@@ -66,6 +75,34 @@ def plan_first(
     if run.result is None and not run.declined and not idle:
         out.console.print(f"[dim]{dry_run}[/]")
     return run.result
+
+
+def print_changed(
+    out: TextRenderer,
+    result: Any,
+    done: tuple[str, str],
+    *,
+    undo: str,
+    change: str,
+    then: Sequence[RenderableType] = (),
+) -> None:
+    """What applying a change that writes a batch did: ``done`` (a label, what it did), how
+    ``ckpt {undo} CHECKPOINT --undo`` puts it back, ``then`` any more lines, and the verdict
+    of the validation after ``change`` (its noun)."""
+    from ckpt_cli.cli.text.fit import labelled
+
+    label, what = done
+    out.console.print(
+        labelled(
+            label,
+            "green",
+            f"{what}; `ckpt {undo} CHECKPOINT --undo` puts the checkpoint back (manifest: "
+            f"{result.manifest}).",
+        )
+    )
+    for line in then:
+        out.console.print(line)
+    print_validation(out, change, result.validation)
 
 
 def print_validation(out: TextRenderer, change: str, validation: Result) -> None:

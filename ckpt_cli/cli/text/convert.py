@@ -8,8 +8,8 @@ from ckpt_cli.api import ConvertPlan, ConvertRun
 from ckpt_cli.cli.text import (
     plan_first,
     print_batch_change,
+    print_changed,
     print_notes,
-    print_validation,
     render_text,
 )
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
@@ -55,21 +55,9 @@ def _plan(plan: ConvertPlan, out: TextRenderer) -> None:
 
 @render_text.register(ConvertRun)
 def _run(run: ConvertRun, out: TextRenderer) -> None:
-    result = plan_first(
-        run,
-        out,
-        dry_run="Dry run: nothing was changed. Add --apply to write it.",
-        idle=run.plan.nothing_to_do,
-    )
+    result = plan_first(run, out, idle=run.plan.nothing_to_do)
     if result is None:
         return
-    out.console.print(
-        labelled(
-            "Converted:",
-            "green",
-            f"{len(result.written)} files written ({human_bytes(sum(result.written.values()))}),"
-            f" {result.moved} moved to the quarantine; `ckpt convert CHECKPOINT --undo` puts "
-            f"the checkpoint back (manifest: {result.manifest}).",
-        )
-    )
-    print_validation(out, "conversion", result.validation)
+    written = f"{len(result.written)} files written ({human_bytes(sum(result.written.values()))})"
+    done = f"{written}, {result.moved} moved to the quarantine"
+    print_changed(out, result, ("Converted:", done), undo="convert", change="conversion")

@@ -9,8 +9,8 @@ from ckpt_cli.api import DeletePlan, DeleteRun
 from ckpt_cli.cli.text import (
     plan_first,
     print_batch_change,
+    print_changed,
     print_notes,
-    print_validation,
     render_text,
 )
 from ckpt_cli.cli.text.fit import FitTable, labelled
@@ -61,21 +61,7 @@ def _plan(plan: DeletePlan, out: TextRenderer) -> None:
 
 @render_text.register(DeleteRun)
 def _run(run: DeleteRun, out: TextRenderer) -> None:
-    result = plan_first(
-        run,
-        out,
-        dry_run="Dry run: nothing was changed. Add --apply to write it.",
-        idle=run.plan.nothing_to_do,
-    )
-    if result is None:
-        return
-    out.console.print(
-        labelled(
-            "Deleted:",
-            "green",
-            f"{result.removed:,} keys, {len(result.written)} files written; "
-            f"`ckpt state delete CHECKPOINT --undo` puts the checkpoint back (manifest: "
-            f"{result.manifest}).",
-        )
-    )
-    print_validation(out, "deletion", result.validation)
+    result = plan_first(run, out, idle=run.plan.nothing_to_do)
+    if result is not None:
+        done = f"{result.removed:,} keys, {len(result.written)} files written"
+        print_changed(out, result, ("Deleted:", done), undo="state delete", change="deletion")

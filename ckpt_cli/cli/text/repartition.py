@@ -8,8 +8,8 @@ from ckpt_cli.api import RepartitionPlan, RepartitionRun, skew
 from ckpt_cli.cli.text import (
     plan_first,
     print_batch_change,
+    print_changed,
     print_notes,
-    print_validation,
     render_text,
 )
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
@@ -84,22 +84,14 @@ def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
 
 @render_text.register(RepartitionRun)
 def _run(run: RepartitionRun, out: TextRenderer) -> None:
-    result = plan_first(run, out, dry_run="Dry run: nothing was changed. Add --apply to write it.")
+    result = plan_first(run, out)
     if result is None:
         return
-    console = out.console
-    console.print(
-        labelled(
-            "Repartitioned:",
-            "green",
-            f"{len(result.written)} files written ({human_bytes(sum(result.written.values()))}), "
-            f"{len(result.rewritten)} replaced; `ckpt repartition CHECKPOINT --undo` puts the "
-            f"checkpoint back (manifest: {result.manifest}).",
-        )
-    )
+    written = f"{len(result.written)} files written ({human_bytes(sum(result.written.values()))})"
+    then = []
     if result.left_over:
         left = sorted(result.left_over, key=natural_key)
-        console.print(
+        then.append(
             labelled(
                 "Left over:",
                 "bold",
@@ -108,4 +100,5 @@ def _run(run: RepartitionRun, out: TextRenderer) -> None:
                 "the repartition needs them.",
             )
         )
-    print_validation(out, "repartition", result.validation)
+    done = ("Repartitioned:", f"{written}, {len(result.rewritten)} replaced")
+    print_changed(out, result, done, undo="repartition", change="repartition", then=then)
