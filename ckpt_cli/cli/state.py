@@ -93,7 +93,7 @@ def delete(
 
       ckpt state delete /data/ckpt/q1 --operator 0 --where "key.user = 'u1'"
 
-      ckpt state delete /data/ckpt/q1 --operator 0 --keys poison.jsonl --apply --yes
+      ckpt state delete /data/q1 --operator 0 --keys poison.jsonl --apply -y
 
       ckpt state delete /data/ckpt/q1 --undo
     """
