@@ -42,6 +42,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "engine": ["--no-spark"],
     "repartition": [],
     "convert": [],
+    "delete": [],
 }
 
 

@@ -85,6 +85,10 @@ class RowDecoder:
         to_key, to_value = self._to_json
         return to_key(self.key(key)), to_value(self.value(value))
 
+    def json_key(self, key: bytes) -> Any:
+        """The key alone as ``json_row`` gives it (no value decoded)."""
+        return self._to_json[0](self.key(key))
+
     def row(self, partition: int, key: bytes, value: bytes | None) -> dict[str, Any]:
         k, v = self.json_row(key, value)
         return {"partition_id": partition, "key": k, "value": v}

@@ -45,7 +45,19 @@ class _Token:
     at: int
 
 
-def parse_where(text: str, columns: Iterable[str] | None = None) -> Test:
+@dataclass(frozen=True)
+class Where:
+    """A parsed ``--where``: called on a row, whether it matches; ``sides``: which of the
+    row's ``key`` and ``value`` it reads (a reader that needs only keys decodes no value)."""
+
+    test: Test
+    sides: frozenset[str]
+
+    def __call__(self, row: Row) -> bool:
+        return self.test(row)
+
+
+def parse_where(text: str, columns: Iterable[str] | None = None) -> Where:
     """``text`` as a test of rows ``{"key": {...}, "value": {...}}``. ``columns``: the
     columns there are (``key.a``, ``value.b``...), to refuse others by name up front."""
     tokens = _tokens(text)
@@ -53,7 +65,7 @@ def parse_where(text: str, columns: Iterable[str] | None = None) -> Test:
     test = parser.expr()
     if parser.peek().kind != "end":
         parser.fail(parser.peek(), "expected and, or or the end")
-    return test
+    return Where(test, frozenset(parser.sides))
 
 
 def _tokens(text: str) -> list[_Token]:
@@ -75,6 +87,7 @@ def _tokens(text: str) -> list[_Token]:
 class _Parser:
     def __init__(self, text: str, tokens: list[_Token], columns: set[str] | None) -> None:
         self.text, self.tokens, self.columns, self.i = text, tokens, columns, 0
+        self.sides: set[str] = set()  # "key", "value": what the expression reads
 
     def peek(self) -> _Token:
         return self.tokens[self.i]
@@ -153,6 +166,14 @@ class _Parser:
 
     def column(self, token: _Token) -> tuple[str, ...]:
         parts = tuple(token.text.split("."))
+        found = self._resolved(parts)
+        if found is not None:
+            self.sides.add(found[0])
+            return found
+        shown = ", ".join(sorted(self.columns or ()))
+        raise WhereError(f"--where {self.text!r}: no column {token.text} (columns: {shown})")
+
+    def _resolved(self, parts: tuple[str, ...]) -> tuple[str, ...] | None:
         if self.columns is None:
             return parts
         if parts[0] in ("key", "value") and ".".join(parts) in self.columns:
@@ -160,8 +181,7 @@ class _Parser:
         for side in ("key", "value"):
             if ".".join((side, *parts)) in self.columns:
                 return (side, *parts)
-        shown = ", ".join(sorted(self.columns))
-        raise WhereError(f"--where {self.text!r}: no column {token.text} (columns: {shown})")
+        return None
 
     def literal(self) -> Any:
         token = self.take()
@@ -267,4 +287,4 @@ def row_columns(row_shape: Mapping[str, Any]) -> list[str]:
     return out
 
 
-__all__ = ["WhereError", "parse_where", "row_columns", "schema_columns"]
+__all__ = ["Where", "WhereError", "parse_where", "row_columns", "schema_columns"]
