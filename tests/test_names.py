@@ -4,6 +4,7 @@ import pytest
 
 from ckpt_cli.formats.names import (
     StateFileType,
+    hadoop_crc_name,
     parse_batch_name,
     parse_hadoop_crc_name,
     parse_spark_checksum_name,
@@ -43,6 +44,13 @@ def test_hadoop_crc_names() -> None:
     assert parse_hadoop_crc_name(".1.delta.crc") == "1.delta"
     assert parse_hadoop_crc_name(f"..5.{UUID}.tmp.crc") == f".5.{UUID}.tmp"
     assert parse_hadoop_crc_name("1.delta.crc") is None
+    for path, sidecar in [
+        ("state/0/1/2.delta", "state/0/1/.2.delta.crc"),
+        ("metadata", ".metadata.crc"),
+        ("offsets/10", "offsets/.10.crc"),
+    ]:
+        assert hadoop_crc_name(path) == sidecar
+        assert parse_hadoop_crc_name(sidecar.rpartition("/")[2]) == path.rpartition("/")[2]
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from ckpt_cli.change.manifest import Manifest
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.formats.names import hadoop_crc_name
 from ckpt_cli.results import fields_json
 
 if TYPE_CHECKING:
@@ -108,8 +109,7 @@ class BatchWriter:
         files = [(rel, data)]
         if sidecar and self.storage.is_local:
             # Hadoop's local file system writes one beside every file Spark writes.
-            parent, _, name = rel.rpartition("/")
-            files.append((f"{parent}/.{name}.crc", hadoop_crc_bytes(data)))
+            files.append((hadoop_crc_name(rel), hadoop_crc_bytes(data)))
         for path, body in files:
             pending = self._intend(path)
             self.storage.write_bytes(path, body, atomic=True)

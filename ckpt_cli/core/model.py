@@ -30,6 +30,7 @@ from ckpt_cli.core.layout import (
 )
 from ckpt_cli.errors import CkptError, FormatError, NotACheckpoint
 from ckpt_cli.formats import logs
+from ckpt_cli.formats.names import hadoop_crc_name
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.storage import Listing, Storage, StorageStats
 from ckpt_cli.storage.listing import collector_paused, freeze_if_large
@@ -316,10 +317,8 @@ class Checkpoint:
         two names they can have (Hadoop's ``.<name>.crc`` beside it, Spark 4's
         ``<name>.crc``), kept when the listing classified them as covering ``path``: no map
         of every sidecar is built for a few files."""
-        parent, _, name = path.rpartition("/")
-        prefix = parent + "/" if parent else ""
         found = []
-        for candidate in sorted((f"{prefix}.{name}.crc", f"{path}.crc")):
+        for candidate in sorted((hadoop_crc_name(path), f"{path}.crc")):
             f = self.file(candidate)
             if f is not None and f.target == path and f.kind in CHECKSUM_KINDS:
                 found.append(f)

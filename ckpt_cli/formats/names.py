@@ -62,6 +62,12 @@ def parse_temp_name(name: str) -> str | None:
     return match.group("final") if match else None
 
 
+def hadoop_crc_name(path: str) -> str:
+    """The Hadoop ChecksumFileSystem sidecar of ``path``: ``.<name>.crc`` beside it."""
+    parent, _, name = path.rpartition("/")
+    return f"{parent}/.{name}.crc" if parent else f".{name}.crc"
+
+
 def parse_hadoop_crc_name(name: str) -> str | None:
     """The file a Hadoop ChecksumFileSystem sidecar ``.<name>.crc`` covers, else None."""
     if name.startswith(".") and name.endswith(".crc") and len(name) > 5:

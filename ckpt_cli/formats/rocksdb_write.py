@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_cli.formats import checksums
+from ckpt_cli.formats.names import hadoop_crc_name
 from ckpt_cli.formats.rocksdb_zip import (
     METADATA_ENTRY,
     RocksDBCheckpointMetadata,
@@ -94,9 +95,7 @@ class RocksDBCheckpointFiles:
             return out
         with_crc: list[tuple[str, bytes]] = []
         for path, data in out:
-            parent, _, name = path.rpartition("/")
-            hidden = f"{parent}/.{name}.crc" if parent else f".{name}.crc"
-            with_crc += [(path, data), (hidden, checksums.hadoop_crc_bytes(data))]
+            with_crc += [(path, data), (hadoop_crc_name(path), checksums.hadoop_crc_bytes(data))]
         return with_crc
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
-from ckpt_cli.formats.names import parse_temp_name
+from ckpt_cli.formats.names import hadoop_crc_name, parse_temp_name
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.relocate.plan import MARKER, RelocatePlan, Rewrite, sidecar_of
 from ckpt_cli.storage import Storage
@@ -76,7 +76,7 @@ def relocate(
             if rel in rewrites:
                 data = rewritten_bytes(source.read_bytes(rel).decode("utf-8"), rewrites[rel])
                 dest.write_bytes(rel, data, atomic=True)
-                crc = _crc_name(rel)
+                crc = hadoop_crc_name(rel)
                 if dest.is_local and ckpt.listing.get(crc) is not None:
                     dest.write_bytes(crc, hadoop_crc_bytes(data), atomic=True)
                 rewritten += 1
@@ -107,11 +107,6 @@ def rewritten_bytes(text: str, rewrites: list[Rewrite]) -> bytes:
         else:
             text = text.replace(f'"{r.old}/state/', f'"{r.new}/state/')
     return text.encode("utf-8")
-
-
-def _crc_name(rel: str) -> str:
-    parent, _, name = rel.rpartition("/")
-    return f"{parent}/.{name}.crc" if parent else f".{name}.crc"
 
 
 def _pieces(source: Storage, rel: str) -> Iterator[bytes]:

@@ -18,6 +18,7 @@ from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import codec_of, plan_version
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.formats.names import hadoop_crc_name
 from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -143,8 +144,7 @@ def _apply_repair(
                 rewritten += 1
             elif action.kind == WRITE_SNAPSHOT:
                 data = _snapshot_bytes(ckpt, action)
-                parent, _, name = action.path.rpartition("/")
-                crc = f"{parent}/.{name}.crc"
+                crc = hadoop_crc_name(action.path)
                 pending = intend(
                     {"change": "created", "path": action.path},
                     *([{"change": "created", "path": crc}] if storage.is_local else []),

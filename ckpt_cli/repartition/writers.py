@@ -18,6 +18,7 @@ from ckpt_cli.core.model import Checkpoint, FileKind
 from ckpt_cli.core.rebuild import codec_of
 from ckpt_cli.formats import compression
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
+from ckpt_cli.formats.names import hadoop_crc_name
 from ckpt_cli.formats.rocksdb_write import (
     VersionOptions,
     merge_delimiter,
@@ -101,9 +102,8 @@ def _then_end(staged: Iterable[bytes]) -> Iterator[bytes]:
 
 def _with_crc(name: str, path: Path) -> list[tuple[str, Path]]:
     """``name`` and the hidden ``.<name>.crc`` beside it, computed a piece at a time."""
-    parent, _, base = name.rpartition("/")
-    hidden = f"{parent}/.{base}.crc" if parent else f".{base}.crc"
-    crc = path.with_name(f".{path.name}.crc")
+    hidden = hadoop_crc_name(name)
+    crc = path.with_name(hadoop_crc_name(path.name))
     header = hadoop_crc_bytes(b"", _BYTES_PER_CHECKSUM)
     with open(path, "rb") as src, open(crc, "wb") as out:
         out.write(header)
