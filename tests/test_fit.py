@@ -91,10 +91,21 @@ def command_lines(name: str, root: Path, tmp: Path) -> list[tuple[str, ...]]:
         ("repartition", str(root), "--partitions", "3"),
         ("convert", str(root), "--provider", "rocksdb"),
         ("convert", str(root), "--provider", "hdfs"),
+        ("relocate", str(root), str(tmp / f"{name}-relocated")),
+        ("state", "delete", str(root), "--operator", str(op.id), "--keys", _one_key(root, tmp)),
         ("replay", str(root), *replay_args(model, op.id, store)[0], "--limit", "5"),
         ("inspect", str(state[-1])),
         ("report", str(root), "-o", str(tmp / f"{name}.html")),
     ]
+
+
+def _one_key(root: Path, tmp: Path) -> str:
+    """A keys file naming the first key ``replay`` gives of operator 0 (empty when it gives
+    none, or refuses: a store ``state delete`` refuses too)."""
+    first = CliRunner().invoke(app, ["replay", str(root), "--limit", "1", "--format", "jsonl"])
+    path = tmp / f"{root.name}-keys.jsonl"
+    path.write_text(first.stdout if first.exit_code == 0 else "")
+    return str(path)
 
 
 _PATH = re.compile(r"[\w.=-]+(?:/[\w.=-]+)+")
