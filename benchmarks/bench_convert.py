@@ -35,11 +35,11 @@ from common import (  # noqa: E402
     add_options,
     alternate,
     data_dir,
+    fresh_copy,
     machine,
     measure,
     report,
     row,
-    warm,
 )
 
 PYTHON = sys.executable
@@ -68,12 +68,7 @@ def main() -> None:
     size, _ = state_bytes(hdfs)
 
     def copy(src: Path, name: str) -> Path:
-        dest = work / name
-        shutil.rmtree(dest, ignore_errors=True)
-        shutil.rmtree(work / f"{name}.ckpt-quarantine", ignore_errors=True)
-        shutil.copytree(src, dest)
-        warm(dest)
-        return dest
+        return fresh_copy(src, work / name)
 
     def ckpt(name: str, *args: str) -> Measurement:
         cmd = [PYTHON, "-m", "ckpt_cli", *args[:1], str(work / name), *args[1:]]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -35,11 +34,11 @@ from common import (  # noqa: E402
     add_options,
     alternate,
     data_dir,
+    fresh_copy,
     machine,
     measure,
     report,
     row,
-    warm,
 )
 
 PYTHON = sys.executable
@@ -70,12 +69,7 @@ def main() -> None:
     doomed.write_text("".join(json.dumps({"k": f"key-{i}"}) + "\n" for i in range(0, keys, 100)))
 
     def copy(src: Path, name: str) -> Path:
-        dest = work / name
-        shutil.rmtree(dest, ignore_errors=True)
-        shutil.rmtree(work / f"{name}.ckpt-quarantine", ignore_errors=True)
-        shutil.copytree(src, dest)
-        warm(dest)
-        return dest
+        return fresh_copy(src, work / name)
 
     def run(name: str) -> Measurement:
         cmd = [PYTHON, "-m", "ckpt_cli", "state", "delete", str(work / name), "--operator", "0"]

@@ -39,11 +39,11 @@ from common import (  # noqa: E402
     add_options,
     alternate,
     data_dir,
+    fresh_copy,
     machine,
     measure,
     report,
     row,
-    warm,
 )
 
 PYTHON = sys.executable
@@ -158,12 +158,7 @@ def main() -> None:
     work = data_dir("repartition", "runs")
 
     def copy(name: str) -> Path:
-        dest = work / name
-        shutil.rmtree(dest, ignore_errors=True)
-        shutil.rmtree(work / f"{name}.ckpt-quarantine", ignore_errors=True)
-        shutil.copytree(src, dest)
-        warm(dest)
-        return dest
+        return fresh_copy(src, work / name)
 
     def ckpt_run() -> Measurement:
         dest = work / "ckpt"

@@ -23,6 +23,7 @@ import argparse
 import functools
 import os
 import pickle
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -153,6 +154,17 @@ def measure_call(fn: Callable[[], T]) -> tuple[Measurement, T]:
         raise SystemExit(f"benchmark call failed: {value}")
     result: T = value  # pickle.loads is untyped: what fn() returned
     return Measurement(wall, cpu, sampler.peak_rss), result
+
+
+def fresh_copy(src: Path, dest: Path) -> Path:
+    """A fresh copy of checkpoint ``src`` at ``dest`` for a run that changes it (the copy and
+    quarantine of the last run removed), read once (:func:`warm`) so that every run finds the
+    page cache alike."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.rmtree(f"{dest}.ckpt-quarantine", ignore_errors=True)
+    shutil.copytree(src, dest)
+    warm(dest)
+    return dest
 
 
 def warm(*paths: Path) -> int:

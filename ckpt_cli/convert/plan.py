@@ -38,7 +38,6 @@ PROVIDER_KINDS = {
     "hdfs": frozenset({FileKind.DELTA, FileKind.SNAPSHOT}),
     "rocksdb": frozenset({FileKind.ZIP, FileKind.CHANGELOG, FileKind.SST, FileKind.ROCKSDB_LOG}),
 }
-_SIDECARS = frozenset({FileKind.HADOOP_CRC, FileKind.SPARK_CHECKSUM})
 # RocksDB's encoding version byte before every key and value (STATE_ENCODING_VERSION).
 ENCODING_VERSION = b"\x00"
 
@@ -114,7 +113,13 @@ def plan_convert(
         undo="ckpt convert CHECKPOINT --undo rolls back an unfinished conversion",
     )
     current = ckpt.offsets(last).conf.get(logs.PROVIDER_CLASS)
-    provider_from = _provider_of_class(current) if current else _provider_of_files(ckpt)
+    # The newest offsets entry is batch N's (an uncommitted one is refused above).
+    provider_from = ckpt.configured_provider if current else _provider_of_files(ckpt)
+    if provider_from not in PROVIDER_CLASSES:
+        raise ConvertRefused(
+            f"the query's state store provider is {current}: ckpt converts HDFS-backed and "
+            "RocksDB stores only"
+        )
     plan = ConvertPlan(
         checkpoint=url,
         last_committed=last,
@@ -164,17 +169,6 @@ def plan_convert(
             "session's own: the new state is a full snapshot, read whichever they are"
         )
     return plan
-
-
-def _provider_of_class(cls: str) -> str:
-    if "RocksDB" in cls:
-        return "rocksdb"
-    if "HDFSBacked" in cls:
-        return "hdfs"
-    raise ConvertRefused(
-        f"the query's state store provider is {cls}: ckpt converts "
-        "HDFS-backed and RocksDB stores only"
-    )
 
 
 def _provider_of_files(ckpt: Checkpoint) -> str:
@@ -281,4 +275,4 @@ def old_files(ckpt: Checkpoint, plan: ConvertPlan) -> Iterator[CheckpointFile]:
                 files.sort(key=lambda f: (f.version is None, -(f.version or 0), f.path))
                 for f in files:
                     yield f
-                    yield from (s for s in ckpt.sidecars_of(f.path) if s.kind in _SIDECARS)
+                    yield from ckpt.sidecars_of(f.path)

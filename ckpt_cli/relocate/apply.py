@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_cli.core.layout import FileKind
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.names import hadoop_crc_name, parse_temp_name
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.relocate.plan import MARKER, RelocatePlan, Rewrite, sidecar_of
+from ckpt_cli.relocate.plan import MARKER, RelocatePlan, Rewrite
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
 
@@ -66,12 +67,14 @@ def relocate(
         temps = [p for p in there if parse_temp_name(p.rpartition("/")[2]) is not None]
         dest.delete_many(temps)  # a dying run's unfinished writes
     dest.write_bytes(MARKER, _marker(plan), atomic=True)
+    # The file each Hadoop checksum covers, as the listing classified it.
+    covers = {f.path: f.target for f in ckpt.of_kind(FileKind.HADOOP_CRC)}
     copied = rewritten = kept = written_bytes = 0
     progress.start("Copying", total=len(plan.files))
     try:
         for rel in plan.files:
             progress.advance()
-            if sidecar_of(rel) in rewrites:
+            if covers.get(rel) in rewrites:
                 continue  # a checksum of the old bytes: a new one is written with them
             if rel in rewrites:
                 data = rewritten_bytes(source.read_bytes(rel).decode("utf-8"), rewrites[rel])

@@ -24,7 +24,7 @@ from typing import Any
 from ckpt_cli.core.layout import FileKind
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CheckpointNotFound, CkptError, UsageError
-from ckpt_cli.formats.names import parse_hadoop_crc_name, parse_temp_name
+from ckpt_cli.formats.names import parse_temp_name
 from ckpt_cli.formats.tws import parse_operator_metadata_v2, same_location, schema_homes
 from ckpt_cli.results import Result, fields_json
 from ckpt_cli.storage import Storage
@@ -194,12 +194,3 @@ def _check_dest(source: Storage, dest: Storage) -> bool:
         f"{', ...' if len(entries) > 3 else ''})",
         hint="give a new home that does not exist or is empty",
     )
-
-
-def sidecar_of(path: str) -> str | None:
-    """The file a Hadoop ``.<name>.crc`` sidecar covers, or None."""
-    parent, _, name = path.rpartition("/")
-    covered = parse_hadoop_crc_name(name)
-    if covered is None:
-        return None
-    return f"{parent}/{covered}" if parent else covered

@@ -270,21 +270,4 @@ def schema_columns(key: S.StructType, value: S.StructType) -> list[str]:
     return out
 
 
-def row_columns(row_shape: Mapping[str, Any]) -> list[str]:
-    """The columns of a row's key and value (nested fields by dots): what ``--where`` can
-    name."""
-    out: list[str] = []
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, Mapping):
-            for name, inner in value.items():
-                walk(f"{prefix}.{name}", inner)
-        else:
-            out.append(prefix)
-
-    for side in ("key", "value"):
-        walk(side, row_shape.get(side) or {})
-    return out
-
-
-__all__ = ["Where", "WhereError", "parse_where", "row_columns", "schema_columns"]
+__all__ = ["Where", "WhereError", "parse_where", "schema_columns"]

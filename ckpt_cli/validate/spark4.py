@@ -11,7 +11,6 @@ from ckpt_cli.formats.state_schema import parse_state_schema
 from ckpt_cli.formats.tws import (
     OperatorMetadataV2,
     family_role,
-    parse_operator_metadata_v2,
     same_location,
     schema_homes,
 )
@@ -72,17 +71,18 @@ def check_schema_homes(run: ValidationRun) -> None:
     files by absolute URL; a checkpoint copied or moved elsewhere still names its old home,
     where Spark 4.3 reads them at restart (ckpt itself reads this checkpoint's own
     ``_stateSchema/``)."""
+    from ckpt_cli.core.history import operator_history
+
     ckpt = run.ckpt
     here = ckpt.storage.spark_location
     for op in ckpt.operators.values():
-        files = op.metadata_v2_files
-        if not files:
-            continue
-        newest = files[max(files)]
         try:
-            meta = parse_operator_metadata_v2(newest.path, ckpt.storage.read_bytes(newest.path))
+            eras = operator_history(ckpt, op.id).eras  # parsed once per checkpoint
         except CkptError:
             continue  # unreadable: the metadata checks report it
+        if not eras:
+            continue
+        newest, meta = eras[-1], eras[-1].metadata
         if "transformWithState" not in meta.operator_name:
             # A join in state format 3+ writes metadata v2 too, but a copy of it restarts
             # without its schema paths (checked: tests/test_relocate_spark.py).

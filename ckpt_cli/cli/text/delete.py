@@ -13,7 +13,7 @@ from ckpt_cli.cli.text import (
     print_notes,
     render_text,
 )
-from ckpt_cli.cli.text.fit import FitTable, labelled
+from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
 from ckpt_cli.units import human_bytes
 
 if TYPE_CHECKING:
@@ -45,7 +45,8 @@ def _plan(plan: DeletePlan, out: TextRenderer) -> None:
                 )
         console.print(table)
         for row in plan.sample:
-            console.print(labelled("  e.g.", "dim", json.dumps(row, default=str)))
+            # A sample row, its continuation lines indented under it.
+            console.print(Flow.plain(f"  e.g. {json.dumps(row, default=str)}", indent=7))
     total = sum(p.keys for p in plan.partitions)
     console.print(
         labelled(
