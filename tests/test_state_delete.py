@@ -34,6 +34,12 @@ CASES = [
     ("spark4-dedup-ww-hdfs", "key.id is not null", "delta"),
     ("spark4-fmgws-rocksdb", "value.groupState.cnt >= 2", "changelog"),
     ("spark4-hdfs-agg-200", "value.count = 1", "delta"),
+    # Checkpoint format v2: V3 changelogs named <v>_<uniqueId>, commits with stateUniqueIds.
+    ("spark4-rocksdb-v2", "key.k in ('k1', 'k2')", "changelog"),
+    ("spark41-rocksdb-v2", "value.count > 3", "changelog"),
+    # Two operators: the other's version N+2 is written unchanged.
+    ("spark4-multi-op", "key.k = 'k1'", "delta"),
+    ("spark4-multi-op-rocksdb", "key.k = 'k2'", "changelog"),
 ]
 
 
@@ -43,9 +49,15 @@ def copy(name: str, dest: Path) -> Path:
     return dest
 
 
-def rows(root: Path) -> list[str]:
+def rows(root: Path, operator: int = 0) -> list[str]:
     ckpt = ckpt_cli.open(str(root))
-    return sorted(json.dumps(r, sort_keys=True, default=str) for r in ckpt.replay(operator=0))
+    return sorted(
+        json.dumps(r, sort_keys=True, default=str) for r in ckpt.replay(operator=operator)
+    )
+
+
+def other_operators(root: Path) -> dict[int, list[str]]:
+    return {op: rows(root, op) for op in ckpt_cli.open(str(root)).operators if op != 0}
 
 
 @pytest.mark.parametrize(("name", "where", "writes"), CASES)
@@ -54,7 +66,7 @@ def test_the_state_after_is_the_state_before_minus_the_matched_keys(
 ) -> None:
     root = copy(name, tmp_path / "ckpt")
     original = tree(root)
-    before = rows(root)
+    before, others = rows(root), other_operators(root)
     test = parse_where(where)
     matched = [r for r in before if test(json.loads(r))]
     assert matched and (len(matched) < len(before) or name == "spark4-dedup-ww-hdfs")
@@ -70,6 +82,7 @@ def test_the_state_after_is_the_state_before_minus_the_matched_keys(
     assert run.plan.writes == writes and run.result.removed == len(matched)
     assert latest(root) == latest(CASES_DIR / name / "checkpoint") + 1
     assert rows(root) == sorted(set(before) - set(matched))
+    assert other_operators(root) == others
     written = sorted(
         json.dumps(json.loads(line), sort_keys=True) for line in audit.read_text().splitlines()
     )
@@ -118,7 +131,6 @@ REFUSED = [
     ("spark4-join", ["--where", "key.k = 1"], "stream-stream join"),
     ("spark4-session-hdfs", ["--where", "key.k = 1"], "session windows"),
     ("spark4-tws-row", ["--where", "key.k = 1"], "transformWithState"),
-    ("spark4-rocksdb-v2", ["--where", "key.k = 'k0'"], "format v2"),
     ("spark4-hdfs-agg", ["--where", "key.nope = 1"], "no column key.nope"),
     ("spark4-hdfs-agg", ["--where", "key.k = = 1"], "expected a value"),
     ("spark4-hdfs-agg", [], "--where EXPR or --keys FILE"),
@@ -141,7 +153,9 @@ def test_what_ckpt_cannot_delete_is_refused_in_one_line(
     assert tree(root) == original
 
 
-@pytest.mark.parametrize("name", ["spark4-hdfs-agg", "spark4-rocksdb-agg"])
+@pytest.mark.parametrize(
+    "name", ["spark4-hdfs-agg", "spark4-rocksdb-agg", "spark4-rocksdb-v2", "spark4-multi-op"]
+)
 def test_a_deletion_killed_in_any_write_is_undone(name: str, tmp_path: Path) -> None:
     source = copy(name, tmp_path / "source")
     original = tree(source)

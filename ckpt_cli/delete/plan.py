@@ -19,7 +19,8 @@ from typing import Any
 
 from ckpt_cli.change.batch import NewBatch
 from ckpt_cli.change.safety import last_batch_committed, links_refused
-from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
+from ckpt_cli.change.state_version import store_writes
+from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Store
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import plan_version
@@ -143,7 +144,7 @@ def plan_delete(
         operator=operator,
         store=store.name,
         provider=store.provider,
-        writes=_writes(store),
+        writes=store_writes(ckpt, operator, store.name),
         selection=where if where is not None else f"{len(keys or [])} keys from --keys",
         output=output,
     )
@@ -180,6 +181,12 @@ def plan_delete(
             out.close()
     if plan.nothing_to_do:
         plan.notes.append("no key matches: nothing to delete")
+    others = [str(o) for o in ckpt.operators if o != operator]
+    if others and not plan.nothing_to_do:
+        plan.notes.append(
+            f"state/{', '.join(others)}: version {plan.version} written unchanged (Spark "
+            "loads that version of every operator)"
+        )
     return plan
 
 
@@ -207,22 +214,10 @@ def _store(ckpt: Checkpoint, operator: int) -> Store:
         )
     if row_checksums(ckpt.conf):
         raise DeleteRefused(f"{where}: row checksums are on: ckpt does not write them yet")
-    if ckpt.checkpoint_format_version != 1:
-        raise DeleteRefused(f"{where}: checkpoint format v2: ckpt does not delete from it yet")
     store = op.stores[DEFAULT_STORE]
     if store.provider not in ("hdfs", "rocksdb"):
         raise DeleteRefused(f"{where}: its state store provider is {store.provider}")
     return store
-
-
-def _writes(store: Store) -> str:
-    """How version N+2 is written: as Spark would write a batch that removed keys."""
-    if store.provider == "hdfs":
-        return "delta"
-    changelogs = any(
-        f.kind is FileKind.CHANGELOG for p in store.partitions.values() for f in p.files
-    )
-    return "changelog" if changelogs else "snapshot"
 
 
 def _selection(

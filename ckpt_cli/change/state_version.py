@@ -1,0 +1,185 @@
+"""Version N+2 of one store partition, written as Spark writes a batch that removed keys from
+it (or changed nothing in it): the file the store's provider, changelog setting and
+checkpoint format take.
+
+* HDFS-backed store: ``N+2.delta`` of the removals (none: only the end mark).
+* RocksDB with changelog checkpointing: ``N+2.changelog`` of deletes, in the changelog version
+  the store writes (V1/V2; in checkpoint format v2 V3/V4, named ``N+2_<uniqueId>`` with the
+  lineage from the base zip of version N+1 up to N+1, as ``6_….changelog`` of a real 4.3
+  checkpoint shows it).
+* RocksDB without: a zip of the keys kept; when nothing is removed and version N+1 is a zip,
+  that zip again (its SSTs shared, as Spark uploads a batch that changed nothing).
+
+Every operator's stores get version N+2, the ones a change leaves alone too: Spark loads
+version N+2 of each when it resumes at batch N+2. Spark's ``<name>.crc`` checksum goes beside
+a file where the version before has one (4.1+, format v2).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Collection, Mapping
+from pathlib import Path
+
+from ckpt_cli.change.batch import BatchWriter
+from ckpt_cli.core.layout import FileKind, StoreLocation
+from ckpt_cli.core.model import Checkpoint, Partition
+from ckpt_cli.core.read import iter_state, read_zip_metadata
+from ckpt_cli.core.rebuild import ReplayPlan, codec_of, plan_version, read_changelog_header
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats.changelog_write import encode_changelog_removals
+from ckpt_cli.formats.checksums import spark_checksum_bytes
+from ckpt_cli.formats.records import LineageEntry
+from ckpt_cli.formats.rocksdb_write import (
+    VersionOptions,
+    merge_delimiter,
+    write_rocksdb_checkpoint,
+)
+from ckpt_cli.formats.snapshot_write import encode_removals
+from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.state.tws import list_families
+
+# How a store's version N+2 is written.
+DELTA, CHANGELOG, SNAPSHOT = "delta", "changelog", "snapshot"
+
+
+def store_writes(ckpt: Checkpoint, operator: int, store: str) -> str:
+    """``delta``, ``changelog`` or ``snapshot``: what Spark writes for this store's batches."""
+    st = ckpt.operators[operator].stores[store]
+    if st.provider == "hdfs":
+        return DELTA
+    changelogs = any(f.kind is FileKind.CHANGELOG for p in st.partitions.values() for f in p.files)
+    return CHANGELOG if changelogs else SNAPSHOT
+
+
+def write_removals(
+    ckpt: Checkpoint,
+    out: BatchWriter,
+    *,
+    operator: int,
+    store: str,
+    partition: int,
+    last: int,
+    removed: Collection[bytes] = (),
+) -> str | None:
+    """Write version ``last + 2`` of the store partition: version ``last + 1`` without the
+    ``removed`` keys (stored bytes). Returns the new version's uniqueId (format v2), else
+    None."""
+    part = ckpt.operators[operator].stores[store].partitions[partition]
+    before = plan_version(ckpt, operator, partition, last + 1, store=store)
+    version = last + 2
+    unique_id = str(uuid.uuid4()) if before.unique_id is not None else None
+    stem = f"{part.path}/{version}" + (f"_{unique_id}" if unique_id else "")
+    writes = store_writes(ckpt, operator, store)
+    codec = codec_of(ckpt)
+    if writes == DELTA:
+        out.write(f"{stem}.delta", encode_removals(removed, codec))
+        return None
+    checksum = _has_spark_checksum(ckpt, before)
+    if writes == CHANGELOG:
+        lineage = _lineage(before) if unique_id else ()
+        fmt = _changelog_version(ckpt, before, part)
+        data = encode_changelog_removals(removed, codec, fmt, lineage)
+        _write(out, f"{stem}.changelog", data, checksum)
+        return unique_id
+    base = before.base
+    if not removed and not before.steps and base is not None and base.kind is FileKind.ZIP:
+        _write(out, f"{stem}.zip", ckpt.storage.read_bytes(base.path), checksum)
+        return unique_id
+    gone = set(removed)
+    kept = ((k, v) for k, v in iter_state(ckpt, before) if k not in gone)
+    template = None
+    if base is not None and base.kind is FileKind.ZIP:
+        template = read_zip_metadata(ckpt.storage, base.path, base.entry.size)
+    options = VersionOptions(
+        unique_id=unique_id,
+        template=template,
+        checksum_file=checksum,
+        list_families=list_families(ckpt, operator),
+        delimiter=merge_delimiter(ckpt.conf),
+    )
+    with tempfile.TemporaryDirectory(prefix="ckpt-version-") as tmp:
+        dest = Path(tmp) / "files"
+        written = write_rocksdb_checkpoint(kept, version, dest, options)
+        for name in written.names:  # the SSTs first, the zip that names them last
+            out.write(f"{part.path}/{name}", (dest / name).read_bytes())
+    return unique_id
+
+
+def _write(out: BatchWriter, rel: str, data: bytes, checksum: bool) -> None:
+    out.write(rel, data)
+    if checksum:
+        out.write(f"{rel}.crc", spark_checksum_bytes(data))
+
+
+def _has_spark_checksum(ckpt: Checkpoint, before: ReplayPlan) -> bool:
+    newest = before.files[-1] if before.files else None
+    return newest is not None and ckpt.listing.get(f"{newest.path}.crc") is not None
+
+
+def _lineage(before: ReplayPlan) -> list[LineageEntry]:
+    """Version N+2's lineage: the versions that rebuild N+1, from its base zip on."""
+    lineage = []
+    for f in before.files:
+        if f.version is None or f.unique_id is None:
+            raise CkptError(
+                f"{f.path}: a file without a uniqueId on the lineage of checkpoint format v2"
+            )
+        lineage.append(LineageEntry(f.version, f.unique_id))
+    return lineage
+
+
+def _changelog_version(ckpt: Checkpoint, before: ReplayPlan, part: Partition) -> int:
+    """The changelog version the store writes: its newest changelog's (V1-V4); a store
+    whose changelogs are all gone takes V1/V2 (format v1) or V3/V4 (format v2) by whether it
+    has column families."""
+    changelogs = [f for f in part.files if f.kind is FileKind.CHANGELOG]
+    if changelogs:
+        newest = max(changelogs, key=lambda f: f.version or 0)
+        return read_changelog_header(ckpt, newest).format_version
+    families = False
+    if before.base is not None and before.base.kind is FileKind.ZIP:
+        meta = read_zip_metadata(ckpt.storage, before.base.path, before.base.entry.size)
+        families = bool(meta.column_family_mapping)
+    return (3 if before.unique_id else 1) + int(families)
+
+
+def write_state_version(
+    ckpt: Checkpoint,
+    out: BatchWriter,
+    *,
+    last: int,
+    removed: Mapping[StoreLocation, Collection[bytes]],
+    progress: ProgressSink = NULL_PROGRESS,
+) -> dict[int, list[list[str]]]:
+    """Version ``last + 2`` of every store partition of every operator (``removed``: the keys
+    each loses; the others are written unchanged). Returns the uniqueIds of format v2 as
+    ``commits/N`` records them (operator -> partition -> store, in the operator's store
+    order), or nothing in format v1."""
+    unique_ids: dict[int, list[list[str]]] = {}
+    total = sum(len(s.partitions) for op in ckpt.operators.values() for s in op.stores.values())
+    progress.start("Writing partitions", total=total)
+    try:
+        for op_id, op in ckpt.operators.items():
+            for index, (name, store) in enumerate(op.stores.items()):
+                for partition in sorted(store.partitions):
+                    where = StoreLocation(op_id, partition, name)
+                    unique_id = write_removals(
+                        ckpt,
+                        out,
+                        operator=op_id,
+                        store=name,
+                        partition=partition,
+                        last=last,
+                        removed=removed.get(where, ()),
+                    )
+                    if unique_id is not None:
+                        rows = unique_ids.setdefault(op_id, [])
+                        while len(rows) <= partition:
+                            rows.append([""] * len(op.stores))
+                        rows[partition][index] = unique_id
+                    progress.advance()
+    finally:
+        progress.close()
+    return unique_ids
