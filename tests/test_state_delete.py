@@ -91,6 +91,20 @@ def test_the_state_after_is_the_state_before_minus_the_matched_keys(
     assert undone.removed > 0 and tree(root) == original
 
 
+@pytest.mark.parametrize("name", ["spark4-session-hdfs", "spark4-session-rocksdb"])
+def test_a_session_window_key_goes_with_every_session(name: str, tmp_path: Path) -> None:
+    root = copy(name, tmp_path / "ckpt")
+    before = [json.loads(r) for r in rows(root)]
+    one = before[0]["key"]
+    sessions = [r for r in before if r["key"]["k"] == one["k"]]
+    assert len(sessions) > 1  # several sessions of one key
+    where = f"key.sessionStartTime = '{one['sessionStartTime']}'"
+    run = run_delete(Storage.from_url(str(root)), Guards(apply=True), operator=0, where=where)
+    assert run.result is not None and run.result.validation.ok
+    assert run.result.removed == len(sessions)
+    assert [json.loads(r) for r in rows(root)] == [r for r in before if r not in sessions]
+
+
 def test_keys_from_a_file_as_replay_prints_them(tmp_path: Path) -> None:
     root = copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
     before = rows(root)
@@ -129,7 +143,6 @@ def test_a_dry_run_changes_nothing(tmp_path: Path) -> None:
 
 REFUSED = [
     ("spark4-join", ["--where", "key.k = 1"], "stream-stream join"),
-    ("spark4-session-hdfs", ["--where", "key.k = 1"], "session windows"),
     ("spark4-tws-row", ["--where", "key.k = 1"], "transformWithState"),
     ("spark4-hdfs-agg", ["--where", "key.nope = 1"], "no column key.nope"),
     ("spark4-hdfs-agg", ["--where", "key.k = = 1"], "expected a value"),

@@ -33,6 +33,9 @@ CASES = [
     # Two operators: the other one's version N+2 is written unchanged.
     ("spark4-multi-op", "key.k = 'k1'"),
     ("spark4-multi-op-rocksdb", "key.k = 'k2'"),
+    # Session windows: one session matches, every session of its key goes.
+    ("spark4-session-hdfs", "key.sessionStartTime = '2024-01-01T00:21:00.000000Z'"),
+    ("spark4-session-rocksdb", "key.sessionStartTime = '2024-01-01T00:21:00.000000Z'"),
     # Checkpoint format v2: a V3 changelog with its lineage, commits with stateUniqueIds.
     ("spark4-rocksdb-v2", "key.k in ('k1', 'k2')"),
 ]
@@ -126,3 +129,33 @@ def test_a_restarted_aggregation_starts_over_for_deleted_keys_only(
             assert mine[k]["cnt"] == theirs[k]["cnt"] - old, k
         else:
             assert mine[k] == theirs[k], k
+
+
+@pytest.mark.parametrize("name", ["spark4-session-hdfs", "spark4-session-rocksdb"])
+def test_a_restarted_session_window_forgets_the_deleted_key_only(
+    spark: Any,  # noqa: F811 - the session fixture
+    name: str,
+    tmp_path: Path,
+) -> None:
+    case = source(name)
+    ours, matched = deleted(case, "key.k = 'k1'", tmp_path / "ours")
+    assert {m["key"]["k"] for m in matched} == {"k1"} and len(matched) > 1
+    control = tmp_path / "control"
+    shutil.copytree(case.checkpoint, control)
+    with recorded_input(case, extra_steps=2) as input_dir:
+        want = restart(spark, case, input_dir, control)
+        got = restart(spark, case, input_dir, ours)
+
+    def sessions_of_k1(emitted: dict[int, list[str]]) -> set[str]:
+        rows = [json.loads(r) for b in sorted(emitted) for r in emitted[b]]
+        return {r["session_window"]["start"][:16] for r in rows if r["k"] == "k1"}
+
+    def others(emitted: dict[int, list[str]]) -> list[str]:
+        return [r for b in sorted(emitted) for r in emitted[b] if json.loads(r)["k"] != "k1"]
+
+    deleted_starts = {m["key"]["sessionStartTime"][:16].replace("T", " ") for m in matched}
+    # The control closes k1's sessions (those the watermark passes) and emits them; ours
+    # never saw them.
+    assert deleted_starts & sessions_of_k1(want)
+    assert not deleted_starts & sessions_of_k1(got)
+    assert others(got) == others(want)

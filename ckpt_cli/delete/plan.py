@@ -5,13 +5,14 @@ them: an HDFS ``.delta`` of removals; a RocksDB changelog of deletes where the s
 changelogs (changelog checkpointing on), else a new ``.zip`` of the keys left.
 
 A key is the operator's own state key: the grouping key of aggregations, deduplication and
-flatMapGroupsWithState. Operators whose keys span several stores or column families
-(stream-stream joins, transformWithState) and session windows (a key's sessions) are refused
-by name: their stores must change together, which ckpt does not do yet.
+flatMapGroupsWithState; the session key of session windows, every session of it. Operators
+whose keys span several stores or column families (stream-stream joins, transformWithState)
+are refused by name: their stores must change together, which ckpt does not do yet.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,8 @@ from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Result, fields_json
-from ckpt_cli.state.reader import decoder_for
+from ckpt_cli.state.decoders import RowDecoder
+from ckpt_cli.state.reader import decoder_for, prefix_key_columns
 from ckpt_cli.state.where import Where, parse_where, schema_columns
 
 SAMPLE_ROWS = 5
@@ -151,19 +153,32 @@ def plan_delete(
     # Keys alone are decoded while matching when the selection reads no value (--keys, a
     # --where on key columns): the value of a matched row only (a third of the time at 1M).
     keys_only = not isinstance(test, Where) or "value" not in test.sides
+    # Session windows: a state key is (session key, session start), and deleting a key means
+    # every session of it: a row whose session key has a matching session matches.
+    session_cols = prefix_key_columns(ckpt, operator, store.name)
     out = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
     progress.start("Matching keys", total=len(store.partitions))
     try:
         for partition in store.partitions:
             counted = PartitionDeletion(partition, 0, 0, 0)
             version = plan_version(ckpt, operator, partition, last + 1)
+
+            def row_matches(key: bytes, value: bytes, partition: int = partition) -> bool:
+                if keys_only:
+                    return test({"partition_id": partition, "key": decoder.json_key(key)})
+                return test(decoder.row(partition, key, value))
+
+            matches: Callable[[bytes, bytes], bool] = row_matches
+            if session_cols:
+                sessions = {
+                    _session_key(decoder.json_key(k), session_cols)
+                    for k, v in iter_state(ckpt, version)
+                    if row_matches(k, v)
+                }
+                matches = functools.partial(_in_sessions, sessions, session_cols, decoder)
             for key, value in iter_state(ckpt, version):
                 counted.keys += 1
-                if keys_only:
-                    matches = test({"partition_id": partition, "key": decoder.json_key(key)})
-                else:
-                    matches = test(decoder.row(partition, key, value))
-                if not matches:
+                if not matches(key, value):
                     continue
                 row = decoder.row(partition, key, value)
                 counted.matched += 1
@@ -206,12 +221,6 @@ def _store(ckpt: Checkpoint, operator: int) -> Store:
             f"{where}: a stream-stream join ({', '.join(op.stores)}): its key, index and "
             "count stores must change together, which ckpt does not do yet"
         )
-    meta = ckpt.operator_metadata(operator)
-    if meta is not None and any(cols > 0 for _, cols, _ in meta.stores):
-        raise DeleteRefused(
-            f"{where}: session windows (keys scanned by prefix): deleting a key means every "
-            "session of it, which ckpt does not do yet"
-        )
     if row_checksums(ckpt.conf):
         raise DeleteRefused(f"{where}: row checksums are on: ckpt does not write them yet")
     store = op.stores[DEFAULT_STORE]
@@ -227,6 +236,18 @@ def _selection(
         return parse_where(where, columns)
     wanted = {_key_id(k) for k in keys or []}
     return lambda row: _key_id(row["key"]) in wanted
+
+
+def _session_key(key: Any, columns: int) -> str:
+    """A session window's state key without its session start: the first ``columns``
+    fields (``numColsPrefixKey``), as text."""
+    return json.dumps(list(key.items())[:columns], sort_keys=True, default=str)
+
+
+def _in_sessions(
+    sessions: set[str], columns: int, decoder: RowDecoder, key: bytes, _value: bytes
+) -> bool:
+    return _session_key(decoder.json_key(key), columns) in sessions
 
 
 def _key_id(key: Any) -> Any:

@@ -68,7 +68,7 @@ def decoder_for(
     schema = None if raw else store_schema(ckpt, operator, store)
     if join_side and schema is not None:
         return JoinSideDecoder(schema, provider, path=f"state/{operator}")
-    prefix_cols = _prefix_key_columns(ckpt, operator, store)
+    prefix_cols = prefix_key_columns(ckpt, operator, store)
     if provider == "rocksdb" and schema is not None and prefix_cols:
         return PrefixScanDecoder(
             schema, provider, prefix_cols=prefix_cols, path=f"state/{operator}"
@@ -76,7 +76,7 @@ def decoder_for(
     return RowDecoder(schema, provider, path=f"state/{operator}")
 
 
-def _prefix_key_columns(ckpt: Checkpoint, operator: int, store: str) -> int:
+def prefix_key_columns(ckpt: Checkpoint, operator: int, store: str) -> int:
     """``numColsPrefixKey`` of a store in its operator's metadata (0 without one)."""
     meta = ckpt.operator_metadata(operator)
     if meta is None:
