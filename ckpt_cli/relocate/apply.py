@@ -22,6 +22,7 @@ from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.names import hadoop_crc_name, parse_temp_name
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.relocate.plan import MARKER, RelocatePlan, Rewrite
+from ckpt_cli.results import fields_json
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
 
@@ -41,15 +42,11 @@ class RelocateResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "dest": self.dest,
-            "copied": self.copied,
-            "rewritten": self.rewritten,
-            "kept": self.kept,
-            "bytes": self.bytes,
-            "notes": self.notes,
-            "validation": self.validation.body_json(),
-        }
+        return fields_json(
+            self,
+            "dest copied rewritten kept bytes notes validation",
+            validation=self.validation.body_json(),
+        )
 
 
 def relocate(
