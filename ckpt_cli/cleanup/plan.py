@@ -70,13 +70,7 @@ class Deletion:
     phase: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "size": self.size,
-            "class": self.klass,
-            "reason": self.reason,
-            "mtime": self.mtime,
-        }
+        return fields_json(self, "path size class=klass reason mtime")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ckpt_cli.errors import (
     FormatError,
@@ -110,25 +110,34 @@ DAY_TIME_FIELDS = ("day", "hour", "minute", "second")
 
 
 @dataclass(frozen=True)
-class YearMonthIntervalType:
-    """``interval year to month`` etc.: an int32 count of months."""
+class _IntervalType:
+    """An ANSI interval type: ``start_field`` and ``end_field`` index its ``FIELD_NAMES``."""
 
-    start_field: int = 0
-    end_field: int = 1
+    FIELD_NAMES: ClassVar[tuple[str, ...]]
+
+    start_field: int
+    end_field: int
 
     def simple_string(self) -> str:
-        return _interval_name(YEAR_MONTH_FIELDS, self.start_field, self.end_field)
+        return _interval_name(self.FIELD_NAMES, self.start_field, self.end_field)
 
 
 @dataclass(frozen=True)
-class DayTimeIntervalType:
+class YearMonthIntervalType(_IntervalType):
+    """``interval year to month`` etc.: an int32 count of months."""
+
+    FIELD_NAMES = YEAR_MONTH_FIELDS
+    start_field: int = 0
+    end_field: int = 1
+
+
+@dataclass(frozen=True)
+class DayTimeIntervalType(_IntervalType):
     """``interval day to second`` etc.: an int64 count of microseconds."""
 
+    FIELD_NAMES = DAY_TIME_FIELDS
     start_field: int = 0
     end_field: int = 3
-
-    def simple_string(self) -> str:
-        return _interval_name(DAY_TIME_FIELDS, self.start_field, self.end_field)
 
 
 @dataclass(frozen=True)
@@ -281,10 +290,8 @@ def _parse_type_name(name: str) -> DataType:
     m = _INTERVAL_RE.fullmatch(name)
     if m:
         start, end = m.group(1), m.group(2) or m.group(1)
-        for names, cls in (
-            (YEAR_MONTH_FIELDS, YearMonthIntervalType),
-            (DAY_TIME_FIELDS, DayTimeIntervalType),
-        ):
+        for cls in (YearMonthIntervalType, DayTimeIntervalType):
+            names = cls.FIELD_NAMES
             if start in names and end in names:
                 s, e = names.index(start), names.index(end)
                 if s > e:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +21,9 @@ from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.names import hadoop_crc_name, parse_temp_name
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.relocate.plan import MARKER, RelocatePlan, Rewrite
+from ckpt_cli.results import fields_json
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
-
-_PIECE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -41,15 +39,11 @@ class RelocateResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "dest": self.dest,
-            "copied": self.copied,
-            "rewritten": self.rewritten,
-            "kept": self.kept,
-            "bytes": self.bytes,
-            "notes": self.notes,
-            "validation": self.validation.body_json(),
-        }
+        return fields_json(
+            self,
+            "dest copied rewritten kept bytes notes validation",
+            validation=self.validation.body_json(),
+        )
 
 
 def relocate(
@@ -90,7 +84,7 @@ def relocate(
             if there.get(rel) == size and size is not None:
                 kept += 1
                 continue
-            dest.write_pieces(rel, _pieces(source, rel), atomic=True)
+            dest.write_pieces(rel, source.read_pieces(rel), atomic=True)
             copied += 1
             written_bytes += size or 0
     finally:
@@ -110,12 +104,6 @@ def rewritten_bytes(text: str, rewrites: list[Rewrite]) -> bytes:
         else:
             text = text.replace(f'"{r.old}/state/', f'"{r.new}/state/')
     return text.encode("utf-8")
-
-
-def _pieces(source: Storage, rel: str) -> Iterator[bytes]:
-    with source.open_stream(rel) as fh:
-        while piece := fh.read(_PIECE):
-            yield piece
 
 
 def _marker(plan: RelocatePlan) -> bytes:

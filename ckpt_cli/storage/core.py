@@ -10,7 +10,7 @@ import io
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, cast
 
 from ckpt_cli.errors import CheckpointNotFound, CkptError, StorageAccessError
@@ -129,6 +129,12 @@ class Storage(Location):
             yield CountingReader(fh, self.stats, rel)
         finally:
             fh.close()
+
+    def read_pieces(self, rel: str) -> Iterator[bytes]:
+        """A checkpoint file's bytes a piece at a time, streamed through :meth:`open_stream`
+        (what :meth:`write_pieces` of another storage takes to copy it)."""
+        with self.open_stream(rel) as stream:
+            yield from _in_pieces(stream.read)
 
     @contextlib.contextmanager
     def open_random(self, rel: str) -> Iterator[Any]:
@@ -414,8 +420,12 @@ class Storage(Location):
 def _pieces(local: str) -> Iterator[bytes]:
     # Plain reads (not sendfile): a piece at a time, whatever the size.
     with open(local, "rb") as src:
-        while piece := src.read(1 << 20):
-            yield piece
+        yield from _in_pieces(src.read)
+
+
+def _in_pieces(read: Callable[[int], bytes]) -> Iterator[bytes]:
+    while piece := read(1 << 20):
+        yield piece
 
 
 def _write_local(path: str, pieces: Iterable[bytes], *, atomic: bool) -> None:
