@@ -83,7 +83,8 @@ def run_change(
 ) -> Outcome[PlanT, DoneT]:
     """``command`` (its name, for the lock) on the checkpoint at ``storage``, in the order
     above: ``plan`` it, and with ``guards.apply`` ask ``question`` (None: nothing to apply;
-    "": carried out without asking) and ``carry_out`` the plan. The plan's ``warnings`` (a
+    "": carried out without asking; not asked when the plan's ``nothing_to_do`` is true) and
+    ``carry_out`` the plan. The plan's ``warnings`` (a
     list) get what applying would refuse. ``check`` (None: refuse while the query looks
     active, unless ``guards.force``) runs before the confirmation."""
     apply, force = guards.apply, guards.force
@@ -98,7 +99,9 @@ def run_change(
             if not said.warnings:  # a planner may have said them itself
                 activity = query_activity(ckpt, min_age=guards.min_age)
                 said.warnings = plan_warnings(activity, force=force)
-            asked = question(planned) if apply else None
+            # A plan that says it has nothing to do is not applied (nor asked about).
+            idle = getattr(planned, "nothing_to_do", False) is True
+            asked = question(planned) if apply and not idle else None
             if asked is None:
                 return Outcome(planned)
             # Refused before asking, not after.

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_cli.change.batch import BatchChangeResult, BatchWriter, write_batch
-from ckpt_cli.change.manifest import Manifest, fresh_quarantine
+from ckpt_cli.change.manifest import Manifest
 from ckpt_cli.convert.plan import PROVIDER_CLASSES, ConvertPlan, converted_records, plan_convert
 from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint
@@ -49,10 +49,6 @@ class ConvertResult(BatchChangeResult):
     DETAILS = "moved"
 
     moved: int
-
-
-def default_quarantine(ckpt: Checkpoint, now: float) -> str:
-    return fresh_quarantine(ckpt.storage, CONVERT_PREFIX, now)
 
 
 def apply_plan(

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ckpt_cli.change.flow import Guards, run_change
+from ckpt_cli.change.manifest import fresh_quarantine
 from ckpt_cli.change.undo import UndoResult, batch_change_undo
-from ckpt_cli.convert.apply import ConvertResult, apply_plan, default_quarantine
+from ckpt_cli.convert.apply import CONVERT_PREFIX, ConvertResult, apply_plan
 from ckpt_cli.convert.plan import ConvertPlan, plan_convert
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.results import ChangeRun
@@ -37,7 +38,9 @@ def run_convert(
 
     def carry_out(ckpt: Checkpoint, plan: ConvertPlan) -> ConvertResult:
         now = time.time()
-        where = places.setdefault("where", quarantine or default_quarantine(ckpt, now))
+        where = places.setdefault(
+            "where", quarantine or fresh_quarantine(ckpt.storage, CONVERT_PREFIX, now)
+        )
         return apply_plan(ckpt, plan, where, now, guards.progress)
 
     done = run_change(
@@ -46,12 +49,8 @@ def run_convert(
         command="ckpt convert",
         plan=lambda ckpt: plan_convert(ckpt, provider=provider, progress=guards.progress),
         question=lambda plan: (
-            None
-            if plan.nothing_to_do
-            else (
-                f"Convert the state from {plan.provider_from} to {plan.provider} "
-                f"(batch {plan.batch}, {sum(s.keys for s in plan.stores):,} keys)?"
-            )
+            f"Convert the state from {plan.provider_from} to {plan.provider} "
+            f"(batch {plan.batch}, {sum(s.keys for s in plan.stores):,} keys)?"
         ),
         carry_out=carry_out,
     )

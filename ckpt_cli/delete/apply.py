@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ckpt_cli.change.batch import BatchChangeResult, BatchWriter, write_batch
-from ckpt_cli.change.manifest import Manifest, fresh_quarantine
+from ckpt_cli.change.manifest import Manifest
 from ckpt_cli.change.state_version import write_state_version
 from ckpt_cli.core.layout import StoreLocation
 from ckpt_cli.core.model import Checkpoint
@@ -32,14 +32,11 @@ class DeleteResult(BatchChangeResult):
     removed: int
 
 
-def default_quarantine(ckpt: Checkpoint, now: float) -> str:
-    return fresh_quarantine(ckpt.storage, DELETE_PREFIX, now)
-
-
 def apply_plan(
     ckpt: Checkpoint,
     plan: DeletePlan,
     where: str,
+    *,
     now: float | None = None,
     progress: ProgressSink = NULL_PROGRESS,
 ) -> DeleteResult:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckpt_cli.change.flow import Guards, run_change
+from ckpt_cli.change.manifest import fresh_quarantine
 from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.core.model import Checkpoint
-from ckpt_cli.delete.apply import DeleteResult, apply_plan, default_quarantine
+from ckpt_cli.delete.apply import DELETE_PREFIX, DeleteResult, apply_plan
 from ckpt_cli.delete.plan import DeletePlan, plan_delete
 from ckpt_cli.results import ChangeRun
 from ckpt_cli.storage import Storage
@@ -37,8 +38,8 @@ def run_delete(
 
     def carry_out(ckpt: Checkpoint, plan: DeletePlan) -> DeleteResult:
         now = time.time()
-        where_to = quarantine or default_quarantine(ckpt, now)
-        return apply_plan(ckpt, plan, where_to, now, guards.progress)
+        where_to = quarantine or fresh_quarantine(ckpt.storage, DELETE_PREFIX, now)
+        return apply_plan(ckpt, plan, where_to, now=now, progress=guards.progress)
 
     done = run_change(
         storage,
@@ -53,12 +54,8 @@ def run_delete(
             progress=guards.progress,
         ),
         question=lambda plan: (
-            None
-            if plan.nothing_to_do
-            else (
-                f"Delete {sum(p.matched for p in plan.partitions):,} keys of state/{plan.operator} "
-                f"(batch {plan.batch})?"
-            )
+            f"Delete {sum(p.matched for p in plan.partitions):,} keys of state/{plan.operator} "
+            f"(batch {plan.batch})?"
         ),
         carry_out=carry_out,
     )
