@@ -11,6 +11,7 @@ import pytest
 
 from ckpt_cli.replay import StateRows, read_state
 from ckpt_cli.state.target import SelectionError
+from ckpt_cli.state.where import parse_where
 from tests.conftest import CASES, CASES_DIR, run_cli
 
 pytestmark = pytest.mark.skipif(not CASES, reason="no fixtures")
@@ -82,3 +83,39 @@ def test_library_errors_name_arguments_the_cli_its_options() -> None:
     assert result.exit_code == 2 and "error: --from 3 is after --to 1" in result.stderr
     result = run_cli("replay", str(HDFS), "--where", "nope=1")
     assert "error: --where 'nope=1': the key has no column 'nope'" in result.stderr
+
+
+EXPRESSIONS = [
+    "value.count > 5",
+    "key.k in ('k1', 'k3') or value.sum < 250",
+    "k != 'k0' and value.max >= '2024-01-01T00:17:00Z'",
+    "value.count is not null",
+]
+
+
+@pytest.mark.parametrize("where", EXPRESSIONS)
+def test_where_takes_the_state_delete_language(where: str) -> None:
+    """``replay --where`` and ``state delete --where`` are one language: the rows kept are
+    the rows ``state.where`` matches, in the state, the change feed and the CLI alike."""
+    test = parse_where(where)
+    everything = list(read_state(str(HDFS)))
+    want = [r for r in everything if test(r)]
+    assert 0 < len(want) < len(everything) or where.endswith("not null")
+    assert canon(list(read_state(str(HDFS), where=where))) == canon(want)
+    assert canon(cli_jsonl(str(HDFS), "--where", where)) == canon(want)
+    start = read_state(str(HDFS)).target.batch - 1
+    feed = list(read_state(str(HDFS), change_start_batch=start))
+    kept = list(read_state(str(HDFS), change_start_batch=start, where=where))
+    assert canon(kept) == canon([r for r in feed if test(r)])
+
+
+def test_where_pairs_and_expressions_all_hold() -> None:
+    rows = cli_jsonl(str(HDFS), "--where", "k=k1", "--where", "value.count > 5")
+    assert [r["key"] for r in rows] == [{"k": "k1"}]
+    assert cli_jsonl(str(HDFS), "--where", "k=k1", "--where", "value.count > 99") == []
+    result = run_cli("replay", str(HDFS), "--where", "value.nope > 5")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --where 'value.nope > 5': no column value.nope (columns: key.k, value.count, "
+        "value.max, value.sum)"
+    ]

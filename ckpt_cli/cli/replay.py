@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -101,8 +102,10 @@ def replay(
         typer.Option(
             "--where",
             "-w",
-            metavar="COLUMN=VALUE",
-            help="Only keys whose column equals VALUE: COLUMN=VALUE (repeatable, all must hold).",
+            metavar="EXPR",
+            help="Only rows that match: comparisons of key.* and value.* columns (=, !=, <, "
+            '<=, >, >=, in (...), is null) joined by and / or, e.g. "value.count > 5"; '
+            "COLUMN=VALUE compares a key column as text (repeatable, all must hold).",
             show_default=False,
         ),
     ] = None,
@@ -297,14 +300,17 @@ def _in_option_names() -> Iterator[None]:
         raise exc.naming(OPTION_NAMES) from exc
 
 
-def _parse_where(where: list[str] | None) -> tuple[tuple[str, str], ...]:
-    pairs = []
+# COLUMN=VALUE, ckpt's first --where: a key column equal to unquoted text.
+_PAIR = re.compile(r"([A-Za-z_$][\w$.]*)=([^'\s=<>!(),]*)")
+
+
+def _parse_where(where: list[str] | None) -> tuple[tuple[str, str] | str, ...]:
+    """Each ``--where``: an expression of the ``state delete`` language, or a pair."""
+    conditions: list[tuple[str, str] | str] = []
     for item in where or ():
-        column, sep, value = item.partition("=")
-        if not sep:
-            raise CkptError(f"--where {item!r}: expected COLUMN=VALUE")
-        pairs.append((column, value))
-    return tuple(pairs)
+        pair = _PAIR.fullmatch(item.strip())
+        conditions.append((pair[1], pair[2]) if pair else item)
+    return tuple(conditions)
 
 
 _FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")

@@ -17,7 +17,7 @@ from ckpt_cli.errors import CkptError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.sinks import write_parquet, write_tables, write_text
 from ckpt_cli.state.columns import columnar_for, line_chunks, plan_tables
-from ckpt_cli.state.decoders import key_filter, require_pyarrow
+from ckpt_cli.state.decoders import require_pyarrow, row_filter
 from ckpt_cli.state.families import FamilyRead, family_filter, family_rows
 from ckpt_cli.state.reader import StateRows, Where, decoder_for, iter_rows
 from ckpt_cli.storage import FileEntry, Listing, Storage, classify_store_error, store_error
@@ -82,7 +82,7 @@ def _write_unit(unit: _DatasetUnit, settings: _DatasetSettings, output: Storage,
     if settings.family is not None:
         return _write_family_unit(ckpt, plan, settings, output, rel)
     decoder = decoder_for(ckpt, plan.operator, plan.store, raw=settings.raw)
-    matches = key_filter(settings.where, decoder.schema)
+    matches = row_filter(settings.where, decoder.schema)
     with output.open_write(rel) as fh:
         if settings.fmt == "parquet":
             columnar = columnar_for(decoder) if matches is None else None

@@ -39,7 +39,7 @@ from ckpt_cli.state.columns import (
     state_tables,
     table_work,
 )
-from ckpt_cli.state.decoders import arrow_tables, key_filter, require_pyarrow
+from ckpt_cli.state.decoders import arrow_tables, require_pyarrow, row_filter
 from ckpt_cli.state.ordered import ahead, utf8_writer, write_in_order
 from ckpt_cli.state.reader import StateRows, Where, decoder_for, iter_rows
 from ckpt_cli.storage import Listing, Storage
@@ -195,7 +195,7 @@ def _write_partition(job: _PartitionJob) -> tuple[str, int]:
     ckpt = _WORKER_CHECKPOINT
     assert ckpt is not None
     decoder = decoder_for(ckpt, job.plan.operator, job.plan.store, raw=job.raw)
-    matches = key_filter(job.where, decoder.schema)
+    matches = row_filter(job.where, decoder.schema)
     if matches is None:
         count = 0
         with open(job.out_path, "wb") as binary:

@@ -22,7 +22,7 @@ import functools
 import json
 import math
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any
@@ -36,9 +36,11 @@ from ckpt_cli.formats.state_schema import KeyEncoderSpec, StateSchema
 from ckpt_cli.formats.unsaferow import make_decoder
 from ckpt_cli.install import missing_extra
 from ckpt_cli.state.target import SelectionError
+from ckpt_cli.state.where import parse_where, schema_columns
 
 Converter = Callable[[Any], Any]
-Filter = Callable[[Any], bool]
+# A test of a row ``{"key": ..., "value": ...}`` (``--where``).
+Filter = Callable[[Mapping[str, Any]], bool]
 
 ARROW_BATCH_ROWS = 65536
 
@@ -126,8 +128,10 @@ class RowDecoder:
         return orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE).decode()
 
 
-def key_filter(where: Iterable[tuple[str, str]], schema: StateSchema | None) -> Filter | None:
-    """Keys whose columns all equal the given values, compared as JSON text (``null``
+def row_filter(where: Iterable[tuple[str, str] | str], schema: StateSchema | None) -> Filter | None:
+    """Rows ``{"key", "value"}`` that pass every condition of ``where``: ``--where``
+    expressions (:mod:`ckpt_cli.state.where`, over key and value columns), or the older
+    ``COLUMN=VALUE`` pairs (the key's column equals VALUE compared as JSON text; ``null``
     matches a null column); None when there is nothing to filter on."""
     conditions = list(where)
     if not conditions:
@@ -135,25 +139,32 @@ def key_filter(where: Iterable[tuple[str, str]], schema: StateSchema | None) -> 
     if schema is None:
         raise SelectionError("{where} needs the store's schema file, and there is none")
     names = set(schema.key.unique_names())
-    for column, value in conditions:
+    columns = schema_columns(schema.key, schema.value)
+    tests: list[Filter] = []
+    for condition in conditions:
+        if isinstance(condition, str):
+            tests.append(parse_where(condition, columns))
+            continue
+        column, value = condition
         if column not in names:
             raise SelectionError(
                 f"{{where}} {f'{column}={value}'!r}: the key has no column {column!r} "
                 f"(columns: {', '.join(sorted(names))})"
             )
+        tests.append(functools.partial(_key_equals, column, value))
+    if len(tests) == 1:
+        return tests[0]
+    return lambda row: all(test(row) for test in tests)
 
-    def matches(key: Any) -> bool:
-        for column, value in conditions:
-            got = json_value(key.get(column)) if isinstance(key, dict) else None
-            if got is None and value.lower() == "null":
-                continue
-            if not isinstance(got, str):
-                got = json.dumps(got)
-            if got != value:
-                return False
+
+def _key_equals(column: str, value: str, row: Mapping[str, Any]) -> bool:
+    key = row["key"]
+    got = json_value(key.get(column)) if isinstance(key, dict) else None
+    if got is None and value.lower() == "null":
         return True
-
-    return matches
+    if not isinstance(got, str):
+        got = json.dumps(got)
+    return bool(got == value)
 
 
 # -- Arrow ----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ckpt_cli.core.model import Checkpoint, CheckpointFile
 from ckpt_cli.core.read import iter_file_records, iter_state
 from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.formats.state_schema import StateSchema
-from ckpt_cli.state.decoders import Filter, key_filter
+from ckpt_cli.state.decoders import Filter, row_filter
 from ckpt_cli.state.join_families import JoinFamily, join_family_reader
 from ckpt_cli.state.target import ReplayTarget, SelectionError
 from ckpt_cli.state.tws import VariableReader, state_variables, variable_reader, zips_of
@@ -111,7 +111,7 @@ def family_filter(reader: VariableReader, where: Any) -> Filter | None:
     if reader.raw:
         raise SelectionError("{where} compares decoded key columns: not with {raw}")
     schema = StateSchema(reader.row_key_schema(), reader.key_schema, 3)
-    return key_filter(where, schema)
+    return row_filter(where, schema)
 
 
 def family_rows(
@@ -125,7 +125,7 @@ def family_rows(
     # Closed at once when a row fails: the zip's temporary RocksDB copy goes with it.
     with closing(iter_state(ckpt, plan, checksummed=reader.checksums)) as pairs:
         for row in reader.rows(pairs, cf_ids):
-            if matches is None or matches(row["key"]):
+            if matches is None or matches(row):
                 yield {"partition_id": plan.partition, **row}
 
 
@@ -152,7 +152,7 @@ def family_change_rows(
         if not cf_ids:
             continue
         for row in reader.change_rows(iter_file_records(ckpt, f), cf_ids):
-            if matches is None or matches(row["key"]):
+            if matches is None or matches(row):
                 yield {"batch_id": batch, "partition_id": pid, **row}
 
 

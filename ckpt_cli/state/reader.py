@@ -38,8 +38,8 @@ from ckpt_cli.state.decoders import (
     JoinSideDecoder,
     PrefixScanDecoder,
     RowDecoder,
-    key_filter,
     require_pyarrow,
+    row_filter,
 )
 from ckpt_cli.state.families import (
     FamilyRead,
@@ -53,8 +53,9 @@ from ckpt_cli.state.target import ReplayTarget, SelectionError, resolve_target, 
 from ckpt_cli.state.tws import registers_timers, state_variables
 from ckpt_cli.storage.errors import first_line
 
-# ``where``: (key column, value) pairs that must all hold.
-Where = tuple[tuple[str, str], ...]
+# ``where``: conditions that must all hold: ``--where`` expressions over key and value
+# columns (``state.where``), or (key column, value) pairs.
+Where = tuple[tuple[str, str] | str, ...]
 # The change feed's file of each (batch, partition).
 ChangeFiles = dict[tuple[int, int], CheckpointFile]
 
@@ -82,6 +83,12 @@ def prefix_key_columns(ckpt: Checkpoint, operator: int, store: str) -> int:
     if meta is None:
         return 0
     return next((cols for name, cols, _ in meta.stores if name == store), 0)
+
+
+def _conditions(where: Mapping[str, str] | Where | str | None) -> Where:
+    if isinstance(where, str):
+        return (where,)
+    return tuple(where.items()) if isinstance(where, Mapping) else tuple(where or ())
 
 
 JOIN_SIDES = ("left", "right")
@@ -155,7 +162,7 @@ class StateRows:
         if self.state_var is not None:
             self.matches = family_filter(self.state_var, self.where)
         else:
-            self.matches = key_filter(self.where, self.decoder.schema)
+            self.matches = row_filter(self.where, self.decoder.schema)
 
     @property
     def notes(self) -> list[str]:
@@ -218,7 +225,7 @@ def read_state(
     partitions: Iterable[int] | None = None,
     change_start_batch: int | None = None,
     change_end_batch: int | None = None,
-    where: Mapping[str, str] | Where | None = None,
+    where: Mapping[str, str] | Where | str | None = None,
     raw: bool = False,
     best_effort: bool = False,
     storage_options: Mapping[str, Any] | None = None,
@@ -231,8 +238,9 @@ def read_state(
     ``spark.read.format("statestore")``; with ``change_start_batch``, like its
     ``readChangeFeed`` option, the change feed instead: every put (``update``), delete and
     merge of batches ``change_start_batch``..``change_end_batch`` (default: the latest
-    committed). ``where`` keeps keys whose columns equal the given values (a mapping, or
-    (column, value) pairs). A path or URL is
+    committed). ``where`` keeps the rows that match: a ``--where`` expression
+    (``"key.k = 'a' and value.count > 5"``, :mod:`ckpt_cli.state.where`), or key columns equal
+    to the given values (a mapping, or (column, value) pairs). A path or URL is
     opened with ``storage_options``. Of a transformWithState operator one state variable is
     read (``state_var``, Spark's ``stateVarName``) or its timers (``timers``,
     ``readRegisteredTimers``); ``flatten=False`` gives a list or map variable's collection in
@@ -246,7 +254,7 @@ def read_state(
     options = ReadOptions(
         change_start_batch=change_start_batch,
         change_end_batch=change_end_batch,
-        where=tuple(where.items()) if isinstance(where, Mapping) else tuple(where or ()),
+        where=_conditions(where),
         raw=raw,
         best_effort=best_effort,
         state_var=state_var,
@@ -447,8 +455,9 @@ def iter_rows(
     pid = plan.partition
     for k, v in iter_state(ckpt, plan, progress):
         key, value = json_row(k, v)
-        if where is None or where(key):
-            yield {"partition_id": pid, "key": key, "value": value}
+        row = {"partition_id": pid, "key": key, "value": value}
+        if where is None or where(row):
+            yield row
 
 
 def iter_change_rows(
@@ -459,12 +468,12 @@ def iter_change_rows(
     for (batch, pid), f in sorted(files.items()):
         for kind, k, v in iter_file_records(ckpt, f):
             key, value = decoder.json_row(k, v)
-            if where is not None and not where(key):
-                continue
-            yield {
+            row = {
                 "batch_id": batch,
                 "change_type": "update" if kind == "put" else kind,
                 "partition_id": pid,
                 "key": key,
                 "value": value,
             }
+            if where is None or where(row):
+                yield row
