@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import BatchesReport, batch_timeline
-from ckpt_cli.cli.common import SHARED_DEFAULTS, PathArg, SharedOptions, error_boundary, start
+from ckpt_cli.cli.common import PathArg, SharedOptions, error_boundary, start
 
 
 @error_boundary
@@ -29,7 +29,7 @@ def batches(
             "--until", min=0, metavar="BATCH", help="Up to this batch id.", show_default=False
         ),
     ] = None,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> BatchesReport:
     """One row per batch: when it was planned, the watermark, each source's
     offsets, and whether it committed.

@@ -14,18 +14,12 @@ from ckpt_cli.api import (
     run_cleanup,
     scan_orphans,
 )
+from ckpt_cli.cli.change import ApplyOpt, BreakLockOpt, ForceOpt, MinAgeOpt, RetainOpt, YesOpt
 from ckpt_cli.cli.common import (
-    SHARED_DEFAULTS,
-    ApplyOpt,
-    BreakLockOpt,
     EngineOpt,
-    ForceOpt,
     MasterOpt,
-    MinAgeOpt,
     PathArg,
-    RetainOpt,
     SharedOptions,
-    YesOpt,
     error_boundary,
     files_option,
     manifest_option,
@@ -53,7 +47,7 @@ def orphans(
     ] = False,
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> CleanupPlan | OrphanScan:
     """List the files no retained version needs, by class, with their bytes.
 
@@ -97,7 +91,7 @@ def cleanup(
         ),
     ] = None,
     show_files: Annotated[bool, files_option("List every file of the plan.")] = False,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> CleanupRun:
     """Remove what no retained version needs, without ever breaking a restart.
 

@@ -10,20 +10,12 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import (
-    TYPE_CHECKING,
-    Annotated,
-    Any,
-    ParamSpec,
-    TypedDict,
-    TypeVar,
-    get_type_hints,
-)
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar, get_type_hints
 
 import typer
 
 from ckpt_cli import exit_codes
-from ckpt_cli.api import Checkpoint, Guards, Storage, StorageStats, UndoResult
+from ckpt_cli.api import Checkpoint, Storage, StorageStats
 from ckpt_cli.cli.output import Renderer, cli_words, exit_code, renderer
 from ckpt_cli.cli.output import write_json as write_json  # commands still import it from here
 from ckpt_cli.errors import CkptError, UsageError
@@ -133,10 +125,7 @@ class SharedOptions(OptionGroup):
     storage_option: StorageOpt = None
 
 
-SHARED_DEFAULTS = SharedOptions()
-
-
-# -- options of the commands that change a checkpoint (cleanup, repair, repartition) ---------
+# -- durations (--min-age and the like; the change commands' options: cli/change.py) --------
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -150,121 +139,6 @@ def parse_duration(text: str, option: str = "--min-age") -> float:
             f"{option} {text!r}: expected a duration like 30s, 15m, 12h, 3d, 1w or plain seconds"
         )
     return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-RetainOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--retain",
-        min=1,
-        metavar="N",
-        help="Batches to keep restartable (default: spark.sql.streaming.minBatchesToRetain "
-        "from the offsets conf, else Spark's default 100).",
-        show_default=False,
-    ),
-]
-ApplyOpt = Annotated[
-    bool,
-    typer.Option("--apply", help="Carry the plan out (without it: a dry run, nothing changes)."),
-]
-YesOpt = Annotated[
-    bool, typer.Option("--yes", "-y", help="Do not ask before changing anything (scripts, cron).")
-]
-MinAgeOpt = Annotated[
-    str,
-    typer.Option(
-        "--min-age",
-        metavar="DURATION",
-        help="Files modified more recently than this are left alone, and --apply refuses while "
-        "the query looks active (its last batch planned and offsets/ written within it), "
-        "unless --force. 30s, 15m, 12h, 3d, 1w or seconds; below the default 1h, --apply needs "
-        "--force.",
-    ),
-]
-ForceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--force",
-        help="Go ahead although the query looks active, a file is younger than --min-age, or "
-        "--min-age is below the default 1h.",
-    ),
-]
-BreakLockOpt = Annotated[
-    bool,
-    typer.Option(
-        "--break-lock",
-        help="Remove a stale checkpoint lock (its process is gone, or it is older than 12 h) "
-        "left by a killed cleanup, repair or repartition.",
-    ),
-]
-QuarantineOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--quarantine",
-        metavar="DIR",
-        help="Where the manifest and the files moved out or replaced go (default: "
-        "<checkpoint>.ckpt-quarantine/<time>/, beside the checkpoint).",
-        show_default=False,
-    ),
-]
-UndoOpt = Annotated[
-    bool,
-    typer.Option(
-        "--undo",
-        help="Put the checkpoint back, byte for byte, as it was before the newest run of this "
-        "command (from its manifest in <checkpoint>.ckpt-quarantine/; --manifest picks "
-        "another). A second --undo of the same run says it is already undone.",
-    ),
-]
-ManifestOpt = Annotated[
-    str | None,
-    manifest_option(
-        "With --undo: the manifest.json of the run to undo (default: the newest of this "
-        "command beside the checkpoint)."
-    ),
-]
-
-
-@dataclass(frozen=True)
-class ChangeOptions(OptionGroup):
-    """How repair and repartition change a checkpoint and put it back."""
-
-    quarantine: QuarantineOpt = None
-    undo: UndoOpt = False
-    manifest: ManifestOpt = None
-    min_age: MinAgeOpt = "1h"
-    force: ForceOpt = False
-    break_lock: BreakLockOpt = False
-
-
-CHANGE_DEFAULTS = ChangeOptions()
-
-
-def check_change_options(command: str, path: str, change: ChangeOptions, *, apply: bool) -> None:
-    """The options of a command that changes a checkpoint, and the old spellings of
-    ``--undo`` (a path, ``--quarantine``) with what they are now (one line, exit 2)."""
-    undo, quarantine = change.undo, change.quarantine
-    if undo and _looks_like_manifest(path):
-        raise UsageError(
-            f"{command} --undo takes no value: did you mean "
-            f"ckpt {command} CHECKPOINT --undo --manifest {path}"
-        )
-    if change.manifest is not None and not undo:
-        raise UsageError(f"--manifest picks the run to undo: add --undo (ckpt {command} --help)")
-    if undo and quarantine is not None:
-        where = f"{quarantine.rstrip('/')}/manifest.json"
-        raise UsageError(
-            f"--quarantine is where --apply puts what it moves: did you mean --undo --manifest "
-            f"{where}"
-        )
-    if undo and apply:
-        raise UsageError("give --apply or --undo, not both (--undo puts back at once)")
-
-
-def _looks_like_manifest(path: str) -> bool:
-    """A manifest given where the checkpoint goes (``repair --undo MANIFEST``, the old
-    spelling): a checkpoint is a directory."""
-    return path.rstrip("/").endswith(".json") or os.path.isfile(path)
 
 
 _STORAGE_OPTION_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
@@ -446,79 +320,13 @@ class Session:
         return ask
 
 
-def start(shared: SharedOptions = SHARED_DEFAULTS, **display: Any) -> Session:
+def start(shared: SharedOptions = SharedOptions(), **display: Any) -> Session:
     """The preamble of every command; ``display``: options of its text rendering."""
     begin(json_output=shared.json_output, quiet=shared.quiet)
     fmt = "json" if shared.json_output else "text"
     return Session(
         fmt, parse_storage_options(shared.storage_option), progress_sink(), renderer(fmt, **display)
     )
-
-
-class ChangeArgs(TypedDict):
-    """What the change commands pass the library to change a checkpoint."""
-
-    apply: bool
-    quarantine: str | None
-    force: bool
-    min_age: float
-    break_lock: bool
-    confirm: Confirm
-    progress: ProgressSink
-
-
-@dataclass(frozen=True)
-class ChangeStart:
-    """What a command that changes a checkpoint starts from (:func:`start_change`)."""
-
-    run: Session
-    storage: Storage  # the checkpoint's
-    args: ChangeArgs
-    change: ChangeOptions
-
-    @property
-    def guards(self) -> Guards:
-        """The change options as the library's :class:`~ckpt_cli.api.Guards`."""
-        a = self.args
-        return Guards(
-            a["apply"], a["force"], a["min_age"], a["break_lock"], a["confirm"], a["progress"]
-        )
-
-    def render(self, result: ResultT) -> ResultT:
-        return self.run.render(result)
-
-    def undo(self, undo: Callable[..., UndoResult], **options: Any) -> UndoResult:
-        """--undo: the command's ``undo`` of the checkpoint (its manifest and lock options,
-        and ``options``), rendered."""
-        change = self.change
-        return self.render(
-            undo(self.storage, manifest=change.manifest, break_lock=change.break_lock, **options)
-        )
-
-
-# What a change command's confirmation refuses to do unattended, where not the command's name.
-_ACTIONS = {"repair": "change the checkpoint", "state delete": "delete"}
-
-
-def start_change(
-    command: str, path: str, change: ChangeOptions, *, apply: bool, yes: bool, shared: SharedOptions
-) -> ChangeStart:
-    """The preamble of a command that changes a checkpoint (convert, relocate, repair,
-    repartition, state delete): the session, its options checked (old spellings named), the
-    library's arguments they give, and the checkpoint's storage."""
-    run = start(shared)
-    check_change_options(command, path, change, apply=apply)
-    action = _ACTIONS.get(command, command)
-    args = ChangeArgs(
-        apply=apply,
-        quarantine=change.quarantine,
-        force=change.force,
-        min_age=parse_duration(change.min_age),
-        break_lock=change.break_lock,
-        confirm=run.confirm(yes=yes, action=action, unattended=command),
-        progress=run.progress,
-    )
-    return ChangeStart(run, run.storage(path), args, change)
 
 
 def given(value: T | None, problem: str) -> T:

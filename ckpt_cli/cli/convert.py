@@ -7,18 +7,8 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import ConvertRun, UndoResult, run_convert, undo_convert
-from ckpt_cli.cli.common import (
-    CHANGE_DEFAULTS,
-    SHARED_DEFAULTS,
-    ApplyOpt,
-    ChangeOptions,
-    PathArg,
-    SharedOptions,
-    YesOpt,
-    error_boundary,
-    given,
-    start_change,
-)
+from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
+from ckpt_cli.cli.common import PathArg, SharedOptions, error_boundary, given
 
 
 @error_boundary
@@ -35,8 +25,8 @@ def convert(
     ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
-    change: ChangeOptions = CHANGE_DEFAULTS,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    change: ChangeOptions = ChangeOptions(),
+    shared: SharedOptions = SharedOptions(),
 ) -> ConvertRun | UndoResult:
     """Move a stateful query's state to the other state store provider offline
     (HDFS-backed <-> RocksDB), which Spark pins in the offsets log and will not change.

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import DEFAULT_TOP, DiskUsageReport, disk_usage
-from ckpt_cli.cli.common import SHARED_DEFAULTS, PathArg, SharedOptions, error_boundary, start
+from ckpt_cli.cli.common import PathArg, SharedOptions, error_boundary, start
 
 
 @error_boundary
@@ -30,7 +30,7 @@ def du(
             "for sort, awk and cut, instead of tables.",
         ),
     ] = False,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> DiskUsageReport:
     """Where the bytes are: sizes and file counts by file class, by area
     (offsets/, commits/, sources/, state/), per operator, store and partition;

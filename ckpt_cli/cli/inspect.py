@@ -7,12 +7,7 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
-from ckpt_cli.cli.common import (
-    SHARED_DEFAULTS,
-    SharedOptions,
-    error_boundary,
-    start,
-)
+from ckpt_cli.cli.common import SharedOptions, error_boundary, start
 
 
 @error_boundary
@@ -39,7 +34,7 @@ def inspect(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="How many rows to decode and show.")
     ] = DEFAULT_LIMIT,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> FileReport:
     """Show what one checkpoint file is and what is in it.
 

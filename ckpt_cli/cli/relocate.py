@@ -7,19 +7,16 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import RelocateRun, parse_inputs, run_relocate
-from ckpt_cli.cli.common import (
-    SHARED_DEFAULTS,
+from ckpt_cli.cli.change import (
     ApplyOpt,
     BreakLockOpt,
     ChangeOptions,
     ForceOpt,
     MinAgeOpt,
-    PathArg,
-    SharedOptions,
     YesOpt,
-    error_boundary,
     start_change,
 )
+from ckpt_cli.cli.common import PathArg, SharedOptions, error_boundary
 
 
 @error_boundary
@@ -58,7 +55,7 @@ def relocate(
     min_age: MinAgeOpt = "1h",
     force: ForceOpt = False,
     break_lock: BreakLockOpt = False,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> RelocateRun:
     """Copy a checkpoint to a new home (local, S3, ADLS, GCS), rewriting every absolute
     reference to its old one, so that the query restarts from the copy.

@@ -7,17 +7,8 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import RepairRun, UndoResult, run_repair, undo_repair
-from ckpt_cli.cli.common import (
-    CHANGE_DEFAULTS,
-    SHARED_DEFAULTS,
-    ApplyOpt,
-    ChangeOptions,
-    PathArg,
-    SharedOptions,
-    YesOpt,
-    error_boundary,
-    start_change,
-)
+from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
+from ckpt_cli.cli.common import PathArg, SharedOptions, error_boundary
 
 
 @error_boundary
@@ -41,8 +32,8 @@ def repair(
             help="Write a .snapshot of the restart version of every HDFS-backed partition.",
         ),
     ] = False,
-    change: ChangeOptions = CHANGE_DEFAULTS,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    change: ChangeOptions = ChangeOptions(),
+    shared: SharedOptions = SharedOptions(),
 ) -> RepairRun | UndoResult:
     """Bring a broken checkpoint back to one Spark restarts from, losing nothing.
 

@@ -7,20 +7,8 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import RepartitionRun, UndoResult, run_repartition, undo_repartition
-from ckpt_cli.cli.common import (
-    CHANGE_DEFAULTS,
-    SHARED_DEFAULTS,
-    ApplyOpt,
-    ChangeOptions,
-    EngineOpt,
-    MasterOpt,
-    PathArg,
-    SharedOptions,
-    YesOpt,
-    error_boundary,
-    given,
-    start_change,
-)
+from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
+from ckpt_cli.cli.common import EngineOpt, MasterOpt, PathArg, SharedOptions, error_boundary, given
 from ckpt_cli.engine import make_engine
 
 
@@ -38,10 +26,10 @@ def repartition(
     ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
-    change: ChangeOptions = CHANGE_DEFAULTS,
+    change: ChangeOptions = ChangeOptions(),
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> RepartitionRun | UndoResult:
     """Change a stateful query's number of state partitions offline, as Spark 4.3's own
     repartition does, for HDFS-backed and RocksDB stores.

@@ -20,7 +20,6 @@ from ckpt_cli.api import (
     run_replay,
 )
 from ckpt_cli.cli.common import (
-    SHARED_DEFAULTS,
     STATE,
     EngineOpt,
     MasterOpt,
@@ -212,7 +211,7 @@ def replay(
     ] = None,
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> ReplayRun:
     """Show the state of a store at a batch, decoded, like Spark's statestore source.
 

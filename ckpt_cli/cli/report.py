@@ -6,7 +6,6 @@ from typing import Annotated
 
 from ckpt_cli.api import HtmlReport, require_plotly, write_report
 from ckpt_cli.cli.common import (
-    SHARED_DEFAULTS,
     PathArg,
     SharedOptions,
     check_output_file,
@@ -22,7 +21,7 @@ def report(
     output: Annotated[
         str, output_option("Where to write the HTML page: a local path or a URL.")
     ] = "report.html",
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> HtmlReport:
     """One self-contained HTML page (it opens offline): the headline, the
     validate findings, a heatmap of the state written per partition and version

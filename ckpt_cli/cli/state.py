@@ -7,19 +7,9 @@ from typing import Annotated
 import typer
 
 from ckpt_cli.api import DeleteRun, UndoResult, read_keys_file, run_delete, undo_delete
+from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
 from ckpt_cli.cli.coercion import CkptCommand
-from ckpt_cli.cli.common import (
-    CHANGE_DEFAULTS,
-    SHARED_DEFAULTS,
-    ApplyOpt,
-    ChangeOptions,
-    PathArg,
-    SharedOptions,
-    YesOpt,
-    error_boundary,
-    given,
-    start_change,
-)
+from ckpt_cli.cli.common import PathArg, SharedOptions, error_boundary, given, output_option
 from ckpt_cli.cli.helptext import unwrap
 from ckpt_cli.cli.usage import CkptGroup
 
@@ -59,18 +49,15 @@ def delete(
     ] = None,
     output: Annotated[
         str | None,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="FILE",
-            help="Write the matched rows (what is removed) to FILE as JSON lines, first.",
+        output_option(
+            "Write the matched rows (what is removed) to FILE as JSON lines, first.",
             show_default=False,
         ),
     ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
-    change: ChangeOptions = CHANGE_DEFAULTS,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    change: ChangeOptions = ChangeOptions(),
+    shared: SharedOptions = SharedOptions(),
 ) -> DeleteRun | UndoResult:
     """Remove keys from a stateful query's state offline: a poison key, an erasure
     request, state that grew without a watermark.

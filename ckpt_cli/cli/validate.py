@@ -10,7 +10,6 @@ import typer
 
 from ckpt_cli.api import ValidationReport, validate
 from ckpt_cli.cli.common import (
-    SHARED_DEFAULTS,
     EngineOpt,
     MasterOpt,
     PathArg,
@@ -73,7 +72,7 @@ def validate_command(
     workers: Annotated[int | None, workers_option("Parallel reads (default: 4 per core).")] = None,
     engine: EngineOpt = "local",
     master: MasterOpt = None,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> ValidationReport:
     """Check that the query can restart from this checkpoint, and say why not.
 

@@ -8,7 +8,6 @@ import typer
 
 from ckpt_cli.api import VersionsReport, describe_versions
 from ckpt_cli.cli.common import (
-    SHARED_DEFAULTS,
     PathArg,
     SharedOptions,
     error_boundary,
@@ -33,7 +32,7 @@ def versions(
             "their ids as ranges, plus a row for each outlier). --json always lists each.",
         ),
     ] = False,
-    shared: SharedOptions = SHARED_DEFAULTS,
+    shared: SharedOptions = SharedOptions(),
 ) -> VersionsReport:
     """List batches, operators, stores, partitions and state store versions.
 

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from ckpt_cli.cli.output import TextRenderer
+    from ckpt_cli.cli.text.fit import FitTable
     from ckpt_cli.results import PlanRun, Result, Serialisable
 
 DoneT = TypeVar("DoneT", bound="Serialisable")
@@ -116,9 +117,20 @@ def print_validation(out: TextRenderer, change: str, validation: Result) -> None
     )
 
 
-def print_batch_change(out: TextRenderer, plan: Any, provider: str, change: str, what: str) -> None:
-    """The head of the plan of a change that writes a batch (``repartition``, ``convert``):
-    the checkpoint, and ``change`` (its name) doing ``what`` as batch N+1 of version N+2."""
+def print_batch_plan(
+    out: TextRenderer,
+    plan: Any,
+    provider: str,
+    change: str,
+    what: str,
+    *,
+    body: Sequence[RenderableType],
+    writes: tuple[str, str],
+) -> None:
+    """The plan of a change that writes a batch (``convert``, ``repartition``, ``state
+    delete``): the checkpoint, and ``change`` (its name) doing ``what`` as batch N+1 of version
+    N+2; ``body`` (its tables); ``writes`` (a label, what the batch writes); its notes and
+    warnings."""
     from ckpt_cli.cli.text.fit import labelled
 
     out.console.print(
@@ -136,6 +148,24 @@ def print_batch_change(out: TextRenderer, plan: Any, provider: str, change: str,
             f"{plan.batch}, new state version {plan.version}",
         )
     )
+    for part in body:
+        out.console.print(part)
+    label, text = writes
+    out.console.print(labelled(label, "bold", text))
+    print_notes(out, plan.notes, plan.warnings)
+
+
+def store_table(title: str, numbers: Sequence[str]) -> FitTable:
+    """A plan's table of the state per operator and store: ``op`` and ``store``, then the
+    columns ``numbers`` (right-justified)."""
+    from ckpt_cli.cli.text.fit import FitTable
+
+    table = FitTable(title=title, title_justify="left")
+    table.add_column("op", justify="right")
+    table.add_column("store")
+    for name in numbers:
+        table.add_column(name, justify="right")
+    return table
 
 
 def print_notes(out: TextRenderer, notes: Sequence[str], warnings: Sequence[str] = ()) -> None:

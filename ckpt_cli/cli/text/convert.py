@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING
 from ckpt_cli.api import ConvertPlan, ConvertRun
 from ckpt_cli.cli.text import (
     plan_first,
-    print_batch_change,
+    print_batch_plan,
     print_changed,
     print_notes,
     render_text,
+    store_table,
 )
-from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
+from ckpt_cli.cli.text.fit import Flow
 from ckpt_cli.units import human_bytes
 
 if TYPE_CHECKING:
@@ -21,18 +22,11 @@ if TYPE_CHECKING:
 
 @render_text.register(ConvertPlan)
 def _plan(plan: ConvertPlan, out: TextRenderer) -> None:
-    console = out.console
     if plan.nothing_to_do:
         print_notes(out, plan.notes)
         return
     what = f"{plan.provider_from} -> {plan.provider}"
-    print_batch_change(out, plan, plan.provider_from, "Conversion", what)
-    table = FitTable(title="State per operator and store", title_justify="left")
-    table.add_column("op", justify="right")
-    table.add_column("store")
-    table.add_column("partitions", justify="right")
-    table.add_column("keys", justify="right")
-    table.add_column("bytes", justify="right")
+    table = store_table("State per operator and store", ["partitions", "keys", "bytes"])
     for s in plan.stores:
         table.add_row(
             str(s.operator),
@@ -41,16 +35,11 @@ def _plan(plan: ConvertPlan, out: TextRenderer) -> None:
             f"{s.keys:,}",
             human_bytes(s.bytes),
         )
-    console.print(table)
-    console.print(
-        labelled(
-            "Moves",
-            "bold",
-            f"{len(plan.moved)} {plan.provider_from} files ({human_bytes(plan.moved_bytes)}) "
-            "to the quarantine",
-        )
+    moved = human_bytes(plan.moved_bytes)
+    moves = f"{len(plan.moved)} {plan.provider_from} files ({moved}) to the quarantine"
+    print_batch_plan(
+        out, plan, plan.provider_from, "Conversion", what, body=[table], writes=("Moves", moves)
     )
-    print_notes(out, plan.notes, plan.warnings)
 
 
 @render_text.register(ConvertRun)

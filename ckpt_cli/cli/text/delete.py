@@ -6,17 +6,13 @@ import json
 from typing import TYPE_CHECKING
 
 from ckpt_cli.api import DeletePlan, DeleteRun
-from ckpt_cli.cli.text import (
-    plan_first,
-    print_batch_change,
-    print_changed,
-    print_notes,
-    render_text,
-)
-from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
+from ckpt_cli.cli.text import plan_first, print_batch_plan, print_changed, render_text
+from ckpt_cli.cli.text.fit import FitTable, Flow
 from ckpt_cli.units import human_bytes
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from ckpt_cli.cli.output import TextRenderer
 
 _WRITES = {
@@ -28,10 +24,9 @@ _WRITES = {
 
 @render_text.register(DeletePlan)
 def _plan(plan: DeletePlan, out: TextRenderer) -> None:
-    console = out.console
     matched = sum(p.matched for p in plan.partitions)
     what = f"state/{plan.operator} where {plan.selection}"
-    print_batch_change(out, plan, plan.provider, "Deletion", what)
+    body: list[RenderableType] = []
     if matched:
         table = FitTable(title="Keys matched per partition", title_justify="left")
         table.add_column("partition", justify="right")
@@ -43,21 +38,19 @@ def _plan(plan: DeletePlan, out: TextRenderer) -> None:
                 table.add_row(
                     str(p.partition), f"{p.keys:,}", f"{p.matched:,}", human_bytes(p.bytes)
                 )
-        console.print(table)
+        body.append(table)
         for row in plan.sample:
             # A sample row, its continuation lines indented under it.
-            console.print(Flow.plain(f"  e.g. {json.dumps(row, default=str)}", indent=7))
+            body.append(Flow.plain(f"  e.g. {json.dumps(row, default=str)}", indent=7))
     total = sum(p.keys for p in plan.partitions)
-    console.print(
-        labelled(
-            "Deletes",
-            "bold",
-            f"{matched:,} of {total:,} keys ({human_bytes(sum(p.bytes for p in plan.partitions))}),"
-            f" written as {_WRITES[plan.writes]}"
-            + (f"; the matched rows are in {plan.output}" if plan.output else ""),
-        )
+    deletes = (
+        f"{matched:,} of {total:,} keys ({human_bytes(sum(p.bytes for p in plan.partitions))}),"
+        f" written as {_WRITES[plan.writes]}"
+        + (f"; the matched rows are in {plan.output}" if plan.output else "")
     )
-    print_notes(out, plan.notes, plan.warnings)
+    print_batch_plan(
+        out, plan, plan.provider, "Deletion", what, body=body, writes=("Deletes", deletes)
+    )
 
 
 @render_text.register(DeleteRun)

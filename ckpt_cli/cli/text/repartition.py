@@ -5,14 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ckpt_cli.api import RepartitionPlan, RepartitionRun, skew
-from ckpt_cli.cli.text import (
-    plan_first,
-    print_batch_change,
-    print_changed,
-    print_notes,
-    render_text,
-)
-from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
+from ckpt_cli.cli.text import plan_first, print_batch_plan, print_changed, render_text, store_table
+from ckpt_cli.cli.text.fit import Flow, labelled
 from ckpt_cli.units import human_bytes, natural_key
 
 if TYPE_CHECKING:
@@ -52,15 +46,9 @@ def _counts(values: list[int]) -> str:
 
 @render_text.register(RepartitionPlan)
 def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
-    console = out.console
     what = f"{plan.from_partitions} -> {plan.partitions} partitions"
-    print_batch_change(out, plan, plan.provider, "Repartition", what)
-    table = FitTable(title="State per operator and store (before -> after)", title_justify="left")
-    table.add_column("op", justify="right")
-    table.add_column("store")
-    table.add_column("keys", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("skew", justify="right")
+    numbers = ["keys", "bytes", "skew"]
+    table = store_table("State per operator and store (before -> after)", numbers)
     table.add_column("keys per partition")
     for s in plan.stores:
         table.add_row(
@@ -71,15 +59,12 @@ def _plan(plan: RepartitionPlan, out: TextRenderer) -> None:
             f"{_skew(s.keys_before)} -> {_skew(s.keys_after)}",
             f"{_counts(s.keys_before)} -> {_counts(s.keys_after)}",
         )
-    console.print(table)
     files = [f for s in plan.stores for f in s.files]
     shown = ", ".join(sorted(files, key=natural_key)[:3]) + (", ..." if len(files) > 3 else "")
-    console.print(
-        labelled(
-            "Writes", "bold", f"{len(files)} state files ({shown}) and {', '.join(plan.log_files)}"
-        )
+    writes = f"{len(files)} state files ({shown}) and {', '.join(plan.log_files)}"
+    print_batch_plan(
+        out, plan, plan.provider, "Repartition", what, body=[table], writes=("Writes", writes)
     )
-    print_notes(out, plan.notes, plan.warnings)
 
 
 @render_text.register(RepartitionRun)
