@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from ckpt_cli import Checkpoint
+from ckpt_cli.change.flow import Guards
 from ckpt_cli.core.read import iter_state, read_zip_metadata
 from ckpt_cli.core.rebuild import plan_version
 from ckpt_cli.core.unfinished import find_unfinished_repartition
@@ -296,7 +297,7 @@ def _json(path: Path) -> Any:
 
 def test_manifest_records_every_change_before_it_is_made(tmp_path: Path) -> None:
     path = copy("spark4-hdfs-agg", tmp_path)
-    run = run_repartition(Storage.from_url(str(path)), partitions=3, apply=True)
+    run = run_repartition(Storage.from_url(str(path)), Guards(apply=True), partitions=3)
     assert run.result is not None
     body = _json(Path(run.result.manifest))
     assert body["complete"] and all(c["done"] for c in body["changes"])
@@ -376,7 +377,7 @@ def test_object_store_repartition_and_undo() -> None:
     the checkpoint's prefix, and --undo restores every object."""
     with in_memory_store(fixture("spark4-rocksdb-v2"), "repartition-test") as (fs, before):
         storage = Storage.from_url("memory://repartition-test")
-        run = run_repartition(storage, partitions=3, apply=True, force=True)
+        run = run_repartition(storage, Guards(apply=True, force=True), partitions=3)
         assert run.result is not None and run.result.validation.ok
         assert not any(Path(p).name.startswith(".") for p in run.result.written)
         assert fs.exists(run.result.manifest)

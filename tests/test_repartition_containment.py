@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ckpt_cli.change.flow import Guards
 from ckpt_cli.change.lock import LOCK_NAME
 from ckpt_cli.repartition.plan import RepartitionRefused
 from ckpt_cli.repartition.run import run_repartition
@@ -244,11 +245,9 @@ def test_a_declined_or_refused_run_leaves_no_quarantine_behind(engine: str, tmp_
     def declined(partitions: int = 3, where: str | None = None) -> None:
         run = run_repartition(
             Storage.from_url(str(root)),
+            Guards(apply=True, force=True, confirm=lambda plan, question: False),
             partitions=partitions,
-            apply=True,
-            force=True,
             quarantine=where,
-            confirm=lambda plan, question: False,
             engine=tasks,
         )
         assert run.declined

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ckpt_cli.change.flow import Guards
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import SparkEngine
 from ckpt_cli.repartition.run import run_repartition, undo_repartition
@@ -26,9 +27,9 @@ def test_hdfs_store_on_spark_equals_local(spark: Any, tmp_path: Path) -> None:  
     before = tree(copy(name, tmp_path / "pristine"))
     local = copy(name, tmp_path / "local" / "ckpt")
     other = copy(name, tmp_path / "other" / "ckpt")
-    a = run_repartition(Storage.from_url(str(local)), partitions=3, apply=True)
+    a = run_repartition(Storage.from_url(str(local)), Guards(apply=True), partitions=3)
     b = run_repartition(
-        Storage.from_url(str(other)), partitions=3, apply=True, engine=SparkEngine(spark)
+        Storage.from_url(str(other)), Guards(apply=True), partitions=3, engine=SparkEngine(spark)
     )
     assert_same_result(local, other, a, b)
     assert not list((tmp_path / "other").glob("*.ckpt-quarantine/*/staging"))

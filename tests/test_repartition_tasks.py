@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from ckpt_cli.change.flow import Guards
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.repartition.run import RepartitionRun, run_repartition, undo_repartition
@@ -82,9 +83,9 @@ def repartition_both(
     """The same fixture repartitioned on the local engine and on ``engine``."""
     local = copy(name, tmp_path / "local" / "ckpt")
     other = copy(name, tmp_path / "other" / "ckpt")
-    a = run_repartition(Storage.from_url(str(local)), partitions=partitions, apply=True)
+    a = run_repartition(Storage.from_url(str(local)), Guards(apply=True), partitions=partitions)
     b = run_repartition(
-        Storage.from_url(str(other)), partitions=partitions, apply=True, engine=engine
+        Storage.from_url(str(other)), Guards(apply=True), partitions=partitions, engine=engine
     )
     return local, other, a, b
 
@@ -160,7 +161,7 @@ def test_tasks_on_an_object_store(tmp_path: Path) -> None:
         storage = Storage.from_url("memory://tasks-test")
         local = run_repartition(storage, partitions=3)
         engine = Tasks(lambda: set(fs.find("/tasks-test.ckpt-quarantine")))
-        run = run_repartition(storage, partitions=3, apply=True, force=True, engine=engine)
+        run = run_repartition(storage, Guards(apply=True, force=True), partitions=3, engine=engine)
         assert run.result is not None and run.result.validation.ok
         assert run.plan.body_json() == local.plan.body_json()
         staged = [k for k in engine.seen[-1] if "/staging/files/" in k]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from ckpt_cli.change.flow import Guards
 from ckpt_cli.change.lock import LOCK_NAME, acquire, checkpoint_lock, read_lock, release
 from ckpt_cli.cleanup import apply_cleanup, plan_cleanup, run_cleanup
 from ckpt_cli.cli.common import parse_duration
@@ -325,8 +326,8 @@ def test_library_dry_runs_never_refuse(tmp_path: Path) -> None:
     before = snapshot(root)
     plan = plan_cleanup(Checkpoint.open(str(root)), retain=1, min_age=60, force=False)
     warnings = [
-        run_cleanup(storage, retain=1, min_age=60).plan.warnings,
-        run_repair(storage, min_age=60).plan.warnings,
+        run_cleanup(storage, Guards(min_age=60), retain=1).plan.warnings,
+        run_repair(storage, Guards(min_age=60)).plan.warnings,
         plan.warnings,
     ]
     for low, active in warnings:
@@ -335,9 +336,9 @@ def test_library_dry_runs_never_refuse(tmp_path: Path) -> None:
         assert active.endswith(": applying refuses unless force=True")
     assert snapshot(root) == before
     with pytest.raises(SafetyCheckError, match="below the default"):
-        run_cleanup(storage, retain=1, min_age=0, apply=True)
+        run_cleanup(storage, Guards(apply=True, min_age=0), retain=1)
     with pytest.raises(SafetyCheckError, match="looks active"):
-        run_repair(storage, apply=True)
+        run_repair(storage, Guards(apply=True))
     assert snapshot(root) == before
 
 

@@ -12,10 +12,9 @@ from ckpt_cli.change.lock import checkpoint_lock
 from ckpt_cli.change.safety import check_old_enough, check_stopped
 from ckpt_cli.cleanup.plan import CleanupPlan, Deletion
 from ckpt_cli.cleanup.retention import plan_cleanup
-from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.results import Confirm, FieldsJson, PlanRun
+from ckpt_cli.results import FieldsJson, PlanRun
 from ckpt_cli.storage import Storage
 from ckpt_cli.units import human_bytes
 
@@ -111,34 +110,32 @@ class CleanupRun(PlanRun[CleanupPlan, CleanupResult]):
 
 def run_cleanup(
     storage: Storage,
+    guards: Guards = Guards(),
     *,
     retain: int | None = None,
-    min_age: float = DEFAULT_MIN_AGE_SECONDS,
-    apply: bool = False,
-    force: bool = False,
-    break_lock: bool = False,
     manifest: str | None = None,
-    confirm: Confirm | None = None,
-    progress: ProgressSink = NULL_PROGRESS,
 ) -> CleanupRun:
-    """``ckpt cleanup`` as one call: plan, and with ``apply`` delete. Applying lists and plans
+    """``ckpt cleanup`` as one call: plan, and with ``guards.apply`` delete (files younger than
+    ``guards.min_age`` are kept). Applying lists and plans
     under the checkpoint lock, so a second cleanup cannot act on a stale plan; the lock is
     released before this returns. A dry run never refuses for safety: the plan's
     ``warnings`` say what applying would refuse."""
     done = run_change(
         storage,
-        Guards(apply, force, min_age, break_lock, confirm, progress),
+        guards,
         command="ckpt cleanup",
-        plan=lambda ckpt: plan_cleanup(ckpt, retain=retain, min_age=min_age, force=force),
+        plan=lambda ckpt: plan_cleanup(
+            ckpt, retain=retain, min_age=guards.min_age, force=guards.force
+        ),
         # Nothing to delete is still applied (a result saying so), without asking.
         question=lambda plan: (
             f"Delete {len(plan.deletions)} files ({human_bytes(plan.bytes)})?"
             if plan.deletions
             else ""
         ),
-        check=lambda ckpt, plan: check_apply(ckpt, plan, force=force, now=None),
+        check=lambda ckpt, plan: check_apply(ckpt, plan, force=guards.force, now=None),
         carry_out=lambda ckpt, plan: apply_cleanup(
-            ckpt, plan, manifest=manifest, force=force, progress=progress
+            ckpt, plan, manifest=manifest, force=guards.force, progress=guards.progress
         ),
     )
     return CleanupRun(done.plan, done.result, done.declined)

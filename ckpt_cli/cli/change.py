@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 import typer
 
@@ -21,8 +21,6 @@ from ckpt_cli.cli.common import (
     start,
 )
 from ckpt_cli.errors import UsageError
-from ckpt_cli.progress import ProgressSink
-from ckpt_cli.results import Confirm
 
 RetainOpt = Annotated[
     int | None,
@@ -136,34 +134,14 @@ def _looks_like_manifest(path: str) -> bool:
     return path.rstrip("/").endswith(".json") or os.path.isfile(path)
 
 
-class ChangeArgs(TypedDict):
-    """What the change commands pass the library to change a checkpoint."""
-
-    apply: bool
-    quarantine: str | None
-    force: bool
-    min_age: float
-    break_lock: bool
-    confirm: Confirm
-    progress: ProgressSink
-
-
 @dataclass(frozen=True)
 class ChangeStart:
     """What a command that changes a checkpoint starts from (:func:`start_change`)."""
 
     run: Session
     storage: Storage  # the checkpoint's
-    args: ChangeArgs
+    guards: Guards  # the change options, as the library takes them
     change: ChangeOptions
-
-    @property
-    def guards(self) -> Guards:
-        """The change options as the library's :class:`~ckpt_cli.api.Guards`."""
-        a = self.args
-        return Guards(
-            a["apply"], a["force"], a["min_age"], a["break_lock"], a["confirm"], a["progress"]
-        )
 
     def render(self, result: ResultT) -> ResultT:
         return self.run.render(result)
@@ -190,13 +168,12 @@ def start_change(
     run = start(shared)
     check_change_options(command, path, change, apply=apply)
     action = _ACTIONS.get(command, command)
-    args = ChangeArgs(
+    guards = Guards(
         apply=apply,
-        quarantine=change.quarantine,
         force=change.force,
         min_age=parse_duration(change.min_age),
         break_lock=change.break_lock,
         confirm=run.confirm(yes=yes, action=action, unattended=command),
         progress=run.progress,
     )
-    return ChangeStart(run, run.storage(path), args, change)
+    return ChangeStart(run, run.storage(path), guards, change)

@@ -9,6 +9,7 @@ import typer
 from ckpt_cli.api import (
     CleanupPlan,
     CleanupRun,
+    Guards,
     OrphanScan,
     plan_cleanup,
     run_cleanup,
@@ -115,15 +116,13 @@ def cleanup(
       ckpt cleanup s3://bucket/ckpt/q1 --apply --yes
     """
     run = start(shared, show_files=show_files, title="Cleanup plan")
-    cleanup_run = run_cleanup(
-        run.storage(path),
-        retain=retain,
-        min_age=parse_duration(min_age),
+    guards = Guards(
         apply=apply,
         force=force,
+        min_age=parse_duration(min_age),
         break_lock=break_lock,
-        manifest=manifest,
         confirm=run.confirm(yes=yes, action="delete", unattended="delete"),
         progress=run.progress,
     )
+    cleanup_run = run_cleanup(run.storage(path), guards, retain=retain, manifest=manifest)
     return run.render(cleanup_run)

@@ -62,5 +62,11 @@ def repair(
     started = start_change("repair", path, change, apply=apply, yes=yes, shared=shared)
     if change.undo:
         return started.undo(undo_repair)
-    result = run_repair(started.storage, rollback_to=rollback_to, snapshot=snapshot, **started.args)
+    result = run_repair(
+        started.storage,
+        started.guards,
+        rollback_to=rollback_to,
+        snapshot=snapshot,
+        quarantine=change.quarantine,
+    )
     return started.render(result)

@@ -68,5 +68,11 @@ def repartition(
         return started.undo(undo_repartition, force=change.force)
     count = given(partitions, "give the new partition count: --partitions M (or --undo)")
     engine_of = make_engine(engine, master=master)
-    result = run_repartition(started.storage, partitions=count, engine=engine_of, **started.args)
+    result = run_repartition(
+        started.storage,
+        started.guards,
+        partitions=count,
+        quarantine=change.quarantine,
+        engine=engine_of,
+    )
     return started.render(result)

@@ -30,7 +30,7 @@ from ckpt_cli.repair.plan import (
     RepairPlan,
     plan_repair,
 )
-from ckpt_cli.results import Confirm, PlanRun, fields_json
+from ckpt_cli.results import PlanRun, fields_json
 from ckpt_cli.storage import Storage
 from ckpt_cli.validate import ValidationReport, validate
 
@@ -178,24 +178,22 @@ class RepairRun(PlanRun[RepairPlan, RepairResult]):
 
 def run_repair(
     storage: Storage,
+    guards: Guards = Guards(),
     *,
     rollback_to: int | None = None,
     snapshot: bool = False,
-    apply: bool = False,
     quarantine: str | None = None,
-    force: bool = False,
-    min_age: float = DEFAULT_MIN_AGE_SECONDS,
-    break_lock: bool = False,
-    confirm: Confirm | None = None,
-    progress: ProgressSink = NULL_PROGRESS,
 ) -> RepairRun:
-    """``ckpt repair`` as one call: validate and plan, and with ``apply`` carry the plan out.
+    """``ckpt repair`` as one call: validate and plan, and with ``guards.apply`` carry the
+    plan out.
     Applying validates and plans under the checkpoint lock, so a second repair cannot act on a
     stale plan; the lock is released before this returns. A dry run never refuses for safety:
     the plan's ``warnings`` say what applying would refuse."""
 
     def plan(ckpt: Checkpoint) -> RepairPlan:
-        planned = plan_repair(ckpt, rollback_to=rollback_to, snapshot=snapshot, progress=progress)
+        planned = plan_repair(
+            ckpt, rollback_to=rollback_to, snapshot=snapshot, progress=guards.progress
+        )
         if planned.refused:
             raise CkptError(
                 f"{storage.url}: cannot repair: {planned.refused[0]}",
@@ -205,14 +203,19 @@ def run_repair(
 
     done = run_change(
         storage,
-        Guards(apply, force, min_age, break_lock, confirm, progress),
+        guards,
         command="ckpt repair",
         plan=plan,
         question=lambda plan: (
             f"Apply {len(plan.actions)} repair actions?" if plan.actions else None
         ),
         carry_out=lambda ckpt, plan: apply_repair(
-            ckpt, plan, quarantine=quarantine, force=force, min_age=min_age, progress=progress
+            ckpt,
+            plan,
+            quarantine=quarantine,
+            force=guards.force,
+            min_age=guards.min_age,
+            progress=guards.progress,
         ),
     )
     return RepairRun(done.plan, done.result, done.declined)

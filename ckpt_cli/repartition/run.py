@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING
 from ckpt_cli.change.flow import Guards, checked_before_planning, run_change
 from ckpt_cli.change.safety import check_stopped
 from ckpt_cli.change.undo import UndoResult, batch_change_undo
-from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS
 from ckpt_cli.core.model import Checkpoint
-from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.repartition.apply import (
     RepartitionResult,
     default_quarantine,
@@ -21,7 +19,7 @@ from ckpt_cli.repartition.apply import (
     staged_plan,
 )
 from ckpt_cli.repartition.plan import RepartitionPlan, plan_repartition
-from ckpt_cli.results import ChangeRun, Confirm
+from ckpt_cli.results import ChangeRun
 from ckpt_cli.storage import Storage
 
 if TYPE_CHECKING:
@@ -35,19 +33,15 @@ class RepartitionRun(ChangeRun[RepartitionPlan, RepartitionResult]):
 
 def run_repartition(
     storage: Storage,
+    guards: Guards = Guards(),
     *,
     partitions: int,
-    apply: bool = False,
     quarantine: str | None = None,
-    force: bool = False,
-    min_age: float = DEFAULT_MIN_AGE_SECONDS,
-    break_lock: bool = False,
-    confirm: Confirm | None = None,
     engine: Engine | None = None,
-    progress: ProgressSink = NULL_PROGRESS,
 ) -> RepartitionRun:
-    """Plan, and with ``apply`` write, the repartition to ``partitions``. Applying plans under
-    the checkpoint lock and reads the state once (the plan stages the records it places).
+    """Plan, and with ``guards.apply`` write, the repartition to ``partitions``. Applying
+    plans under the checkpoint lock and reads the state once (the plan stages the records it
+    places).
     ``engine``: where partitions are read and written (Spark: as tasks, see
     :mod:`ckpt_cli.repartition.tasks`); the results are the same. A dry run never refuses for
     safety: the plan's ``warnings`` say what applying would refuse."""
@@ -56,17 +50,18 @@ def run_repartition(
     def plan(ckpt: Checkpoint) -> RepartitionPlan:
         now = time.time()
         where = places.setdefault("where", quarantine or default_quarantine(ckpt, now))
-        if apply:
-            check_stopped(ckpt, min_age=min_age, now=now, force=force)  # before reading
-            return staged_plan(ckpt, partitions, where, engine, progress)
-        return plan_repartition(ckpt, partitions=partitions, engine=engine, progress=progress)
+        if guards.apply:
+            check_stopped(ckpt, min_age=guards.min_age, now=now, force=guards.force)  # first
+            return staged_plan(ckpt, partitions, where, engine, guards.progress)
+        return plan_repartition(
+            ckpt, partitions=partitions, engine=engine, progress=guards.progress
+        )
 
     def finish(ckpt: Checkpoint, plan: RepartitionPlan) -> None:
         plan.discard()
-        if apply:
+        if guards.apply:
             drop_if_unused(ckpt, places["where"])
 
-    guards = Guards(apply, force, min_age, break_lock, confirm, progress)
     done = run_change(
         storage,
         guards,
