@@ -83,14 +83,18 @@ class ConvertPlan(NewBatch, Result):
     def nothing_to_do(self) -> bool:
         return self.provider_from == self.provider
 
+    @property
+    def keys(self) -> int:
+        return sum(s.keys for s in self.stores)
+
+    @property
+    def files_to_move(self) -> int:
+        return len(self.moved)
+
     def body_json(self) -> dict[str, Any]:
-        return fields_json(
-            self,
-            "checkpoint last_committed batch version provider_from provider"
-            " checkpoint_format_version keys stores files_to_move moved_bytes notes warnings",
-            keys=sum(s.keys for s in self.stores),
-            files_to_move=len(self.moved),
-        )
+        names = "checkpoint last_committed batch version provider_from provider"
+        names += " checkpoint_format_version keys stores files_to_move moved_bytes notes warnings"
+        return fields_json(self, names)
 
 
 def plan_convert(

@@ -50,7 +50,7 @@ def run_convert(
         plan=lambda ckpt: plan_convert(ckpt, provider=provider, progress=guards.progress),
         question=lambda plan: (
             f"Convert the state from {plan.provider_from} to {plan.provider} "
-            f"(batch {plan.batch}, {sum(s.keys for s in plan.stores):,} keys)?"
+            f"(batch {plan.batch}, {plan.keys:,} keys)?"
         ),
         carry_out=carry_out,
     )

@@ -18,7 +18,7 @@ from ckpt_cli.change.state_version import write_state_version
 from ckpt_cli.core.layout import StoreLocation
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.delete.plan import DeletePlan
-from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.progress import ProgressSink
 
 DELETE_PREFIX = "delete-"
 
@@ -33,17 +33,11 @@ class DeleteResult(BatchChangeResult):
 
 
 def apply_plan(
-    ckpt: Checkpoint,
-    plan: DeletePlan,
-    where: str,
-    *,
-    now: float | None = None,
-    progress: ProgressSink = NULL_PROGRESS,
+    ckpt: Checkpoint, plan: DeletePlan, quarantine: str, progress: ProgressSink
 ) -> DeleteResult:
     """Write ``plan`` into ``ckpt`` (under the caller's lock, after its checks of the
-    query's activity), its manifest in quarantine ``where``."""
-    now = time.time() if now is None else now
-    manifest = Manifest(ckpt.storage, where, now, lambda: {"delete": plan.body_json()})
+    query's activity), its manifest in ``quarantine``."""
+    manifest = Manifest(ckpt.storage, quarantine, time.time(), lambda: {"delete": plan.body_json()})
     manifest.save()
     out = BatchWriter(ckpt, manifest)
 

@@ -39,7 +39,7 @@ def run_delete(
     def carry_out(ckpt: Checkpoint, plan: DeletePlan) -> DeleteResult:
         now = time.time()
         where_to = quarantine or fresh_quarantine(ckpt.storage, DELETE_PREFIX, now)
-        return apply_plan(ckpt, plan, where_to, now=now, progress=guards.progress)
+        return apply_plan(ckpt, plan, where_to, guards.progress)
 
     done = run_change(
         storage,

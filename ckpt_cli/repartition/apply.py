@@ -35,7 +35,7 @@ from ckpt_cli.change.safety import check_stopped
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.logs import SHUFFLE_PARTITIONS
-from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
+from ckpt_cli.progress import ProgressSink
 from ckpt_cli.repartition.logs import operator_metadata_files
 from ckpt_cli.repartition.placement import staged_pieces
 from ckpt_cli.repartition.plan import (
@@ -69,11 +69,7 @@ def default_quarantine(ckpt: Checkpoint, now: float) -> str:
 
 
 def staged_plan(
-    ckpt: Checkpoint,
-    partitions: int,
-    where: str,
-    engine: Engine | None = None,
-    progress: ProgressSink = NULL_PROGRESS,
+    ckpt: Checkpoint, partitions: int, where: str, engine: Engine | None, progress: ProgressSink
 ) -> RepartitionPlan:
     """The plan with its records staged to apply it in quarantine ``where`` (on a distributed
     engine, in ``<where>/staging``)."""

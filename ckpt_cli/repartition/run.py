@@ -11,6 +11,7 @@ from ckpt_cli.change.flow import Guards, checked_before_planning, run_change
 from ckpt_cli.change.safety import check_stopped
 from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.progress import NULL_PROGRESS
 from ckpt_cli.repartition.apply import (
     RepartitionResult,
     default_quarantine,
@@ -93,7 +94,7 @@ def repartition_checkpoint(
     ``force``. ``.manifest`` is what :func:`undo_repartition` restores from. ``engine``: where
     partitions are read and written (``SparkEngine``: as tasks)."""
     where = quarantine or default_quarantine(ckpt, time.time())
-    plan = staged_plan(ckpt, partitions, where, engine)
+    plan = staged_plan(ckpt, partitions, where, engine, NULL_PROGRESS)
     try:
         return repartition(ckpt, plan, Guards(force=force), quarantine=where, engine=engine)
     finally:
