@@ -65,8 +65,9 @@ def delete(
     The last committed batch is N: batch N+1 becomes a deletion batch (offsets/N+1 a copy of
     offsets/N, commits/N+1) whose state version N+2 is what Spark writes for a batch that
     removed the keys: a .delta of removals (HDFS-backed store), a changelog of deletes
-    (RocksDB with changelog checkpointing), else a new zip of the keys left. A key is the
-    operator's grouping key (aggregations, dropDuplicates, flatMapGroupsWithState).
+    (RocksDB with changelog checkpointing), else a new zip of the keys left; the other
+    operators' state unchanged. A key is the operator's grouping key (aggregations,
+    dropDuplicates, flatMapGroupsWithState), or a session window's key with all its sessions.
 
     A dry run by default: keys matched per partition, bytes freed, a sample; --output writes
     the matched rows for audit. --apply writes it (asks first unless --yes; refuses while the
