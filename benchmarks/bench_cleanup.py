@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from bench_validate import build  # noqa: E402
-from common import (  # noqa: E402  # noqa: E402
+from common import (  # noqa: E402
     Case,
     Measurement,
     add_options,

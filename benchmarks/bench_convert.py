@@ -33,17 +33,18 @@ from common import (  # noqa: E402
     Case,
     Measurement,
     add_options,
+    against_state,
     alternate,
+    ckpt,
     data_dir,
     fresh_copy,
     machine,
-    measure,
     report,
     row,
 )
 
-PYTHON = sys.executable
 PARTITIONS = 4
+APPLY = ("--apply", "--yes", "--force")
 
 
 def main() -> None:
@@ -58,48 +59,49 @@ def main() -> None:
     if not (rocksdb / "commits").is_dir():
         shutil.rmtree(rocksdb.parent, ignore_errors=True)
         shutil.copytree(hdfs, rocksdb)
-        measure(
-            [PYTHON, "-m", "ckpt_cli", "convert", str(rocksdb), "--provider", "rocksdb"]
-            + ["--apply", "--yes", "--force"],
+        ckpt(
+            "convert",
+            str(rocksdb),
+            "--provider",
+            "rocksdb",
+            *APPLY,
             output=work.with_suffix(".log"),
-            cwd=HERE.parent,
         )
         shutil.rmtree(f"{rocksdb}.ckpt-quarantine")
     size, _ = state_bytes(hdfs)
 
-    def copy(src: Path, name: str) -> Path:
-        return fresh_copy(src, work / name)
+    def case(label: str, source: Path, name: str, *command: str) -> Case:
+        """``ckpt COMMAND COPY OPTIONS --apply`` on a fresh copy of ``source`` called ``name``."""
+        dest = work / name
 
-    def ckpt(name: str, *args: str) -> Measurement:
-        cmd = [PYTHON, "-m", "ckpt_cli", *args[:1], str(work / name), *args[1:]]
-        cmd += ["--apply", "--yes", "--force"]
-        return measure(cmd, output=work / f"{name}.out", cwd=HERE.parent)
+        def run() -> Measurement:
+            args = [command[0], str(dest), *command[1:], *APPLY]
+            return ckpt(*args, output=work / f"{name}.out")
 
-    to_rocksdb = "ckpt convert --provider rocksdb (HDFS -> RocksDB)"
-    to_hdfs = "ckpt convert --provider hdfs (RocksDB -> HDFS)"
-    repartition = f"ckpt repartition --partitions 3 (HDFS, {PARTITIONS} -> 3)"
+        return Case(label, run, lambda: fresh_copy(source, dest))
+
     cases = [
-        Case(
-            to_rocksdb,
-            lambda: ckpt("to-rocksdb", "convert", "--provider", "rocksdb"),
-            lambda: copy(hdfs, "to-rocksdb"),
+        case(
+            "ckpt convert --provider rocksdb (HDFS -> RocksDB)",
+            hdfs,
+            "to-rocksdb",
+            *("convert", "--provider", "rocksdb"),
         ),
-        Case(
-            to_hdfs,
-            lambda: ckpt("to-hdfs", "convert", "--provider", "hdfs"),
-            lambda: copy(rocksdb, "to-hdfs"),
+        case(
+            "ckpt convert --provider hdfs (RocksDB -> HDFS)",
+            rocksdb,
+            "to-hdfs",
+            *("convert", "--provider", "hdfs"),
         ),
-        Case(
-            repartition,
-            lambda: ckpt("repartition", "repartition", "--partitions", "3"),
-            lambda: copy(hdfs, "repartition"),
+        case(
+            f"ckpt repartition --partitions 3 (HDFS, {PARTITIONS} -> 3)",
+            hdfs,
+            "repartition",
+            *("repartition", "--partitions", "3"),
         ),
     ]
     runs = alternate(cases, max(3, args.repeat))
-    rows = []
-    for name, measured in runs.items():
-        peak = sorted(m.peak_rss for m in measured)[len(measured) // 2]
-        rows.append(row(name, measured, **{"peak RSS / state": f"{peak / size:.2f}x"}))
+    rows = [row(name, measured, **against_state(measured, size)) for name, measured in runs.items()]
     notes = (
         f"{machine()}. State: {keys:,} keys in {PARTITIONS} partitions, {size / 1e6:.1f} MB of "
         "decompressed records (a real query's HDFS-backed aggregation). Each run on a fresh "

@@ -32,16 +32,16 @@ from common import (  # noqa: E402
     Case,
     Measurement,
     add_options,
+    against_state,
     alternate,
+    ckpt,
     data_dir,
     fresh_copy,
     machine,
-    measure,
     report,
     row,
 )
 
-PYTHON = sys.executable
 PARTITIONS = 4
 
 
@@ -68,25 +68,24 @@ def main() -> None:
     doomed = work / f"keys-{keys}.jsonl"
     doomed.write_text("".join(json.dumps({"k": f"key-{i}"}) + "\n" for i in range(0, keys, 100)))
 
-    def copy(src: Path, name: str) -> Path:
-        return fresh_copy(src, work / name)
-
     def run(name: str) -> Measurement:
-        cmd = [PYTHON, "-m", "ckpt_cli", "state", "delete", str(work / name), "--operator", "0"]
-        cmd += ["--keys", str(doomed), "--apply", "--yes", "--force", "--json"]
-        return measure(cmd, output=work / f"{name}.out", cwd=HERE.parent)
+        args = ["state", "delete", str(work / name), "--operator", "0", "--keys", str(doomed)]
+        return ckpt(*args, "--apply", "--yes", "--force", "--json", output=work / f"{name}.out")
 
     cases = [
-        Case(label, functools.partial(run, f"s{i}"), functools.partial(copy, src, f"s{i}"))
+        Case(
+            label,
+            functools.partial(run, f"s{i}"),
+            functools.partial(fresh_copy, src, work / f"s{i}"),
+        )
         for i, (label, src) in enumerate(states.items())
     ]
     runs = alternate(cases, max(3, args.repeat))
     rows = []
-    for (label, src), (name, measured) in zip(states.items(), runs.items(), strict=True):
+    for i, (src, (name, measured)) in enumerate(zip(states.values(), runs.items(), strict=True)):
         size, _ = state_bytes(src)
-        peak = sorted(m.peak_rss for m in measured)[len(measured) // 2]
-        rows.append(row(name, measured, **{"peak RSS / state": f"{peak / size:.2f}x"}))
-        done = json.loads((work / f"s{list(states).index(label)}.out").read_text())
+        rows.append(row(name, measured, **against_state(measured, size)))
+        done = json.loads((work / f"s{i}.out").read_text())
         assert done["matched"] == keys // 100, done["matched"]
     notes = (
         f"{machine()}. {keys:,} keys in {PARTITIONS} partitions; {keys // 100:,} deleted "

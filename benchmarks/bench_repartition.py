@@ -37,7 +37,9 @@ from common import (  # noqa: E402
     Case,
     Measurement,
     add_options,
+    against_state,
     alternate,
+    ckpt,
     data_dir,
     fresh_copy,
     machine,
@@ -161,10 +163,8 @@ def main() -> None:
         return fresh_copy(src, work / name)
 
     def ckpt_run() -> Measurement:
-        dest = work / "ckpt"
-        cmd = [PYTHON, "-m", "ckpt_cli", "repartition", str(dest)]
-        cmd += ["--partitions", str(PARTITIONS_AFTER), "--apply", "--yes", "--force"]
-        return measure(cmd, output=work / "ckpt.out", cwd=HERE.parent)
+        args = ["repartition", str(work / "ckpt"), "--partitions", str(PARTITIONS_AFTER)]
+        return ckpt(*args, "--apply", "--yes", "--force", output=work / "ckpt.out")
 
     def spark_run() -> Measurement:
         dest = work / "spark"
@@ -172,8 +172,7 @@ def main() -> None:
         return measure(cmd, output=work / "spark.out", cwd=HERE.parent)
 
     def startup() -> Measurement:
-        cmd = [PYTHON, "-m", "ckpt_cli", "--version"]
-        return measure(cmd, output=work / "startup.out", cwd=HERE.parent)
+        return ckpt("--version", output=work / "startup.out")
 
     ours = "ckpt repartition --apply"
     spark = "Spark 4.3 repartition (JVM start included)"
@@ -182,10 +181,7 @@ def main() -> None:
         cases.append(Case(spark, spark_run, lambda: copy("spark")))
     cases.append(Case("ckpt --version (interpreter and imports)", startup))
     runs = alternate(cases, max(3, args.repeat))
-    rows = []
-    for name, measured in runs.items():
-        peak = sorted(m.peak_rss for m in measured)[len(measured) // 2]
-        rows.append(row(name, measured, **{"peak RSS / state": f"{peak / size:.1f}x"}))
+    rows = [row(name, measured, **against_state(measured, size)) for name, measured in runs.items()]
     notes = (
         f"{machine()}. State loaded by a restart: {size / 1e6:.1f} MB. Each run on a fresh "
         "copy of the checkpoint."

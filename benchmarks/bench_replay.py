@@ -55,7 +55,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 import synthetic  # noqa: E402
-from common import (  # noqa: E402  # noqa: E402
+from common import (  # noqa: E402
     Case,
     Measurement,
     add_options,

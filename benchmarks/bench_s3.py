@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import (  # noqa: E402  # noqa: E402
+from common import (  # noqa: E402
     Case,
     Measurement,
     add_options,

@@ -26,6 +26,7 @@ import pickle
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -37,6 +38,7 @@ from typing import TypeVar
 import psutil
 
 T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[1]
 SAMPLE_SECONDS = 0.02
 
 
@@ -123,6 +125,12 @@ def measure(
             tail = err.read().decode(errors="replace")[-2000:]
             raise SystemExit(f"{cmd[0]} exited {code}: {tail}")
     return Measurement(wall, cpu, sampler.peak_rss)
+
+
+def ckpt(*args: str, output: Path) -> Measurement:
+    """A fresh ``python -m ckpt_cli ARGS`` process of this checkout, measured, its stdout
+    written to ``output``."""
+    return measure([sys.executable, "-m", "ckpt_cli", *args], output=output, cwd=REPO)
 
 
 def measure_call(fn: Callable[[], T]) -> tuple[Measurement, T]:
@@ -231,6 +239,13 @@ def row(name: str, runs: Sequence[Measurement], **extra: str) -> dict[str, str]:
         "peak tree RSS (MB)": f"{rss / 1e6:.0f}",
         **extra,
     }
+
+
+def against_state(runs: Sequence[Measurement], state: int) -> dict[str, str]:
+    """The extra column of a run that holds a state: its median peak tree RSS (as in
+    :func:`row`) over the state's bytes."""
+    rss = statistics.median(m.peak_rss for m in runs)
+    return {"peak RSS / state": f"{rss / state:.2f}x"}
 
 
 def table(rows: Sequence[Mapping[str, str]]) -> str:
