@@ -51,6 +51,15 @@ def discover_cases() -> list[Case]:
 
 
 CASES = discover_cases()
+
+
+def fixture_case(name: str) -> Case:
+    """The bundled fixture ``name`` (which must be there)."""
+    root = CASES_DIR / name
+    assert (root / "checkpoint").is_dir(), f"no fixture {name}"
+    return Case(name, root)
+
+
 # Cases whose query Spark itself cannot restart, and the validate finding that says why
 # (fixtures/README.md: Spark 4.3 rejects its own flatMapGroupsWithState state format 1
 # snapshots). Every other case is healthy.

@@ -63,6 +63,16 @@ def recorded_input(case: Case, extra_steps: int = 1) -> Iterator[Path]:
         shutil.rmtree(input_dir.parent, ignore_errors=True)
 
 
+def beside_control(
+    session: Any, case: Case, ours: Path, control: Path, extra_steps: int = 2
+) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """The query restarted on an untouched copy of the fixture (made at ``control``) and on
+    ``ours``, each fed the same ``extra_steps`` more input files: what each emitted."""
+    shutil.copytree(case.checkpoint, control)
+    with recorded_input(case, extra_steps=extra_steps) as input_dir:
+        return restart(session, case, input_dir, control), restart(session, case, input_dir, ours)
+
+
 def restart(session: Any, case: Case, input_dir: Path, ckpt: Path) -> dict[int, list[str]]:
     """Run the fixture's query on ``ckpt`` until its input is processed; the rows it emitted,
     by batch id (a foreachBatch sink: unlike the memory sink, it restarts from a checkpoint)."""

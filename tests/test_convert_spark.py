@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, Case, run_cli
+from tests.conftest import Case, fixture_case, run_cli
 from tests.fixture_copies import age_everything
-from tests.fixture_queries import GEN, recorded_input, restart
+from tests.fixture_queries import GEN, beside_control
 from tests.kill_support import tree
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 
@@ -45,10 +45,7 @@ CASES = [
 ]
 
 
-def source(name: str) -> Case:
-    root = REPO / "fixtures" / "checkpoints" / name
-    assert (root / "checkpoint").is_dir(), f"no fixture {name}"
-    return Case(name, root)
+source = fixture_case
 
 
 def ckpt_convert(case: Case, provider: str, dest: Path) -> Path:
@@ -141,11 +138,7 @@ def test_restarted_query_emits_what_the_untouched_query_emits(
 ) -> None:
     case = source(name)
     ours = ckpt_convert(case, provider, tmp_path / "ours")
-    control = tmp_path / "control"
-    shutil.copytree(case.checkpoint, control)
-    with recorded_input(case, extra_steps=2) as input_dir:
-        want = restart(spark, case, input_dir, control)
-        got = restart(spark, case, input_dir, ours)
+    want, got = beside_control(spark, case, ours, tmp_path / "control")
     assert any(want.values())
     assert emitted_rows(got) == emitted_rows(want)
     # The query ran on with the new provider: its next offsets entry still names it.

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, Case, run_cli
+from tests.conftest import Case, fixture_case, run_cli
 from tests.fixture_copies import age_everything
 from tests.fixture_queries import recorded_input, restart
 from tests.spark_support import spark  # noqa: F401 - the session fixture
@@ -31,8 +31,7 @@ pytestmark = [
 ]
 
 
-def source(name: str) -> Case:
-    return Case(name, REPO / "fixtures" / "checkpoints" / name)
+source = fixture_case
 
 
 def emitted_rows(emitted: dict[int, list[str]]) -> list[list[str]]:

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, Case, run_cli
+from tests.conftest import Case, fixture_case, run_cli
 from tests.fixture_copies import age_everything
-from tests.fixture_queries import recorded_input, restart
+from tests.fixture_queries import beside_control
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 from tests.test_convert_spark import saved_rows, spark_rows
 
@@ -41,8 +41,7 @@ CASES = [
 ]
 
 
-def source(name: str) -> Case:
-    return Case(name, REPO / "fixtures" / "checkpoints" / name)
+source = fixture_case
 
 
 def deleted(case: Case, where: str, dest: Path) -> tuple[Path, list[dict[str, Any]]]:
@@ -106,11 +105,7 @@ def test_a_restarted_aggregation_starts_over_for_deleted_keys_only(
 ) -> None:
     case = source(name)
     ours, matched = deleted(case, where, tmp_path / "ours")
-    control = tmp_path / "control"
-    shutil.copytree(case.checkpoint, control)
-    with recorded_input(case, extra_steps=2) as input_dir:
-        want = restart(spark, case, input_dir, control)
-        got = restart(spark, case, input_dir, ours)
+    want, got = beside_control(spark, case, ours, tmp_path / "control")
     gone = {m["key"]["k"] for m in matched}
 
     def by_key(emitted: dict[int, list[str]]) -> dict[str, dict[str, Any]]:
@@ -140,11 +135,7 @@ def test_a_restarted_session_window_forgets_the_deleted_key_only(
     case = source(name)
     ours, matched = deleted(case, "key.k = 'k1'", tmp_path / "ours")
     assert {m["key"]["k"] for m in matched} == {"k1"} and len(matched) > 1
-    control = tmp_path / "control"
-    shutil.copytree(case.checkpoint, control)
-    with recorded_input(case, extra_steps=2) as input_dir:
-        want = restart(spark, case, input_dir, control)
-        got = restart(spark, case, input_dir, ours)
+    want, got = beside_control(spark, case, ours, tmp_path / "control")
 
     def sessions_of_k1(emitted: dict[int, list[str]]) -> set[str]:
         rows = [json.loads(r) for b in sorted(emitted) for r in emitted[b]]
