@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ckpt_cli.change.batch import BatchWriter
 from ckpt_cli.core.layout import FileKind, StoreLocation
-from ckpt_cli.core.model import Checkpoint, Partition
+from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.read import iter_state, read_zip_metadata
 from ckpt_cli.core.rebuild import ReplayPlan, codec_of, plan_version, read_changelog_header
 from ckpt_cli.errors import CkptError
@@ -62,16 +62,18 @@ def write_removals(
     partition: int,
     last: int,
     removed: Collection[bytes] = (),
+    writes: str,
+    changelog_version: int = 1,
 ) -> str | None:
     """Write version ``last + 2`` of the store partition: version ``last + 1`` without the
-    ``removed`` keys (stored bytes). Returns the new version's uniqueId (format v2), else
-    None."""
+    ``removed`` keys (stored bytes), as the store ``writes`` (:func:`store_writes`; a
+    changelog in ``changelog_version``, :func:`store_changelog_version`). Returns the new
+    version's uniqueId (format v2), else None."""
     part = ckpt.operators[operator].stores[store].partitions[partition]
     before = plan_version(ckpt, operator, partition, last + 1, store=store)
     version = last + 2
     unique_id = str(uuid.uuid4()) if before.unique_id is not None else None
     stem = f"{part.path}/{version}" + (f"_{unique_id}" if unique_id else "")
-    writes = store_writes(ckpt, operator, store)
     codec = codec_of(ckpt)
     if writes == DELTA:
         out.write(f"{stem}.delta", encode_removals(removed, codec))
@@ -79,8 +81,7 @@ def write_removals(
     checksum = _has_spark_checksum(ckpt, before)
     if writes == CHANGELOG:
         lineage = _lineage(before) if unique_id else ()
-        fmt = _changelog_version(ckpt, before, part)
-        data = encode_changelog_removals(removed, codec, fmt, lineage)
+        data = encode_changelog_removals(removed, codec, changelog_version, lineage)
         _write(out, f"{stem}.changelog", data, checksum)
         return unique_id
     base = before.base
@@ -130,14 +131,18 @@ def _lineage(before: ReplayPlan) -> list[LineageEntry]:
     return lineage
 
 
-def _changelog_version(ckpt: Checkpoint, before: ReplayPlan, part: Partition) -> int:
-    """The changelog version the store writes: its newest changelog's (V1-V4); a store
-    whose changelogs are all gone takes V1/V2 (format v1) or V3/V4 (format v2) by whether it
-    has column families."""
-    changelogs = [f for f in part.files if f.kind is FileKind.CHANGELOG]
+def store_changelog_version(ckpt: Checkpoint, operator: int, store: str, last: int) -> int:
+    """The changelog version a RocksDB store writes: its newest changelog's (V1-V4, one
+    header read); a store whose changelogs are all gone takes V1/V2 (format v1) or V3/V4
+    (format v2) by whether it has column families."""
+    st = ckpt.operators[operator].stores[store]
+    changelogs = [
+        f for p in st.partitions.values() for f in p.files if f.kind is FileKind.CHANGELOG
+    ]
     if changelogs:
         newest = max(changelogs, key=lambda f: f.version or 0)
         return read_changelog_header(ckpt, newest).format_version
+    before = plan_version(ckpt, operator, min(st.partitions), last + 1, store=store)
     families = False
     if before.base is not None and before.base.kind is FileKind.ZIP:
         meta = read_zip_metadata(ckpt.storage, before.base.path, before.base.entry.size)
@@ -163,6 +168,10 @@ def write_state_version(
     try:
         for op_id, op in ckpt.operators.items():
             for index, (name, store) in enumerate(op.stores.items()):
+                writes = store_writes(ckpt, op_id, name)
+                version = 1
+                if writes == CHANGELOG:
+                    version = store_changelog_version(ckpt, op_id, name, last)
                 for partition in sorted(store.partitions):
                     where = StoreLocation(op_id, partition, name)
                     unique_id = write_removals(
@@ -173,6 +182,8 @@ def write_state_version(
                         partition=partition,
                         last=last,
                         removed=removed.get(where, ()),
+                        writes=writes,
+                        changelog_version=version,
                     )
                     if unique_id is not None:
                         rows = unique_ids.setdefault(op_id, [])
