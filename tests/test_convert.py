@@ -190,6 +190,54 @@ def test_a_conversion_killed_in_any_write_is_undone_to_the_original_bytes(
         assert tree(root) == original, nth
 
 
+@pytest.mark.parametrize(
+    ("name", "provider"), [("spark4-hdfs-agg", "rocksdb"), ("spark4-rocksdb-agg", "hdfs")]
+)
+def test_validate_and_the_commands_judge_a_killed_conversion_as_spark_would(
+    name: str, provider: str, tmp_path: Path
+) -> None:
+    """Killed at writes all through a conversion (its manifest's too: the old provider's
+    files move out between them): validate says OK only while the state Spark would load is
+    whole (the offsets conf still names the old provider and none of its files moved yet),
+    else NOT OK with a hint naming ``ckpt convert --undo``. Where validate finds the
+    interrupted conversion, ``ckpt convert`` and ``ckpt state delete`` refuse, naming it
+    too; ``--undo`` gives back every byte."""
+    source = copy(name, tmp_path / "source")
+    original = tree(source)
+    args = ["--provider", provider, "--apply", "-y"]
+    verdicts = set()
+    for nth in range(1, 400, 6):
+        root = tmp_path / f"ckpt{nth}"
+        shutil.copytree(source, root)
+        died = die_in_nth_write(nth, str(root), ["convert", str(root), *args])
+        if died.returncode == 0:  # it wrote fewer files than that: finished
+            break
+        assert died.returncode == 9, died.stderr.decode()
+        report = run_cli("validate", str(root), "--json").json()
+        verdicts.add(report["ok"])
+        errors = [f for f in report["findings"] if f["severity"] == "error"]
+        if errors:
+            assert any("ckpt convert CKPT --undo" in f["hint"] for f in errors), errors
+        if any(f["code"] == "UNFINISHED_CONVERSION" for f in report["findings"]):
+            for command in (
+                ["convert", str(root), "--provider", provider],
+                ["state", "delete", str(root), "--operator", "0", "--where", "key.k = 'k1'"],
+            ):
+                again = run_cli(*command)
+                assert again.exit_code == 2 and "ckpt convert CHECKPOINT --undo" in again.stderr
+        if not list(root.parent.glob(f"{root.name}.ckpt-quarantine/convert-*/manifest.json")):
+            left = tree(root)
+            left.pop(".ckpt-lock", None)
+            assert left == original  # killed writing its manifest: nothing changed
+            continue
+        undone = run_cli("convert", str(root), "--undo", "--yes", "--break-lock")
+        assert undone.exit_code == 0, undone.stderr
+        assert tree(root) == original, nth
+    else:
+        raise AssertionError("the conversion never finished")
+    assert verdicts == {True, False}
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_conversion_killed_at_random_is_untouched_done_or_undone(
     seed: int, tmp_path: Path

@@ -8,7 +8,9 @@ judge the result in ``test_state_delete_spark.py``.)"""
 from __future__ import annotations
 
 import json
+import random
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from ckpt_cli.state.where import WhereError, parse_where
 from ckpt_cli.storage import Storage
 from tests.conftest import CASES_DIR, run_cli
 from tests.fixture_copies import age_everything, latest
-from tests.kill_support import die_in_nth_write, tree
+from tests.kill_support import die_in_nth_write, kill_after, tree
 
 pytestmark = pytest.mark.skipif(not CASES_DIR.is_dir(), reason="no fixtures")
 
@@ -185,6 +187,47 @@ def test_a_deletion_killed_in_any_write_is_undone(name: str, tmp_path: Path) -> 
         undone = run_cli("state", "delete", str(root), "--undo", "--yes", "--break-lock")
         assert undone.exit_code == 0, undone.stderr
         assert tree(root) == original, nth
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_deletion_killed_at_random_is_untouched_done_or_undone(seed: int, tmp_path: Path) -> None:
+    """SIGKILL at a random moment under the lock, on 200 partitions, format v2 and two
+    operators: nothing changed (killed before the manifest), or ``--undo`` gives back every
+    byte; a deletion that finished has removed exactly the matched keys."""
+    rng = random.Random(seed)
+    name, where = rng.choice(
+        [
+            ("spark4-hdfs-agg-200", "value.count = 1"),
+            ("spark4-rocksdb-agg-200", "value.count = 1"),
+            ("spark4-rocksdb-v2", "key.k = 'k1'"),
+            ("spark4-multi-op", "key.k = 'k1'"),
+        ]
+    )
+    # The moment: anywhere in the time a whole deletion takes (timed on a probe copy).
+    probe = copy(name, tmp_path / "probe")
+    start = time.monotonic()
+    done = run_cli(
+        "state", "delete", str(probe), "--operator", "0", "--where", where, "--apply", "-y"
+    )
+    assert done.exit_code == 0, done.stderr
+    span = time.monotonic() - start
+    root = copy(name, tmp_path / "ckpt")
+    original, before = tree(root), rows(root)
+    args = ["state", "delete", str(root), "--operator", "0", "--where", where, "--apply", "-y"]
+    kill_after(args, root, rng.uniform(0, span))
+    quarantine = tmp_path / "ckpt.ckpt-quarantine"
+    manifests = list(quarantine.glob("delete-*/manifest.json")) if quarantine.exists() else []
+    if not manifests:
+        left = tree(root)
+        left.pop(".ckpt-lock", None)  # a killed run's lock: the next run breaks it
+        assert left == original  # killed before its manifest: nothing changed
+        return
+    if json.loads(manifests[0].read_text())["complete"]:
+        test = parse_where(where)
+        assert rows(root) == [r for r in before if not test(json.loads(r))]
+    undone = run_cli("state", "delete", str(root), "--undo", "--yes", "--break-lock")
+    assert undone.exit_code == 0, undone.stderr
+    assert tree(root) == original
 
 
 ROW = {"key": {"user": "u1", "n": 3}, "value": {"last": "2024-02-01", "note": None, "x": 2.5}}

@@ -8,6 +8,11 @@ from collections.abc import Iterable
 
 from ckpt_cli.core.activity import DEFAULT_MIN_AGE_SECONDS, Activity, query_activity
 from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.unfinished import (
+    find_unfinished_conversion,
+    find_unfinished_repartition,
+    other_provider_stores,
+)
 from ckpt_cli.errors import CkptError, SafetyCheckError
 from ckpt_cli.units import format_duration
 
@@ -134,11 +139,31 @@ def last_batch_committed(
     batch is not committed (``unfinished``: what it may be, beside a batch Spark re-runs;
     ``undo``: the hint's command that rolls back an unfinished change of this kind)."""
     last, latest = last_committed_batch(ckpt, refused, verb)
+    conversion = find_unfinished_conversion(ckpt)
+    if conversion is not None:
+        raise refused(
+            f"{ckpt.storage.url}: {conversion.describe()}",
+            hint="ckpt convert CHECKPOINT --undo rolls it back",
+        )
+    repartition = find_unfinished_repartition(ckpt)
+    if repartition is not None:
+        raise refused(
+            f"{ckpt.storage.url}: {repartition.describe()}",
+            hint=f"ckpt repartition CHECKPOINT --partitions {repartition.to_partitions} "
+            "finishes it, ckpt repartition CHECKPOINT --undo rolls it back",
+        )
     if latest is not None and latest > last:
         raise refused(
             f"{ckpt.storage.url}: the last batch ({latest}) is not committed: {unfinished}, "
             "or a batch Spark re-runs at restart",
             hint=f"{undo}; else restart the query until the batch commits, or "
             f"ckpt repair --rollback-to {last}",
+        )
+    stores = other_provider_stores(ckpt)
+    if stores:
+        raise refused(
+            f"{stores[0]}: files of another state store provider than the offsets conf names: "
+            "an interrupted conversion",
+            hint="ckpt convert CHECKPOINT --undo rolls it back",
         )
     return last

@@ -135,8 +135,8 @@ class Store:
     configured_provider: str | None = None
 
     @cached_property
-    def provider(self) -> str:
-        """hdfs or rocksdb, inferred from the files; the offsets conf when there are none.
+    def _providers(self) -> tuple[bool, bool]:
+        """Whether the store holds HDFS-backed files, and RocksDB files.
 
         Cached: read once per planned version, and the model is complete when it is read.
         """
@@ -144,9 +144,25 @@ class Store:
         for p in self.partitions.values():
             kinds.update(map(_kind, p.files))  # C-level: every file of the store is looked at
         hdfs = bool(kinds & {FileKind.DELTA, FileKind.SNAPSHOT})
-        rocksdb = bool(kinds & {FileKind.ZIP, FileKind.CHANGELOG, FileKind.SST})
+        return hdfs, bool(kinds & {FileKind.ZIP, FileKind.CHANGELOG, FileKind.SST})
+
+    @property
+    def other_provider_files(self) -> bool:
+        """Files of a provider other than the offsets conf's (as well as its own, or only):
+        an interrupted conversion."""
+        hdfs, rocksdb = self._providers
+        return (hdfs and self.configured_provider == "rocksdb") or (
+            rocksdb and self.configured_provider == "hdfs"
+        )
+
+    @property
+    def provider(self) -> str:
+        """hdfs or rocksdb, inferred from the files; the offsets conf when there are none or
+        both providers' files are there."""
+        hdfs, rocksdb = self._providers
         if hdfs and rocksdb:
-            return "mixed"
+            # Both providers' files (an interrupted conversion): Spark loads the configured one.
+            return self.configured_provider or "mixed"
         if hdfs:
             return "hdfs"
         if rocksdb:

@@ -1,4 +1,5 @@
-"""A repartition that was started and not committed, by ckpt or by Spark.
+"""A repartition that was started and not committed, by ckpt or by Spark; a conversion
+(``ckpt convert``) likewise.
 
 Spark's rule (``OfflineStateRepartitionUtils.isRepartitionBatch``): a batch whose offsets entry
 pins another ``spark.sql.shuffle.partitions`` than the batch before it. When that batch is the
@@ -13,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint, FileKind
 from ckpt_cli.errors import FormatError
+from ckpt_cli.formats.logs import PROVIDER_CLASS
 from ckpt_cli.results import fields_json
 
 
@@ -68,6 +70,55 @@ def find_unfinished_repartition(ckpt: Checkpoint) -> UnfinishedRepartition | Non
         if f.version == version
     )
     return UnfinishedRepartition(batch, old, new, written)
+
+
+@dataclass(frozen=True)
+class UnfinishedConversion:
+    """``offsets/<batch>`` pins another state store provider class (``to_class``) than the
+    batch before it (``from_class``; None: unset, Spark's default HDFS-backed store) and
+    ``commits/<batch>`` is missing: a ``ckpt convert`` was interrupted. A restart re-runs the
+    batch with the new provider, which has no state of the version it loads, and fails."""
+
+    batch: int
+    from_class: str | None
+    to_class: str
+
+    def describe(self) -> str:
+        old = (self.from_class or "the default HDFSBackedStateStoreProvider").rsplit(".")[-1]
+        return (
+            f"offsets/{self.batch} changes the state store provider from {old} to "
+            f"{self.to_class.rsplit('.')[-1]} and batch {self.batch} has no commit: a "
+            "conversion (ckpt convert) was interrupted; a restart fails loading the new "
+            "provider's state"
+        )
+
+
+def find_unfinished_conversion(ckpt: Checkpoint) -> UnfinishedConversion | None:
+    """The interrupted provider conversion of ``ckpt``, or None (unreadable log entries
+    too: ``validate`` reports them)."""
+    batches = ckpt.batches
+    batch = batches.latest_offsets
+    if batch is None or batch == 0 or batch in batches.commits or batch - 1 not in batches.offsets:
+        return None
+    try:
+        new = ckpt.offsets(batch).conf.get(PROVIDER_CLASS)
+        old = ckpt.offsets(batch - 1).conf.get(PROVIDER_CLASS)
+    except FormatError:
+        return None
+    if new is None or new == old:
+        return None
+    return UnfinishedConversion(batch, old, new)
+
+
+def other_provider_stores(ckpt: Checkpoint) -> list[str]:
+    """The store paths holding files of another provider than the offsets conf names: what
+    an interrupted ``ckpt convert`` leaves (its new files, or the old ones not moved yet)."""
+    return [
+        f"{op.path}" + (f" store {name}" if name != DEFAULT_STORE else "")
+        for op in ckpt.operators.values()
+        for name, store in op.stores.items()
+        if store.other_provider_files
+    ]
 
 
 def partition_count_since(ckpt: Checkpoint) -> tuple[int, int] | None:

@@ -52,8 +52,18 @@ SCHEMA_FAMILY_MISMATCH = "SCHEMA_FAMILY_MISMATCH"
 ROWS_NOT_DECODED = "ROWS_NOT_DECODED"
 ROW_LAYOUT_MISMATCH = "ROW_LAYOUT_MISMATCH"
 UNFINISHED_REPARTITION = "UNFINISHED_REPARTITION"
+UNFINISHED_CONVERSION = "UNFINISHED_CONVERSION"
 SCHEMA_PATHS_ELSEWHERE = "SCHEMA_PATHS_ELSEWHERE"
 
+_CONVERSION_UNDO = (
+    "`ckpt convert CKPT --undo` rolls it back (the old provider's files come back from the "
+    "quarantine), then `ckpt convert` may run again"
+)
+# A store holding files of another provider than the configured one.
+CONVERSION_HINT = (
+    "the store holds files of another state store provider than the offsets conf names: a "
+    "conversion was interrupted; " + _CONVERSION_UNDO
+)
 _ROLL_BACK = (
     "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"
 )
@@ -213,6 +223,7 @@ CODES: dict[str, tuple[str, str]] = {
         "`ckpt repartition CKPT --partitions M` (M: the new count) finishes the repartition, "
         "`ckpt repair` rolls it back to the last committed batch",
     ),
+    UNFINISHED_CONVERSION: (ERROR, _CONVERSION_UNDO),
 }
 
 # Findings of a file missing from the listing: under a linked directory (which the listing does

@@ -13,10 +13,20 @@ with ``STREAMING_UNFINISHED_REPARTITION_DETECTED``, unless
 from __future__ import annotations
 
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
-from ckpt_cli.core.unfinished import UnfinishedRepartition, find_unfinished_repartition
+from ckpt_cli.core.unfinished import (
+    UnfinishedRepartition,
+    find_unfinished_conversion,
+    find_unfinished_repartition,
+    other_provider_stores,
+)
 from ckpt_cli.core.untracked import untracked_shared_files, zip_names
 from ckpt_cli.errors import FormatError
-from ckpt_cli.validate.codes import UNCOMMITTED_BATCH, UNFINISHED_REPARTITION
+from ckpt_cli.validate.codes import (
+    UNCOMMITTED_BATCH,
+    UNFINISHED_CONVERSION,
+    UNFINISHED_REPARTITION,
+    WARNING,
+)
 from ckpt_cli.validate.context import ValidationRun
 
 _STATE_KINDS = (FileKind.DELTA, FileKind.SNAPSHOT, FileKind.ZIP, FileKind.CHANGELOG)
@@ -70,6 +80,39 @@ def attempt_files(ckpt: Checkpoint, attempt: UnfinishedRepartition) -> list[Chec
                     ):
                         out.append(f)
     return out
+
+
+def check_unfinished_conversion(run: ValidationRun) -> None:
+    """UNFINISHED_CONVERSION where a restart fails; it replaces the batch's UNCOMMITTED_BATCH
+    finding (Spark's re-run of the batch fails). Before its offsets entry, a conversion
+    leaves stores with the other provider's files: a warning (a restart loads the configured
+    provider's files; where those are gone, the state check's errors say so)."""
+    attempt = find_unfinished_conversion(run.ckpt)
+    if attempt is None:
+        stores = other_provider_stores(run.ckpt)
+        if stores:
+            run.add(
+                UNFINISHED_CONVERSION,
+                f"{', '.join(stores)}: files of another state store provider than the offsets "
+                "conf names: a conversion (ckpt convert) was interrupted before its batch",
+                severity=WARNING,
+                stores=stores,
+                undo="ckpt convert CKPT --undo",
+            )
+        return
+    entry = f"offsets/{attempt.batch}"
+    run.findings = [
+        f for f in run.findings if not (f.code == UNCOMMITTED_BATCH and entry in f.paths)
+    ]
+    run.add(
+        UNFINISHED_CONVERSION,
+        attempt.describe(),
+        [entry],
+        batch=attempt.batch,
+        from_class=attempt.from_class,
+        to_class=attempt.to_class,
+        undo="ckpt convert CKPT --undo",
+    )
 
 
 def check_unfinished_repartition(run: ValidationRun) -> None:

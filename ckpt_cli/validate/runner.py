@@ -16,7 +16,10 @@ from ckpt_cli.validate.listing import check_files
 from ckpt_cli.validate.logs import check_logs, check_metadata
 from ckpt_cli.validate.orphans import check_orphans
 from ckpt_cli.validate.pool import run_file_checks
-from ckpt_cli.validate.repartition import check_unfinished_repartition
+from ckpt_cli.validate.repartition import (
+    check_unfinished_conversion,
+    check_unfinished_repartition,
+)
 from ckpt_cli.validate.report import ValidationReport
 from ckpt_cli.validate.sources import check_sources
 from ckpt_cli.validate.spark4 import (
@@ -68,6 +71,7 @@ def validate(
         check_metadata(run)
         check_logs(run)
         check_unfinished_repartition(run)
+        check_unfinished_conversion(run)
         check_sources(run)
         check_state(run)
         check_files(run)

@@ -7,11 +7,16 @@ from collections.abc import Iterable, Set
 
 from ckpt_cli.core.model import DEFAULT_STORE, FileKind, Operator, Partition, Store
 from ckpt_cli.core.rebuild import StateUnavailable, plan_version
-from ckpt_cli.core.unfinished import find_unfinished_repartition, left_over_partitions
+from ckpt_cli.core.unfinished import (
+    find_unfinished_conversion,
+    find_unfinished_repartition,
+    left_over_partitions,
+)
 from ckpt_cli.errors import FormatError, UnsupportedVersionError
 from ckpt_cli.formats import logs
 from ckpt_cli.validate.codes import (
     CODES,
+    CONVERSION_HINT,
     CORRUPT_FILE,
     EMPTY_FILE,
     ERROR,
@@ -49,6 +54,9 @@ def check_state(run: ValidationRun) -> None:
     target = run.target_version()
     # Partitions a repartition to fewer partitions left behind: not state Spark loads.
     left_over = left_over_partitions(run.ckpt)
+    # An unfinished conversion: a restart fails (its UNFINISHED_CONVERSION says so); the
+    # stores' versions, part old provider and part new, are not planned.
+    converting = find_unfinished_conversion(run.ckpt) is not None
     for op in ops.values():
         _check_operator_metadata(run, op.id)
         _check_schema(run, op.id)
@@ -56,7 +64,8 @@ def check_state(run: ValidationRun) -> None:
         for store in op.stores.values():
             ours = {p.path for p in store.partitions.values() if p.id in attempt_only}
             missing = _check_partition_count(run, op, store, want, left_over, attempt_only)
-            _check_versions(run, op.id, store, target, left_over.keys() | ours)
+            if not converting:
+                _check_versions(run, op.id, store, target, left_over.keys() | ours)
             if target:
                 for pid in missing:
                     path = f"{op.path}/{pid}" + (
@@ -168,10 +177,12 @@ def _check_version(run: ValidationRun, op: int, store: str, part: int, version: 
         plan = plan_version(run.ckpt, op, part, version, store=store)
     except StateUnavailable as exc:
         code = exc.reason if exc.reason in CODES else MISSING_STATE_FILE
+        converting = run.ckpt.operators[op].stores[store].other_provider_files
         run.add(
             code,
             exc.message,
             exc.paths,
+            hint=CONVERSION_HINT if converting else None,
             operator=op,
             store=store,
             partition=part,
