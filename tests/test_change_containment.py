@@ -25,6 +25,19 @@ RUNS = [
         "spark4-rocksdb-changelog",
         ["state", "delete", "{root}", "--operator", "0", "--where", "value.count > 1"],
     ),
+    # Format v2 (ids, lineage, .crc files), two operators, session windows.
+    (
+        "spark4-rocksdb-v2",
+        ["state", "delete", "{root}", "--operator", "0", "--where", "key.k = 'k1'"],
+    ),
+    (
+        "spark4-multi-op-rocksdb",
+        ["state", "delete", "{root}", "--operator", "0", "--where", "key.k = 'k2'"],
+    ),
+    (
+        "spark4-session-hdfs",
+        ["state", "delete", "{root}", "--operator", "0", "--where", "key.k = 'k1'"],
+    ),
     ("spark4-tws-row", ["relocate", "{root}", "{home}"]),
 ]
 
