@@ -32,6 +32,7 @@ def delete(
         str | None,
         typer.Option(
             "--where",
+            "-w",
             metavar="EXPR",
             help="The keys to delete: comparisons of key.* and value.* columns (=, !=, <, "
             "<=, >, >=, in (...), is null) joined by and / or, e.g. \"key.user = 'u1'\".",
