@@ -147,11 +147,7 @@ def last_batch_committed(
         )
     repartition = find_unfinished_repartition(ckpt)
     if repartition is not None:
-        raise refused(
-            f"{ckpt.storage.url}: {repartition.describe()}",
-            hint=f"ckpt repartition CHECKPOINT --partitions {repartition.to_partitions} "
-            "finishes it, ckpt repartition CHECKPOINT --undo rolls it back",
-        )
+        raise refused(f"{ckpt.storage.url}: {repartition.describe()}", hint=repartition.hint)
     if latest is not None and latest > last:
         raise refused(
             f"{ckpt.storage.url}: the last batch ({latest}) is not committed: {unfinished}, "

@@ -43,6 +43,15 @@ class UnfinishedRepartition:
             "start the query until it is finished or rolled back"
         )
 
+    @property
+    def hint(self) -> str:
+        """The commands that finish it or roll it back (Spark's own attempt has no ckpt
+        manifest to undo from: repair rolls back either)."""
+        return (
+            f"ckpt repartition CHECKPOINT --partitions {self.to_partitions} --apply finishes "
+            "it; ckpt repair rolls it back"
+        )
+
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, "batch from_partitions to_partitions state_files")
 

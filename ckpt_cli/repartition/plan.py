@@ -144,11 +144,7 @@ def _refuse_on_logs(
     unfinished = find_unfinished_repartition(ckpt)
     if unfinished is not None:
         if unfinished.to_partitions != partitions or unfinished.batch != last + 1:
-            raise RepartitionRefused(
-                f"{url}: {unfinished.describe()}",
-                hint=f"ckpt repartition CHECKPOINT --partitions {unfinished.to_partitions} "
-                "--apply finishes it; ckpt repair rolls it back",
-            )
+            raise RepartitionRefused(f"{url}: {unfinished.describe()}", hint=unfinished.hint)
     elif latest is not None and latest > last:
         raise RepartitionRefused(
             f"{url}: the last batch ({latest}) is not committed: Spark re-runs it at restart, "
