@@ -119,3 +119,16 @@ def test_where_pairs_and_expressions_all_hold() -> None:
         "error: --where 'value.nope > 5': no column value.nope (columns: key.k, value.count, "
         "value.max, value.sum)"
     ]
+
+
+def test_where_on_a_state_variable_reads_its_own_value_columns() -> None:
+    """A transformWithState variable's rows: ``value.*`` names the variable's value fields
+    (not its key's), as the columns in the error say."""
+    tws = CASES_DIR / "spark4-tws-vars" / "checkpoint"
+    every = cli_jsonl(str(tws), "--state-var", "cnt")
+    want = [r for r in every if r["value"]["n"] >= 4 and r["key"]["k"] != "k1"]
+    assert 0 < len(want) < len(every)
+    got = cli_jsonl(str(tws), "--state-var", "cnt", "--where", "value.n >= 4 and key.k != 'k1'")
+    assert canon(got) == canon(want)
+    bad = run_cli("replay", str(tws), "--state-var", "cnt", "--where", "value.k = 'x'")
+    assert bad.exit_code == 2 and "(columns: key.k, value.n)" in bad.stderr

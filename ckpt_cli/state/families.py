@@ -18,6 +18,7 @@ from typing import Any
 from ckpt_cli.core.model import Checkpoint, CheckpointFile
 from ckpt_cli.core.read import iter_file_records, iter_state
 from ckpt_cli.core.rebuild import ReplayPlan
+from ckpt_cli.formats.spark_types import StructType
 from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.state.decoders import Filter, row_filter
 from ckpt_cli.state.join_families import JoinFamily, join_family_reader
@@ -110,7 +111,8 @@ def family_filter(reader: VariableReader, where: Any) -> Filter | None:
         return None
     if reader.raw:
         raise SelectionError("{where} compares decoded key columns: not with {raw}")
-    schema = StateSchema(reader.row_key_schema(), reader.key_schema, 3)
+    value = reader.value_schema if reader.value_schema is not None else StructType(())
+    schema = StateSchema(reader.row_key_schema(), value, 3)
     return row_filter(where, schema)
 
 
