@@ -12,7 +12,6 @@ are refused by name: their stores must change together, which ckpt does not do y
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from ckpt_cli.change.state_version import store_writes
 from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Store
 from ckpt_cli.core.read import iter_state
-from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.core.rebuild import ReplayPlan, plan_version
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -163,22 +162,21 @@ def plan_delete(
             counted = PartitionDeletion(partition, 0, 0, 0)
             version = plan_version(ckpt, operator, partition, last + 1)
 
-            def row_matches(key: bytes, value: bytes, partition: int = partition) -> bool:
-                if keys_only:
-                    return test({"partition_id": partition, "key": decoder.json_key(key)})
-                return test(decoder.row(partition, key, value))
-
-            matches: Callable[[bytes, bytes], bool] = row_matches
-            if session_cols:
-                sessions = {
-                    _session_key(decoder.json_key(k), session_cols)
-                    for k, v in iter_state(ckpt, version)
-                    if row_matches(k, v)
-                }
-                matches = functools.partial(_in_sessions, sessions, session_cols, decoder)
+            # Session windows: first the session keys that have a matching session.
+            sessions = (
+                _matching_sessions(ckpt, version, decoder, test, keys_only, session_cols)
+                if session_cols
+                else None
+            )
             for key, value in iter_state(ckpt, version):
                 counted.keys += 1
-                if not matches(key, value):
+                if sessions is not None:
+                    hit = _session_key(decoder.json_key(key), session_cols) in sessions
+                elif keys_only:
+                    hit = test({"partition_id": partition, "key": decoder.json_key(key)})
+                else:
+                    hit = test(decoder.row(partition, key, value))
+                if not hit:
                     continue
                 row = decoder.row(partition, key, value)
                 counted.matched += 1
@@ -244,10 +242,24 @@ def _session_key(key: Any, columns: int) -> str:
     return json.dumps(list(key.items())[:columns], sort_keys=True, default=str)
 
 
-def _in_sessions(
-    sessions: set[str], columns: int, decoder: RowDecoder, key: bytes, _value: bytes
-) -> bool:
-    return _session_key(decoder.json_key(key), columns) in sessions
+def _matching_sessions(
+    ckpt: Checkpoint,
+    version: ReplayPlan,
+    decoder: RowDecoder,
+    test: Callable[[dict[str, Any]], bool],
+    keys_only: bool,
+    columns: int,
+) -> set[str]:
+    """The session keys of ``version``'s rows that match ``test``."""
+    found = set()
+    for key, value in iter_state(ckpt, version):
+        if keys_only:
+            row = {"partition_id": version.partition, "key": decoder.json_key(key)}
+        else:
+            row = decoder.row(version.partition, key, value)
+        if test(row):
+            found.add(_session_key(row["key"], columns))
+    return found
 
 
 def _key_id(key: Any) -> Any:
