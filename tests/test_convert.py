@@ -1,5 +1,5 @@
-"""``ckpt convert --provider`` on copies of real fixtures: the state ckpt reads after the
-conversion is the state before it, store for store; validate is clean; ``--undo`` gives back
+"""``ckpt convert --provider``/``--format-version`` on copies of real fixtures: the state
+ckpt reads after the conversion is the state before it, store for store; validate is clean; ``--undo`` gives back
 every byte; a dry run changes nothing; what ckpt cannot convert is refused in one line; and a
 conversion killed at any of its writes is undone to the original bytes. (Spark's own reader
 and a restart of the real query judge the result in ``test_convert_spark.py``.)"""
@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,10 +19,14 @@ import ckpt_cli
 from ckpt_cli.change.flow import Guards
 from ckpt_cli.convert.plan import ConvertRefused, plan_convert
 from ckpt_cli.convert.run import run_convert, undo_convert
-from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.model import Checkpoint, FileKind
+from ckpt_cli.core.read import iter_state
+from ckpt_cli.core.rebuild import plan_version
 from tests.conftest import CASES_DIR, run_cli
 from tests.fixture_copies import age_everything, latest, latest_offsets, plan_latest_batch
 from tests.kill_support import die_in_nth_write, kill_mid_command, tree
+
+STATE_KINDS = (FileKind.ZIP, FileKind.CHANGELOG, FileKind.DELTA, FileKind.SNAPSHOT)
 
 pytestmark = pytest.mark.skipif(not CASES_DIR.is_dir(), reason="no fixtures")
 
@@ -83,6 +89,91 @@ def test_the_state_after_is_the_state_before(name: str, provider: str, tmp_path:
     assert tree(root) == original
 
 
+# (fixture, the change): each way between the RocksDB formats, with and without changelog
+# checkpointing, a four-store join, a column-family join (format 3), session windows (keys
+# scanned by prefix), a provider change into v2 and out of it, and a Spark 4.0 format-v2
+# checkpoint whose zips have metadata v2.
+FORMATS = [
+    ("spark4-rocksdb-v2", ["--format-version", "1"]),
+    ("spark4-rocksdb-changelog", ["--format-version", "2"]),
+    ("spark4-rocksdb-agg", ["--format-version", "2"]),
+    ("spark4-join-v2-rocksdb", ["--format-version", "2"]),
+    ("spark4-join-v3-rocksdb", ["--format-version", "2"]),
+    ("spark4-session-rocksdb", ["--format-version", "2"]),
+    ("spark4-hdfs-agg", ["--provider", "rocksdb", "--format-version", "2"]),
+    ("spark4-rocksdb-v2", ["--provider", "hdfs"]),
+    ("spark40-rocksdb-v2", ["--format-version", "2"]),
+    ("spark40-rocksdb-v2", ["--format-version", "1"]),
+]
+
+
+def records_at(root: Path, batch: int) -> dict[tuple[int, str, int], list[tuple[bytes, bytes]]]:
+    """Every store partition's stored records at ``batch``, as ckpt rebuilds them."""
+    ckpt = Checkpoint.open(str(root))
+    return {
+        (op.id, name, part): sorted(
+            iter_state(ckpt, plan_version(ckpt, op.id, part, batch + 1, store=name))
+        )
+        for op in ckpt.operators.values()
+        for name, store in op.stores.items()
+        for part in store.partitions
+    }
+
+
+def zip_metadata_versions(root: Path) -> set[str]:
+    return {
+        zipfile.ZipFile(z).read("metadata").split(b"\n", 1)[0].decode()
+        for z in root.glob("state/**/*.zip")
+    }
+
+
+@pytest.mark.parametrize(("name", "change"), FORMATS)
+def test_a_format_conversion_keeps_the_state_and_names_its_files_as_the_format_does(
+    name: str, change: list[str], tmp_path: Path
+) -> None:
+    root = copy(name, tmp_path / "ckpt")
+    original = tree(root)
+    last = latest(root)
+    within = "--provider" not in change  # RocksDB to RocksDB: records move as they are
+    before = records_at(root, last) if within else state_of(root)
+    run = run_convert(Checkpoint.open(str(root)).storage, Guards(apply=True), **_kwargs(change))
+    assert run.result is not None and run.result.validation.ok, run.result
+    plan = run.plan
+    assert plan.format_version == (2 if "2" in change else 1)
+    assert (records_at(root, last + 1) if within else state_of(root)) == before
+    head, _, body = (root / "commits" / str(last + 1)).read_text().partition("\n")
+    assert head == f"v{plan.format_version}"
+    ids = json.loads(body).get("stateUniqueIds")
+    after = Checkpoint.open(str(root))
+    assert after.checkpoint_format_version == plan.format_version
+    state_files = after.of_kind(*STATE_KINDS)
+    assert state_files and {f.version for f in state_files} == {last + 2}
+    if plan.format_version == 2:
+        named = {f.unique_id for f in state_files}
+        assert named == {u for rows in ids.values() for row in rows for u in row}
+        assert zip_metadata_versions(root) == {"v1"}  # what Spark 4.1+ reads
+    else:
+        assert ids is None and {f.unique_id for f in state_files} == {None}
+    if name.startswith("spark40") and "2" in change:
+        assert plan.zip_metadata_v2 > 0 and plan.provider_from == plan.provider
+        report = run_cli("validate", str(root), "--json").json()
+        assert not [f for f in report["findings"] if f["code"] == "ZIP_METADATA_V2"]
+    undone = undo_convert(after.storage)
+    assert undone.restored == len(plan.moved)
+    assert tree(root) == original
+
+
+def test_the_provider_and_format_it_already_has_are_nothing_to_do(tmp_path: Path) -> None:
+    root = copy("spark4-rocksdb-v2", tmp_path / "ckpt")
+    original = tree(root)
+    result = run_cli("convert", str(root), "--format-version", "2", "--apply", "--yes")
+    assert result.exit_code == 0, result.stderr
+    assert "already uses the rocksdb provider in checkpoint format v2" in result.stdout
+    assert tree(root) == original
+    missing = run_cli("convert", str(root))
+    assert missing.exit_code == 2 and "--format-version 1|2" in missing.stderr
+
+
 def test_a_dry_run_changes_nothing_and_says_what_it_would_do(tmp_path: Path) -> None:
     root = copy("spark4-hdfs-agg", tmp_path / "ckpt")
     original = tree(root)
@@ -117,21 +208,23 @@ def test_the_provider_it_already_has_is_nothing_to_do(tmp_path: Path) -> None:
 
 
 REFUSED = [
-    ("spark4-tws-row", "hdfs", "transformWithState"),
-    ("spark4-session-hdfs", "rocksdb", "prefix"),
-    ("spark4-join-v3-rocksdb", "hdfs", "column families"),
-    ("spark4-rocksdb-v2", "hdfs", "format v2"),
+    ("spark4-tws-row", ["--provider", "hdfs"], "transformWithState"),
+    ("spark4-session-hdfs", ["--provider", "rocksdb"], "prefix"),
+    ("spark4-join-v3-rocksdb", ["--provider", "hdfs"], "column families"),
+    ("spark4-hdfs-agg", ["--format-version", "2"], "has only v1 (add --provider rocksdb)"),
+    ("spark4-rocksdb-v2", ["--provider", "hdfs", "--format-version", "2"], "has only v1"),
+    ("spark4-rocksdb-agg", ["--format-version", "3"], "formats are 1 and 2"),
 ]
 
 
-@pytest.mark.parametrize(("name", "provider", "why"), REFUSED)
+@pytest.mark.parametrize(("name", "change", "why"), REFUSED)
 def test_what_ckpt_cannot_convert_is_refused_in_one_line(
-    name: str, provider: str, why: str, tmp_path: Path
+    name: str, change: list[str], why: str, tmp_path: Path
 ) -> None:
     root = copy(name, tmp_path / "ckpt")
     original = tree(root)
     for args in ([], ["--apply", "--yes"]):
-        result = run_cli("convert", str(root), "--provider", provider, *args)
+        result = run_cli("convert", str(root), *change, *args)
         assert result.exit_code == 2, result.stdout
         error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(error) == 1 and why in error[0], result.stderr
@@ -152,34 +245,48 @@ def test_an_uncommitted_last_batch_is_refused_with_the_commands_that_fix_it(
     assert bad.exit_code == 2 and "--provider parquet" in bad.stderr
 
 
-def _writes(root: Path, provider: str) -> int:
+def _writes(root: Path, change: list[str]) -> int:
     """How many files a conversion of a copy of ``root`` writes (its checksums included)."""
     probe = root.parent / "probe"
     shutil.copytree(root, probe)
-    run = run_convert(Checkpoint.open(str(probe)).storage, Guards(apply=True), provider=provider)
+    run = run_convert(Checkpoint.open(str(probe)).storage, Guards(apply=True), **_kwargs(change))
     assert run.result is not None
     shutil.rmtree(probe)
     shutil.rmtree(f"{probe}.ckpt-quarantine")
     return len(run.result.written)
 
 
-@pytest.mark.parametrize(
-    ("name", "provider"), [("spark4-hdfs-agg", "rocksdb"), ("spark4-rocksdb-agg", "hdfs")]
-)
+def _kwargs(change: list[str]) -> dict[str, Any]:
+    """``--provider P --format-version V`` as run_convert's keywords."""
+    pairs = dict(zip(change[::2], change[1::2], strict=True))
+    version = pairs.get("--format-version")
+    return {
+        "provider": pairs.get("--provider"),
+        "format_version": int(version) if version else None,
+    }
+
+
+KILLED = [
+    ("spark4-hdfs-agg", ["--provider", "rocksdb"]),
+    ("spark4-rocksdb-agg", ["--provider", "hdfs"]),
+    ("spark4-rocksdb-v2", ["--format-version", "1"]),
+    ("spark4-rocksdb-changelog", ["--format-version", "2"]),
+]
+
+
+@pytest.mark.parametrize(("name", "change"), KILLED)
 def test_a_conversion_killed_in_any_write_is_undone_to_the_original_bytes(
-    name: str, provider: str, tmp_path: Path
+    name: str, change: list[str], tmp_path: Path
 ) -> None:
     source = copy(name, tmp_path / "source")
     original = tree(source)
     before = state_of(source)
-    writes = _writes(source, provider)
+    writes = _writes(source, change)
     assert writes > 4
     for nth in range(1, writes + 1):
         root = tmp_path / f"ckpt{nth}"
         shutil.copytree(source, root)
-        died = die_in_nth_write(
-            nth, f"{root}/", ["convert", str(root), "--provider", provider, "--apply", "-y"]
-        )
+        died = die_in_nth_write(nth, f"{root}/", ["convert", str(root), *change, "--apply", "-y"])
         assert died.returncode == 9, died.stderr.decode()
         # Killed part way: nothing committed (Spark's restart fails on the missing version,
         # see convert/apply.py), or killed writing the commit's checksum: done.
@@ -190,11 +297,9 @@ def test_a_conversion_killed_in_any_write_is_undone_to_the_original_bytes(
         assert tree(root) == original, nth
 
 
-@pytest.mark.parametrize(
-    ("name", "provider"), [("spark4-hdfs-agg", "rocksdb"), ("spark4-rocksdb-agg", "hdfs")]
-)
+@pytest.mark.parametrize(("name", "change"), KILLED)
 def test_validate_and_the_commands_judge_a_killed_conversion_as_spark_would(
-    name: str, provider: str, tmp_path: Path
+    name: str, change: list[str], tmp_path: Path
 ) -> None:
     """Killed at writes all through a conversion (its manifest's too: the old provider's
     files move out between them): validate says OK only while the state Spark would load is
@@ -204,7 +309,7 @@ def test_validate_and_the_commands_judge_a_killed_conversion_as_spark_would(
     too; ``--undo`` gives back every byte."""
     source = copy(name, tmp_path / "source")
     original = tree(source)
-    args = ["--provider", provider, "--apply", "-y"]
+    args = [*change, "--apply", "-y"]
     verdicts = set()
     for nth in range(1, 400, 6):
         root = tmp_path / f"ckpt{nth}"
@@ -220,7 +325,7 @@ def test_validate_and_the_commands_judge_a_killed_conversion_as_spark_would(
             assert any("ckpt convert CKPT --undo" in f["hint"] for f in errors), errors
         if any(f["code"] == "UNFINISHED_CONVERSION" for f in report["findings"]):
             for command in (
-                ["convert", str(root), "--provider", provider],
+                ["convert", str(root), *change],
                 ["state", "delete", str(root), "--operator", "0", "--where", "key.k = 'k1'"],
             ):
                 again = run_cli(*command)

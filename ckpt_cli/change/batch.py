@@ -170,15 +170,27 @@ def _adding(key: str, value: str) -> Callable[[re.Match[str]], str]:
     return lambda m: f"{m[1]}{entry}{m[2] if m[2].strip() else ',' + m[2]}"
 
 
-def next_commit(ckpt: Checkpoint, last: int, unique_ids: dict[int, list[list[str]]]) -> bytes:
+def next_commit(
+    ckpt: Checkpoint,
+    last: int,
+    unique_ids: dict[int, list[list[str]]],
+    format_version: int | None = None,
+) -> bytes:
     """``commits/N`` for batch N+1; in checkpoint format v2 with ``stateUniqueIds`` naming
-    the new files (operator -> partition -> store)."""
+    the new files (operator -> partition -> store). ``format_version`` (a conversion): the
+    header of that format, without ``stateUniqueIds`` in v1. Spark 4.3 takes the state's
+    checkpoint format from the newest commit's header (``CheckpointVersionManager``), so
+    this header is what moves a query to another format."""
     data = ckpt.storage.read_bytes(f"commits/{last}")
-    if not unique_ids:
+    if not unique_ids and format_version is None:
         return data
     head, _, body = data.decode("utf-8").partition("\n")
     obj = json.loads(body) if body.strip() else {}
-    obj["stateUniqueIds"] = {str(op): rows for op, rows in sorted(unique_ids.items())}
+    if format_version is not None:
+        head = f"v{format_version}"
+        obj.pop("stateUniqueIds", None)
+    if unique_ids:
+        obj["stateUniqueIds"] = {str(op): rows for op, rows in sorted(unique_ids.items())}
     return f"{head}\n{json.dumps(obj, separators=(',', ':'))}".encode()
 
 
@@ -191,11 +203,13 @@ def write_batch(
     metadata: Callable[[], Mapping[str, bytes]] = dict,
     offsets_written: bool = False,
     add_confs: bool = False,
+    format_version: int | None = None,
 ) -> None:
     """Batch ``last + 1`` in the order above: its offsets entry (with ``confs``; unless
     ``offsets_written``, an earlier attempt's; ``add_confs``: see ``next_offsets``), the
     state ``state(out)`` writes (it returns the uniqueIds of format v2, or nothing), the
-    operator ``metadata``, then the commit."""
+    operator ``metadata``, then the commit (in ``format_version``'s header: see
+    ``next_commit``)."""
     batch = last + 1
     ckpt = out.ckpt
     if not offsets_written:
@@ -203,4 +217,4 @@ def write_batch(
     unique_ids = state(out)
     for path, data in metadata().items():
         out.write(path, data)
-    out.write(f"commits/{batch}", next_commit(ckpt, last, unique_ids))
+    out.write(f"commits/{batch}", next_commit(ckpt, last, unique_ids, format_version))

@@ -148,18 +148,19 @@ def last_batch_committed(
     repartition = find_unfinished_repartition(ckpt)
     if repartition is not None:
         raise refused(f"{ckpt.storage.url}: {repartition.describe()}", hint=repartition.hint)
+    # Before the uncommitted batch: a format conversion pins nothing in the offsets.
+    stores = other_provider_stores(ckpt)
+    if stores:
+        raise refused(
+            f"{stores[0]}: files of another state store provider or checkpoint format than "
+            "the checkpoint's: an interrupted conversion",
+            hint="ckpt convert CHECKPOINT --undo rolls it back",
+        )
     if latest is not None and latest > last:
         raise refused(
             f"{ckpt.storage.url}: the last batch ({latest}) is not committed: {unfinished}, "
             "or a batch Spark re-runs at restart",
             hint=f"{undo}; else restart the query until the batch commits, or "
             f"ckpt repair --rollback-to {last}",
-        )
-    stores = other_provider_stores(ckpt)
-    if stores:
-        raise refused(
-            f"{stores[0]}: files of another state store provider than the offsets conf names: "
-            "an interrupted conversion",
-            hint="ckpt convert CHECKPOINT --undo rolls it back",
         )
     return last

@@ -23,20 +23,32 @@ def convert(
             show_default=False,
         ),
     ] = None,
+    format_version: Annotated[
+        int | None,
+        typer.Option(
+            "--format-version",
+            metavar="1|2",
+            help="The RocksDB checkpoint format to move the state to.",
+            show_default=False,
+        ),
+    ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     change: ChangeOptions = ChangeOptions(),
     shared: SharedOptions = SharedOptions(),
 ) -> ConvertRun | UndoResult:
-    """Move a stateful query's state to the other state store provider offline
-    (HDFS-backed <-> RocksDB), which Spark pins in the offsets log and will not change.
+    """Move a stateful query's state to the other state store provider (HDFS-backed <->
+    RocksDB) or RocksDB checkpoint format (v1 <-> v2) offline; Spark pins both and will
+    not change them.
 
     The last committed batch is N: batch N+1 becomes a conversion batch (offsets/N+1 naming
-    the new provider class, commits/N+1), every partition gets a full snapshot of state
-    version N+2 in the new provider's files, and the old provider's files move to the
-    quarantine beside the checkpoint. The query then resumes at batch N+2 with the new
-    provider, reading no input twice. Aggregations, dropDuplicates (within watermark too),
-    flatMapGroupsWithState and stream-stream joins in state format 1-2 convert either way.
+    the provider class, commits/N+1 in the format's header), every partition gets a full
+    snapshot of state version N+2 in the new files, and the old files move to the
+    quarantine beside the checkpoint. The query then resumes at batch N+2, reading no input
+    twice. Aggregations, dropDuplicates (within watermark too), flatMapGroupsWithState and
+    stream-stream joins in state format 1-2 change provider either way; every RocksDB
+    operator changes format. --format-version 2 on a Spark 4.0 format-v2 checkpoint
+    rewrites its zips for Spark 4.1+.
 
     A dry run by default: prints the plan (keys and bytes per operator and store, files to
     move). --apply writes it (asks first unless --yes; refuses while the query looks active
@@ -54,16 +66,20 @@ def convert(
 
       ckpt convert s3://bucket/q1 --provider rocksdb --apply --yes
 
+      ckpt convert /data/ckpt/q1 --format-version 1
+
       ckpt convert /data/ckpt/q1 --undo
     """
     started = start_change("convert", path, change, apply=apply, yes=yes, shared=shared)
     if change.undo:
         return started.undo(undo_convert, force=change.force)
-    message = "give the provider to convert to: --provider hdfs|rocksdb (or --undo)"
+    if provider is None and format_version is None:
+        given(None, "give --provider hdfs|rocksdb, --format-version 1|2 (or --undo)")
     result = run_convert(
         started.storage,
         started.guards,
-        provider=given(provider, message),
+        provider=provider,
+        format_version=format_version,
         quarantine=change.quarantine,
     )
     return started.render(result)

@@ -1,20 +1,29 @@
-"""Planning ``ckpt convert --provider``: the state of the last committed batch N, every
-operator and store, read as Spark reads it and re-encoded for the other state store
-provider; what the conversion batch N+1 writes (a full version N+2 of every partition in the
-new provider's files, ``offsets/N+1`` naming the new provider class, ``commits/N+1``) and
-which of the old provider's files it moves to the quarantine.
+"""Planning ``ckpt convert``: the state of the last committed batch N, every operator and
+store, read as Spark reads it and re-encoded for another state store provider or RocksDB
+checkpoint format; what the conversion batch N+1 writes (a full version N+2 of every
+partition in the new files, ``offsets/N+1`` naming the provider class, ``commits/N+1`` in
+the format's header) and which of the old files it moves to the quarantine.
 
 Records differ between the providers only in framing (docs §3.2, §5.3): the HDFS-backed
 store keeps a key and a value as bare UnsafeRows; RocksDB's ``NoPrefixKeyStateEncoder``
 puts one encoding version byte (0) before each. Stores whose RocksDB keys are encoded
 otherwise (a prefix scan's two rows, column families, transformWithState) have no HDFS
-counterpart, or none ckpt writes yet, and are refused by name.
+counterpart, or none ckpt writes yet, and are refused by name. Between the checkpoint
+formats of RocksDB (v1: ``<v>.zip``; v2: ``<v>_<uniqueId>.zip`` named by the commit log)
+records move as they are, column families included, so every operator converts.
+
+Spark 4.3 takes the format from the newest commit's header (``CheckpointVersionManager.
+setSparkSessionConfigsForCommitLog`` sets ``checkpointFormatVersion`` from it: a query
+never changes format by itself), and writes zip metadata ``v1`` in either format; Spark
+4.0 wrote ``v2`` metadata in format v2, which 4.1 and later cannot read. A conversion
+writes ``v1`` metadata, so converting a Spark 4.0 format-v2 checkpoint to format v2
+rewrites its zips for 4.1+.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ckpt_cli.change.batch import NewBatch
@@ -22,9 +31,10 @@ from ckpt_cli.change.safety import last_batch_committed, links_refused
 from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, Operator, Store
 from ckpt_cli.core.read import iter_state, read_zip_metadata
-from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.core.rebuild import ReplayPlan, plan_version, read_changelog_header
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
+from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Result, fields_json
@@ -64,15 +74,19 @@ class StoreConversion:
 @dataclass
 class ConvertPlan(NewBatch, Result):
     """What ``ckpt convert`` writes: batch ``batch`` (= last committed + 1) moves the state
-    from ``provider_from`` to ``provider``; every partition gets state version ``version``
-    in the new provider's files, and the old provider's files (``moved``) go to the
-    quarantine, where ``--undo`` takes them back from."""
+    from ``provider_from`` to ``provider`` and from checkpoint format
+    ``checkpoint_format_version`` to ``format_version``; every partition gets state version
+    ``version`` in the new files, and the old ones (``moved``) go to the quarantine, where
+    ``--undo`` takes them back from. ``zip_metadata_v2``: the RocksDB zips with Spark 4.0's
+    metadata v2 that a conversion within format v2 rewrites."""
 
     checkpoint: str
     last_committed: int
     provider_from: str
     provider: str
     checkpoint_format_version: int
+    format_version: int = 1
+    zip_metadata_v2: int = 0
     stores: list[StoreConversion] = field(default_factory=list)
     moved: list[str] = field(default_factory=list, repr=False)
     moved_bytes: int = 0
@@ -81,7 +95,16 @@ class ConvertPlan(NewBatch, Result):
 
     @property
     def nothing_to_do(self) -> bool:
-        return self.provider_from == self.provider
+        return (
+            self.provider_from == self.provider
+            and self.checkpoint_format_version == self.format_version
+            and not self.zip_metadata_v2
+        )
+
+    @property
+    def reframes(self) -> bool:
+        """Whether records change framing (the provider changes) or move as they are."""
+        return self.provider_from != self.provider
 
     @property
     def keys(self) -> int:
@@ -93,19 +116,32 @@ class ConvertPlan(NewBatch, Result):
 
     def body_json(self) -> dict[str, Any]:
         names = "checkpoint last_committed batch version provider_from provider"
-        names += " checkpoint_format_version keys stores files_to_move moved_bytes notes warnings"
+        names += " checkpoint_format_version format_version zip_metadata_v2 keys stores"
+        names += " files_to_move moved_bytes notes warnings"
         return fields_json(self, names)
 
 
 def plan_convert(
-    ckpt: Checkpoint, *, provider: str, progress: ProgressSink = NULL_PROGRESS
+    ckpt: Checkpoint,
+    *,
+    provider: str | None = None,
+    format_version: int | None = None,
+    progress: ProgressSink = NULL_PROGRESS,
 ) -> ConvertPlan:
-    """Plan the conversion of ``ckpt``'s state to ``provider`` (``hdfs`` or ``rocksdb``);
-    nothing is written. Every store's state at the last committed batch is read (as the
-    conversion will read it), so a state ckpt cannot read whole is refused here."""
+    """Plan the conversion of ``ckpt``'s state to ``provider`` (``hdfs`` or ``rocksdb``;
+    None: the one it has) and RocksDB checkpoint ``format_version`` (1 or 2; None: the one
+    it has, 1 for HDFS); nothing is written. Every store's state at the last committed batch
+    is read (as the conversion will read it), so a state ckpt cannot read whole is refused
+    here."""
     url = ckpt.storage.url
-    if provider not in PROVIDER_CLASSES:
+    if provider is None and format_version is None:
+        raise ConvertRefused("give --provider hdfs|rocksdb, --format-version 1|2, or both")
+    if provider is not None and provider not in PROVIDER_CLASSES:
         raise ConvertRefused(f"--provider {provider}: ckpt converts to hdfs or rocksdb")
+    if format_version not in (None, 1, 2):
+        raise ConvertRefused(
+            f"--format-version {format_version}: RocksDB's checkpoint formats are 1 and 2"
+        )
     links = links_refused(ckpt)
     if links:
         raise ConvertRefused(f"{url}: not converting: {links[0]}")
@@ -124,23 +160,33 @@ def plan_convert(
             f"the query's state store provider is {current}: ckpt converts HDFS-backed and "
             "RocksDB stores only"
         )
+    target = provider or provider_from
+    format_from = ckpt.checkpoint_format_version
+    if target == "hdfs" and format_version == 2:
+        raise ConvertRefused(
+            "--format-version 2: checkpoint format v2 is RocksDB's; the HDFS-backed store "
+            "has only v1" + ("" if provider else " (add --provider rocksdb)")
+        )
     plan = ConvertPlan(
         checkpoint=url,
         last_committed=last,
         provider_from=provider_from,
-        provider=provider,
-        checkpoint_format_version=ckpt.checkpoint_format_version,
+        provider=target,
+        checkpoint_format_version=format_from,
+        format_version=format_version or (1 if target == "hdfs" else format_from),
     )
+    stores = [(op, st) for op in ckpt.operators.values() for st in op.stores.values()]
+    if not plan.reframes and plan.format_version == 2 == format_from:
+        plan.zip_metadata_v2 = _count_zip_metadata_v2(ckpt, stores)
     if plan.nothing_to_do:
-        plan.notes.append(f"the query already uses the {provider} provider (offsets/{last})")
+        plan.notes.append(_nothing_to_do(plan))
         return plan
     _refuse_on_conf(ckpt, plan)
     if current is None:
         plan.notes.append(
             f"offsets/{last} pins no provider class (Spark restarts such a query with the "
-            f"session's): offsets/{plan.batch} pins {provider}'s"
+            f"session's): offsets/{plan.batch} pins {target}'s"
         )
-    stores = [(op, st) for op in ckpt.operators.values() for st in op.stores.values()]
     if not stores:
         raise ConvertRefused(f"{url}: the query keeps no state: nothing to convert")
     for op, st in stores:
@@ -150,29 +196,84 @@ def plan_convert(
         for op, st in stores:
             counted = StoreConversion(op.id, st.name, len(st.partitions))
             for partition in st.partitions:
-                for key, value in converted_records(ckpt, plan, op.id, st.name, partition):
+                source = partition_source(ckpt, plan, op.id, st.name, partition)
+                for key, value in converted_records(ckpt, plan, source):
                     counted.keys += 1
                     counted.bytes += len(key) + len(value)
                 progress.advance()
             plan.stores.append(counted)
     finally:
         progress.close()
-    moved = list(old_files(ckpt, plan))
+    moved = list({f.path: f for f in old_files(ckpt, plan)}.values())
     plan.moved = [f.path for f in moved]
     plan.moved_bytes = sum(f.entry.size for f in moved)
-    plan.notes.append(
-        f"batch {plan.batch} converts the state: version {plan.version} of every partition "
-        f"in {provider} files, offsets/{plan.batch} naming {PROVIDER_CLASSES[provider]}; the "
-        f"{provider_from} files move to the quarantine, so batches before {plan.batch} can "
-        "no longer be read or rolled back to (--undo brings them back)"
+    plan.notes.extend(_what_it_does(plan))
+    return plan
+
+
+def _nothing_to_do(plan: ConvertPlan) -> str:
+    where = f"offsets/{plan.last_committed}, commits/{plan.last_committed}"
+    if plan.provider == "hdfs":
+        return f"the query already uses the hdfs provider ({where})"
+    return (
+        f"the query already uses the rocksdb provider in checkpoint format "
+        f"v{plan.format_version} ({where})"
     )
+
+
+def _what_it_does(plan: ConvertPlan) -> list[str]:
+    provider, old = plan.provider, plan.provider_from
+    into = f"{provider} files" if plan.reframes else "new RocksDB files"
     if provider == "rocksdb":
-        plan.notes.append(
+        into += f" of checkpoint format v{plan.format_version}"
+    moved = f"the {old} files" if plan.reframes else "the old RocksDB files"
+    notes = [
+        f"batch {plan.batch} converts the state: version {plan.version} of every partition "
+        f"in {into}, offsets/{plan.batch} naming {PROVIDER_CLASSES[provider]}, "
+        f"commits/{plan.batch} with a v{plan.format_version} header; {moved} move to the "
+        f"quarantine, so batches before {plan.batch} can no longer be read or rolled back "
+        "to (--undo brings them back)"
+    ]
+    if plan.checkpoint_format_version == 2 and plan.format_version == 1:
+        if provider == "hdfs":
+            notes.append("the HDFS-backed store has no checkpoint format v2: the query moves to v1")
+        notes.append(
+            "Spark 4.3 takes the format from the newest commit (it restarts in v1 whatever "
+            "checkpointFormatVersion says); Spark 4.0-4.2 need "
+            "spark.sql.streaming.stateStore.checkpointFormatVersion=1 set on the session"
+        )
+    if plan.format_version == 2 and plan.checkpoint_format_version == 1:
+        notes.append(
+            "Spark 4.3 takes the format from the newest commit (it restarts in v2 whatever "
+            "checkpointFormatVersion says); set checkpointFormatVersion=2 on Spark 4.1 and "
+            "4.2. The new zips have metadata v1, which Spark 4.0 does not read in format v2"
+        )
+    if plan.zip_metadata_v2:
+        notes.append(
+            f"{plan.zip_metadata_v2} zip(s) have Spark 4.0's metadata v2, which Spark 4.1 and "
+            "later cannot read: the new zips have v1. Run the query on Spark 4.1 or later "
+            "after this (Spark 4.0 reads only v2 in format v2; --format-version 1 suits both)"
+        )
+    if provider == "rocksdb" and plan.reframes:
+        notes.append(
             "RocksDB settings that are not pinned in the offsets (changelog checkpointing, "
             "its other spark.sql.streaming.stateStore.rocksdb.* settings) are the restarted "
             "session's own: the new state is a full snapshot, read whichever they are"
         )
-    return plan
+    return notes
+
+
+def _count_zip_metadata_v2(ckpt: Checkpoint, stores: list[tuple[Operator, Store]]) -> int:
+    """How many zips have metadata v2 (Spark 4.0, format v2): one read of each zip's
+    metadata entry."""
+    count = 0
+    for _, st in stores:
+        for part in st.partitions.values():
+            for f in part.files:
+                if f.kind is FileKind.ZIP:
+                    meta = read_zip_metadata(ckpt.storage, f.path, f.entry.size)
+                    count += meta.version == 2
+    return count
 
 
 def _provider_of_files(ckpt: Checkpoint) -> str:
@@ -189,18 +290,11 @@ def _provider_of_files(ckpt: Checkpoint) -> str:
 
 
 def _refuse_on_conf(ckpt: Checkpoint, plan: ConvertPlan) -> None:
-    url, last = ckpt.storage.url, plan.last_committed
-    conf = ckpt.offsets(last).conf
-    if row_checksums(conf):
+    if plan.reframes and row_checksums(ckpt.offsets(plan.last_committed).conf):
         raise ConvertRefused(
-            f"{url}: row checksums are on (spark.sql.streaming.stateStore.rowChecksum"
-            ".enabled): the providers frame them differently, and ckpt does not convert them "
-            "yet"
-        )
-    if plan.checkpoint_format_version != 1:
-        raise ConvertRefused(
-            f"{url}: checkpoint format v{plan.checkpoint_format_version}: ckpt converts the "
-            "provider of format v1 checkpoints only (the HDFS-backed store has no v2)"
+            f"{ckpt.storage.url}: row checksums are on (spark.sql.streaming.stateStore."
+            "rowChecksum.enabled): the providers frame them differently, and ckpt does not "
+            "convert them yet"
         )
 
 
@@ -214,6 +308,8 @@ def _refuse_store(ckpt: Checkpoint, plan: ConvertPlan, op: Operator, st: Store) 
             f"names the {plan.provider_from} provider: repair the checkpoint first",
             hint="ckpt validate CHECKPOINT says what is wrong",
         )
+    if not plan.reframes:
+        return  # RocksDB to RocksDB: records move as they are
     meta = ckpt.operator_metadata(op.id)
     name = meta.operator_name if meta is not None else ""
     # Spark writes operator metadata v2 (_metadata/v2/<batch>) for transformWithState only.
@@ -247,11 +343,43 @@ def _newest_zip(st: Store) -> CheckpointFile | None:
     return max(zips, key=lambda f: f.version or 0, default=None)
 
 
-def converted_records(
+@dataclass(frozen=True)
+class PartitionSource:
+    """Where one partition's state at batch N comes from (``plan``: version N+1), and, when
+    records stay in RocksDB, the metadata its new zip takes after (``template``: the base
+    zip's column families, with header ``v1``)."""
+
+    plan: ReplayPlan
+    template: RocksDBCheckpointMetadata | None = None
+
+
+def partition_source(
     ckpt: Checkpoint, plan: ConvertPlan, operator: int, store: str, partition: int
+) -> PartitionSource:
+    version_plan = plan_version(ckpt, operator, partition, plan.last_committed + 1, store=store)
+    if plan.reframes:
+        return PartitionSource(version_plan)
+    base = version_plan.base
+    if base is not None and base.kind is FileKind.ZIP:
+        meta = read_zip_metadata(ckpt.storage, base.path, base.entry.size)
+        return PartitionSource(version_plan, replace(meta, version=1))
+    if any(read_changelog_header(ckpt, f).format_version in (2, 4) for f in version_plan.steps):
+        raise ConvertRefused(
+            f"{version_plan.path}: its state uses column families and no zip names them yet "
+            "(changelogs only, from version 1): ckpt cannot write their mapping; let the query "
+            "write a snapshot first"
+        )
+    return PartitionSource(version_plan)
+
+
+def converted_records(
+    ckpt: Checkpoint, plan: ConvertPlan, source: PartitionSource
 ) -> Iterator[tuple[bytes, bytes]]:
     """The records of one partition at batch N (version N+1), framed for ``plan.provider``."""
-    version_plan = plan_version(ckpt, operator, partition, plan.last_committed + 1, store=store)
+    version_plan = source.plan
+    if not plan.reframes:
+        yield from iter_state(ckpt, version_plan)
+        return
     path = version_plan.path
     if plan.provider == "rocksdb":
         for key, value in iter_state(ckpt, version_plan):
@@ -268,9 +396,10 @@ def converted_records(
 
 
 def old_files(ckpt: Checkpoint, plan: ConvertPlan) -> Iterator[CheckpointFile]:
-    """The old provider's files of every partition with their checksum sidecars, newest
-    version first, the shared SSTs and logs last: moved in this order, a restart of the old
-    provider part way fails on the missing newest version rather than load an older one."""
+    """The old provider's files of every partition (all RocksDB's files when it stays) with
+    their checksum sidecars, newest version first, the shared SSTs and logs last: moved in
+    this order, a restart of the old provider part way fails on the missing newest version
+    rather than load an older one."""
     kinds = PROVIDER_KINDS[plan.provider_from]
     for op in ckpt.operators.values():
         for st in op.stores.values():
@@ -279,4 +408,7 @@ def old_files(ckpt: Checkpoint, plan: ConvertPlan) -> Iterator[CheckpointFile]:
                 files.sort(key=lambda f: (f.version is None, -(f.version or 0), f.path))
                 for f in files:
                     yield f
-                    yield from ckpt.sidecars_of(f.path)
+                    # Spark's <name>.crc has Hadoop's .<name>.crc.crc beside it.
+                    for sidecar in ckpt.sidecars_of(f.path):
+                        yield sidecar
+                        yield from ckpt.sidecars_of(sidecar.path)

@@ -28,12 +28,14 @@ def run_convert(
     storage: Storage,
     guards: Guards = NO_GUARDS,
     *,
-    provider: str,
+    provider: str | None = None,
+    format_version: int | None = None,
     quarantine: str | None = None,
 ) -> ConvertRun:
     """Plan, and with ``guards.apply`` write, the conversion of the checkpoint's state to
-    ``provider`` (``hdfs`` or ``rocksdb``). A dry run never refuses for safety: the plan's
-    ``warnings`` say what applying would refuse."""
+    ``provider`` (``hdfs`` or ``rocksdb``; None: the one it has) and RocksDB checkpoint
+    ``format_version`` (1 or 2; None: the one it has). A dry run never refuses for safety:
+    the plan's ``warnings`` say what applying would refuse."""
     places: dict[str, str] = {}
 
     def carry_out(ckpt: Checkpoint, plan: ConvertPlan) -> ConvertResult:
@@ -47,24 +49,44 @@ def run_convert(
         storage,
         guards,
         command="ckpt convert",
-        plan=lambda ckpt: plan_convert(ckpt, provider=provider, progress=guards.progress),
+        plan=lambda ckpt: plan_convert(
+            ckpt, provider=provider, format_version=format_version, progress=guards.progress
+        ),
         question=lambda plan: (
-            f"Convert the state from {plan.provider_from} to {plan.provider} "
-            f"(batch {plan.batch}, {plan.keys:,} keys)?"
+            f"Convert the state {_change(plan)} (batch {plan.batch}, {plan.keys:,} keys)?"
         ),
         carry_out=carry_out,
     )
     return ConvertRun(done.plan, done.result, done.declined)
 
 
+def _change(plan: ConvertPlan) -> str:
+    """``from hdfs to rocksdb``, ``from format v2 to v1``, or both."""
+    parts = []
+    if plan.provider_from != plan.provider:
+        parts.append(f"from {plan.provider_from} to {plan.provider}")
+    if plan.checkpoint_format_version != plan.format_version:
+        parts.append(f"from format v{plan.checkpoint_format_version} to v{plan.format_version}")
+    return ", ".join(parts) or "to zips with metadata v1"
+
+
 def convert_checkpoint(
-    ckpt: Checkpoint, *, provider: str, force: bool = False, quarantine: str | None = None
+    ckpt: Checkpoint,
+    *,
+    provider: str | None = None,
+    format_version: int | None = None,
+    force: bool = False,
+    quarantine: str | None = None,
 ) -> ConvertResult | None:
-    """Convert the state to ``provider`` now (``ckpt convert --apply --yes``): refused while
-    the query looks active unless ``force``; None when it already uses ``provider``.
-    ``.manifest`` is what :func:`undo_convert` restores from."""
+    """Convert the state to ``provider`` and/or ``format_version`` now (``ckpt convert
+    --apply --yes``): refused while the query looks active unless ``force``; None when there
+    is nothing to convert. ``.manifest`` is what :func:`undo_convert` restores from."""
     run = run_convert(
-        ckpt.storage, Guards(apply=True, force=force), provider=provider, quarantine=quarantine
+        ckpt.storage,
+        Guards(apply=True, force=force),
+        provider=provider,
+        format_version=format_version,
+        quarantine=quarantine,
     )
     return run.result
 

@@ -27,7 +27,7 @@ from ckpt_cli.core.model import (
     Partition,
     Store,
 )
-from ckpt_cli.errors import CkptError
+from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import compression, records
 
 COMPRESSION_CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
@@ -140,7 +140,7 @@ def plan_version(
         return _plan_chain(plan, part, FileKind.SNAPSHOT, FileKind.DELTA)
     if provider != "rocksdb":
         raise StateUnavailable(f"{part.path}: cannot tell the state store provider ({provider})")
-    if _uses_unique_ids(ckpt, provider, part):
+    if _uses_unique_ids(ckpt, provider, part, version):
         plan.unique_id = unique_id or version_unique_id(ckpt, operator, store, partition, version)
         if plan.unique_id is None:
             raise _unknown_unique_id(
@@ -152,12 +152,21 @@ def plan_version(
     return _plan_chain(plan, part, FileKind.ZIP, FileKind.CHANGELOG)
 
 
-def _uses_unique_ids(ckpt: Checkpoint, provider: str, part: Partition) -> bool:
+def _uses_unique_ids(
+    ckpt: Checkpoint, provider: str, part: Partition, version: int | None = None
+) -> bool:
     """Checkpoint format v2 (RocksDB only): files named ``<version>_<uniqueId>``, the ones
-    the commit log names."""
-    return provider == "rocksdb" and (
-        ckpt.checkpoint_format_version >= 2 or any(f.unique_id for f in part.files)
-    )
+    the commit log names. Version V was written in the format of ``commits/V-1``'s header
+    when it is retained (Spark 4.3 runs a batch in the newest commit's format, so a
+    ``ckpt convert --format-version`` batch switches it); else the checkpoint's."""
+    if provider != "rocksdb":
+        return False
+    if version is not None and version - 1 in ckpt.batches.commits:
+        try:
+            return ckpt.commit(version - 1).log_version >= 2
+        except FormatError:
+            pass  # validate reports the entry; judge by the checkpoint
+    return ckpt.checkpoint_format_version >= 2 or any(f.unique_id for f in part.files)
 
 
 def _unknown_unique_id(part: Partition, version: int, hint: str | None = None) -> StateUnavailable:
@@ -362,7 +371,7 @@ def change_files(
     changelogs, so a broken lineage fails the feed even where the commit log is right.
     """
     st, part = _partition(ckpt, operator, store, partition)
-    if not _uses_unique_ids(ckpt, st.provider, part):
+    if not _uses_unique_ids(ckpt, st.provider, part, end_version):
         return [
             change_file(ckpt, operator, partition, v, store=store)
             for v in range(start_version, end_version + 1)

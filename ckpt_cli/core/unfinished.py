@@ -121,12 +121,36 @@ def find_unfinished_conversion(ckpt: Checkpoint) -> UnfinishedConversion | None:
 
 def other_provider_stores(ckpt: Checkpoint) -> list[str]:
     """The store paths holding files of another provider than the offsets conf names: what
-    an interrupted ``ckpt convert`` leaves (its new files, or the old ones not moved yet)."""
-    return [
+    an interrupted ``ckpt convert`` leaves (its new files, or the old ones not moved yet);
+    with :func:`other_format_stores`, those of another checkpoint format."""
+    return other_format_stores(ckpt) + [
         f"{op.path}" + (f" store {name}" if name != DEFAULT_STORE else "")
         for op in ckpt.operators.values()
         for name, store in op.stores.items()
         if store.other_provider_files
+    ]
+
+
+def other_format_stores(ckpt: Checkpoint) -> list[str]:
+    """The store paths holding RocksDB files of a version past the restart's (newer than the
+    last committed batch + 1) in the other checkpoint format than the newest commit pins
+    (``<v>_<uniqueId>`` names in v1, plain ``<v>`` names in v2): what an interrupted
+    ``ckpt convert --format-version`` leaves. Spark writes such versions only in its own
+    format."""
+    last = ckpt.batches.latest_committed
+    if last is None:
+        return []
+    v2 = ckpt.checkpoint_format_version >= 2
+    kinds = (FileKind.ZIP, FileKind.CHANGELOG)
+    return [
+        f"{op.path}" + (f" store {name}" if name != DEFAULT_STORE else "")
+        for op in ckpt.operators.values()
+        for name, store in op.stores.items()
+        if any(
+            f.kind in kinds and (f.version or 0) > last + 1 and (f.unique_id is None) == v2
+            for part in store.partitions.values()
+            for f in part.files
+        )
     ]
 
 

@@ -61,8 +61,9 @@ _CONVERSION_UNDO = (
 )
 # A store holding files of another provider than the configured one.
 CONVERSION_HINT = (
-    "the store holds files of another state store provider than the offsets conf names: a "
-    "conversion was interrupted; " + _CONVERSION_UNDO
+    "the store holds files of another state store provider than the offsets conf names, or "
+    "of another checkpoint format than the commit log's: a conversion was interrupted; "
+    + _CONVERSION_UNDO
 )
 _ROLL_BACK = (
     "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from functools import cached_property
 from operator import attrgetter
 from typing import Any
 
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.core.rebuild import ReplayPlan, codec_of
+from ckpt_cli.core.unfinished import other_format_stores
 from ckpt_cli.core.untracked import unchosen_attempt
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import rocksdb_zip
@@ -48,6 +50,11 @@ class ValidationRun:
         self.sidecars_checked: set[str] = set()  # verified outside the pool (source logs)
         # Files Spark would read that are behind a symbolic link (not listed), by link.
         self.behind_links: dict[str, set[str]] = {}
+
+    @cached_property
+    def other_format_stores(self) -> frozenset[str]:
+        """Stores an interrupted ``ckpt convert --format-version`` left files in."""
+        return frozenset(other_format_stores(self.ckpt))
 
     def missing_targets(self, files: Iterable[CheckpointFile]) -> set[str]:
         """The targets of ``files`` (checksum sidecars) that are not listed: one pass in C

@@ -94,7 +94,8 @@ def check_unfinished_conversion(run: ValidationRun) -> None:
             run.add(
                 UNFINISHED_CONVERSION,
                 f"{', '.join(stores)}: files of another state store provider than the offsets "
-                "conf names: a conversion (ckpt convert) was interrupted before its batch",
+                "conf names, or of another checkpoint format than the commit log's: a "
+                "conversion (ckpt convert) was interrupted before its batch",
                 severity=WARNING,
                 stores=stores,
                 undo="ckpt convert CKPT --undo",

@@ -177,7 +177,10 @@ def _check_version(run: ValidationRun, op: int, store: str, part: int, version: 
         plan = plan_version(run.ckpt, op, part, version, store=store)
     except StateUnavailable as exc:
         code = exc.reason if exc.reason in CODES else MISSING_STATE_FILE
-        converting = run.ckpt.operators[op].stores[store].other_provider_files
+        where = run.ckpt.operators[op].path + ("" if store == DEFAULT_STORE else f" store {store}")
+        converting = run.ckpt.operators[op].stores[store].other_provider_files or (
+            where in run.other_format_stores
+        )
         run.add(
             code,
             exc.message,

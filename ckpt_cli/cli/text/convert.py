@@ -26,6 +26,13 @@ def _plan(plan: ConvertPlan, out: TextRenderer) -> None:
         print_notes(out, plan.notes)
         return
     what = f"{plan.provider_from} -> {plan.provider}"
+    if plan.checkpoint_format_version != plan.format_version:
+        what = (
+            f"{plan.provider_from}, format v{plan.checkpoint_format_version} -> "
+            f"{plan.provider}, format v{plan.format_version}"
+        )
+    elif not plan.reframes:
+        what = f"{plan.provider}, format v{plan.format_version}: zip metadata v2 -> v1"
     table = store_table("State per operator and store", ["partitions", "keys", "bytes"])
     for s in plan.stores:
         table.add_row(
