@@ -1,8 +1,9 @@
 """``ckpt convert --provider``/``--format-version`` on copies of real fixtures: the state
 ckpt reads after the conversion is the state before it, store for store; validate is clean;
 ``--undo`` gives back every byte; a dry run changes nothing; what ckpt cannot convert is
-refused in one line; and a conversion killed at any of its writes is undone to the original bytes. (Spark's own reader
-and a restart of the real query judge the result in ``test_convert_spark.py``.)"""
+refused in one line; and a conversion killed at any of its writes is undone to the original
+bytes. (Spark's own reader and a restart of the real query judge the result in
+``test_convert_spark.py``.)"""
 
 from __future__ import annotations
 
