@@ -1,5 +1,5 @@
-"""PySpark tier: ``ckpt convert`` and ``ckpt state delete`` killed at a random write (seeded),
-judged by Spark.
+"""PySpark tier: ``ckpt convert`` (provider and format) and ``ckpt state delete`` killed at a
+random write (seeded), judged by Spark.
 
 The process dies half way through its Nth write in the checkpoint. Then, as an operator
 would: where ``validate`` says the query can restart, the real query is restarted on the
@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import fixture_case, run_cli
 from tests.fixture_copies import age_everything
-from tests.fixture_queries import beside_control
+from tests.fixture_queries import beside_control, recorded_input, restart
 from tests.kill_support import die_in_nth_write, tree
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 from tests.test_repartition_spark import emitted_rows
@@ -30,6 +30,8 @@ pytestmark = pytest.mark.slow
 CHANGES = [
     ("spark4-hdfs-agg", ["convert", "--provider", "rocksdb"]),
     ("spark4-rocksdb-changelog", ["convert", "--provider", "hdfs"]),
+    ("spark4-rocksdb-v2", ["convert", "--format-version", "1"]),
+    ("spark4-rocksdb-changelog", ["convert", "--format-version", "2"]),
     ("spark4-hdfs-agg", ["state", "delete", "--operator", "0", "--where", "key.k = 'k1'"]),
     ("spark4-rocksdb-v2", ["state", "delete", "--operator", "0", "--where", "key.k = 'k1'"]),
 ]
@@ -76,3 +78,43 @@ def test_a_change_killed_at_random_restarts_like_the_untouched_query(
     want, got = beside_control(spark, case, root, tmp_path / "control")
     assert any(want.values())
     assert emitted_rows(got) == emitted_rows(want), json.dumps([want, got])[:2000]
+
+
+# Format conversions, killed at every write: where validate says the query restarts, Spark
+# restarts it and emits the untouched query's rows (a v1 -> v2 conversion's zips, which a
+# format-v1 restart cannot parse, come only after the old files are gone).
+SWEPT = [
+    ("spark4-rocksdb-changelog", ["--format-version", "2"]),
+    ("spark4-rocksdb-v2", ["--format-version", "1"]),
+]
+
+
+@pytest.mark.parametrize(("name", "change"), SWEPT)
+def test_where_validate_says_a_killed_format_conversion_restarts_spark_does(
+    spark: Any,  # noqa: F811 - the session fixture
+    name: str,
+    change: list[str],
+    tmp_path: Path,
+) -> None:
+    case = fixture_case(name)
+    control = tmp_path / "control"
+    shutil.copytree(case.checkpoint, control)
+    verdicts = []
+    with recorded_input(case, extra_steps=2) as input_dir:
+        want = emitted_rows(restart(spark, case, input_dir, control))
+        assert want
+        for nth in range(1, 60):
+            root = tmp_path / f"ckpt{nth}"
+            shutil.copytree(case.checkpoint, root)
+            command = ["convert", str(root), *change, "-y", "--apply"]
+            died = die_in_nth_write(nth, f"{root}/", command)
+            if died.returncode == 0:
+                break
+            assert died.returncode == 9, died.stderr.decode()
+            ok = run_cli("validate", str(root), "--json").json()["ok"]
+            verdicts.append(ok)
+            if ok:
+                (root / ".ckpt-lock").unlink(missing_ok=True)
+                assert emitted_rows(restart(spark, case, input_dir, root)) == want, nth
+            shutil.rmtree(root)
+    assert True in verdicts and False in verdicts

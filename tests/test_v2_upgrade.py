@@ -110,7 +110,7 @@ def test_verdict_is_what_spark_did(name: str) -> None:
         assert "Spark 4.2 or later, not 4.1" in finding["hint"]
         assert "4.0 restarts it as it is" in finding["hint"]
     else:
-        assert "no ckpt command" in finding["hint"]
+        assert "ckpt convert CKPT --format-version 2" in finding["hint"]
         assert "auto snapshot repair" in finding["message"]
 
 

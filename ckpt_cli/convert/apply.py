@@ -9,7 +9,9 @@ stops it at:
    The old provider or format does not see them (the HDFS-backed store reads only
    ``<v>.delta`` and ``<v>.snapshot``, RocksDB only ``.zip`` and ``.changelog``; format v1
    loads versions up to N+1, format v2 the uniqueIds ``commits/N`` names): a restart here
-   runs as if nothing had happened;
+   runs as if nothing had happened. From format v1 to v2 the zips wait for step 2: Spark
+   4.3's format-v1 loader parses every zip name as a version and fails on
+   ``<v>_<uniqueId>.zip``;
 2. the old provider's files move to the quarantine, newest version first: a restart part
    way (still the old provider) fails on the missing version N+1 instead of loading an
    older one;
@@ -76,7 +78,13 @@ def apply_plan(
     manifest = Manifest(storage, where, now, lambda: {"convert": plan.body_json()})
     manifest.save()
     out = BatchWriter(ckpt, manifest)
-    unique_ids = _write_state(ckpt, plan, out, progress)
+    # Spark 4.3 in format v1 parses every zip's name as a version (AutoSnapshotLoader's
+    # getEligibleSnapshotsForVersion): a <v>_<uniqueId>.zip fails its restart. So from v1 to
+    # v2 the zips wait until the old files are gone (their SSTs need not: no name is parsed).
+    deferred: list[tuple[str, bytes]] | None = None
+    if plan.provider_from == "rocksdb" and plan.checkpoint_format_version == 1:
+        deferred = [] if plan.format_version == 2 else None
+    unique_ids = _write_state(ckpt, plan, out, progress, deferred)
     progress.start("Moving the old files", total=len(plan.moved))
     try:
         for rel in plan.moved:
@@ -87,6 +95,8 @@ def apply_plan(
             progress.advance()
     finally:
         progress.close()
+    for rel, data in deferred or ():
+        out.write(rel, data)
     write_batch(
         out,
         last=plan.last_committed,
@@ -99,10 +109,15 @@ def apply_plan(
 
 
 def _write_state(
-    ckpt: Checkpoint, plan: ConvertPlan, out: BatchWriter, progress: ProgressSink
+    ckpt: Checkpoint,
+    plan: ConvertPlan,
+    out: BatchWriter,
+    progress: ProgressSink,
+    deferred: list[tuple[str, bytes]] | None,
 ) -> dict[int, list[list[str]]]:
-    """Every partition's version N+2; the uniqueIds of format v2 as ``commits/N+1`` records
-    them (operator -> partition -> store, in the operator's store order)."""
+    """Every partition's version N+2 (its zips kept in ``deferred`` when given); the
+    uniqueIds of format v2 as ``commits/N+1`` records them (operator -> partition -> store,
+    in the operator's store order)."""
     unique_ids: dict[int, list[list[str]]] = {}
     total = sum(s.partitions for s in plan.stores)
     progress.start("Writing partitions", total=total)
@@ -115,7 +130,7 @@ def _write_state(
                 if store.store != DEFAULT_STORE:
                     base = f"{base}/{store.store}"
                 source = partition_source(ckpt, plan, store.operator, store.store, partition)
-                unique_id = _write_partition(ckpt, plan, base, source, out)
+                unique_id = _write_partition(ckpt, plan, base, source, out, deferred)
                 if unique_id is not None:
                     rows = unique_ids.setdefault(store.operator, [])
                     while len(rows) <= partition:
@@ -128,7 +143,12 @@ def _write_state(
 
 
 def _write_partition(
-    ckpt: Checkpoint, plan: ConvertPlan, base: str, source: PartitionSource, out: BatchWriter
+    ckpt: Checkpoint,
+    plan: ConvertPlan,
+    base: str,
+    source: PartitionSource,
+    out: BatchWriter,
+    deferred: list[tuple[str, bytes]] | None,
 ) -> str | None:
     records = converted_records(ckpt, plan, source)
     if plan.provider == "hdfs":
@@ -148,7 +168,11 @@ def _write_partition(
         written = write_rocksdb_checkpoint(records, plan.version, dest, options)
         # The SSTs first, the zip that names them last (written.names is in that order).
         for name in written.names:
-            out.write(f"{base}/{name}", (dest / name).read_bytes())
+            data = (dest / name).read_bytes()
+            if deferred is not None and name.startswith(written.zip_name):
+                deferred.append((f"{base}/{name}", data))  # the zip and its .crc: small
+            else:
+                out.write(f"{base}/{name}", data)
     return unique_id
 
 

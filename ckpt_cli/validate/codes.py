@@ -163,8 +163,8 @@ CODES: dict[str, tuple[str, str]] = {
         WARNING,
         "Spark 4.1 and later read only v1 RocksDB zip metadata: the finding says whether a "
         "restart on 4.1, and on 4.2+ (whose auto snapshot repair can rebuild from changelogs "
-        "1 to the restart version), would load a Spark 4.0 v2 zip; Spark 4.0 restarts it, and "
-        "no ckpt command rewrites zip metadata yet",
+        "1 to the restart version), would load a Spark 4.0 v2 zip; Spark 4.0 restarts it; "
+        "ckpt convert CKPT --format-version 2 rewrites the zips with v1 metadata",
     ),
     CRC_MISMATCH: (
         ERROR,

@@ -184,7 +184,7 @@ def _report_loaded(
             zips,
             severity=WARNING,
             hint="Spark 4.0 restarts this query; 4.1 and later fail on it until these zips "
-            "have v1 metadata, which no ckpt command rewrites yet",
+            f"have v1 metadata: {_CONVERT}",
             upgrade={"4.1": "fails", "4.2+": "fails"},
             restart_version=target,
         )
@@ -201,7 +201,7 @@ def _report_loaded(
         hint=f"upgrade to Spark 4.2 or later, not 4.1, while changelogs {(repair.base or 0) + 1}-"
         f"{target} are retained (Spark 4.0's maintenance and ckpt cleanup delete old ones: "
         f"validate again just before); Spark 4.0 restarts it as it is. After an upgrade the "
-        f"v2 zips stay, and {_LEFT_BEHIND}",
+        f"v2 zips stay, and {_LEFT_BEHIND}; or {_CONVERT}",
         upgrade={"4.1": "fails", "4.2+": "restarts"},
         restart_version=target,
     )
@@ -210,6 +210,10 @@ def _report_loaded(
 # What the v2 zips an upgraded query leaves behind do (Spark 4.2.1 and 4.3.0, seen): its
 # maintenance (RocksDBFileManager.deleteOldVersions) reads every zip, fails on them, logs
 # "Ignoring error while performing cleanup maintenance" and deletes nothing.
+_CONVERT = (
+    "`ckpt convert CKPT --format-version 2 --apply` rewrites the state as zips with v1 "
+    "metadata for Spark 4.1+ (`--format-version 1`: for Spark 4.0 too, set to format v1)"
+)
 _LEFT_BEHIND = (
     "Spark 4.1 and later fail wherever they read a v2 zip: the maintenance of 4.2 and 4.3 "
     "reads every zip, so it deletes no old state file while one is there; ckpt cleanup "
