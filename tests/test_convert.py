@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import uuid
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -369,3 +370,18 @@ def test_a_conversion_killed_at_random_is_untouched_done_or_undone(
     undone = run_cli("convert", str(root), "--undo", "--yes", "--break-lock")
     assert undone.exit_code == 0, undone.stderr
     assert tree(root) == original
+
+
+def test_a_zip_named_with_a_unique_id_in_a_format_v1_checkpoint_is_an_error(
+    tmp_path: Path,
+) -> None:
+    """What a v1 -> v2 conversion killed in its writes could leave (and an old ckpt did):
+    Spark's format-v1 loader fails on the name (tests/test_convert_format_spark.py)."""
+    root = copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
+    assert run_cli("validate", str(root)).exit_code == 0
+    zip_file = sorted((root / "state/0/1").glob("*.zip"))[-1]
+    shutil.copy(zip_file, zip_file.with_name(f"{zip_file.stem}_{uuid.uuid4()}.zip"))
+    report = run_cli("validate", str(root), "--json").json()
+    assert not report["ok"]
+    (finding,) = [f for f in report["findings"] if f["code"] == "UNFINISHED_CONVERSION"]
+    assert finding["severity"] == "error" and "NumberFormatException" in finding["message"]

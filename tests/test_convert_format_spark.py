@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,20 @@ def test_a_spark43_v2_checkpoint_moved_to_v1_restarts_on_spark40(
     assert on_40["ok"], on_40["error"]
     assert any(want.values())
     assert emitted_rows(on_40["emitted"]) == emitted_rows(want)
+
+
+def test_spark_fails_where_validate_says_a_unique_id_zip_breaks_a_v1_restart(
+    spark: Any,  # noqa: F811 - the session fixture
+    tmp_path: Path,
+) -> None:
+    case = fixture_case("spark4-rocksdb-changelog")
+    root = tmp_path / "ckpt"
+    shutil.copytree(case.checkpoint, root)
+    zip_file = sorted((root / "state/0/1").glob("*.zip"))[-1]
+    shutil.copy(zip_file, zip_file.with_name(f"{zip_file.stem}_{uuid.uuid4()}.zip"))
+    assert run_cli("validate", str(root)).exit_code == 1
+    with (
+        recorded_input(case, extra_steps=1) as input_dir,
+        pytest.raises(Exception, match="CANNOT_LOAD_STATE_STORE"),
+    ):
+        restart(spark, case, input_dir, root)

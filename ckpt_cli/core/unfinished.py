@@ -154,6 +154,16 @@ def other_format_stores(ckpt: Checkpoint) -> list[str]:
     ]
 
 
+def unique_id_zips_in_v1(ckpt: Checkpoint) -> list[str]:
+    """Zips named ``<v>_<uniqueId>`` in a checkpoint whose newest commit is format v1: Spark's
+    format-v1 loader parses every zip name of a partition as a version (4.3:
+    ``AutoSnapshotLoader.getEligibleSnapshotsForVersion``), so one such zip fails its
+    restart (NumberFormatException)."""
+    if ckpt.batches.latest_committed is None or ckpt.checkpoint_format_version >= 2:
+        return []
+    return [f.path for f in ckpt.of_kind(FileKind.ZIP) if f.unique_id is not None]
+
+
 def partition_count_since(ckpt: Checkpoint) -> tuple[int, int] | None:
     """``(count, batch)``: the latest committed batch's ``spark.sql.shuffle.partitions`` and
     the first batch of the newest run of retained offsets entries with that count (the

@@ -18,6 +18,7 @@ from ckpt_cli.core.unfinished import (
     find_unfinished_conversion,
     find_unfinished_repartition,
     other_provider_stores,
+    unique_id_zips_in_v1,
 )
 from ckpt_cli.core.untracked import untracked_shared_files, zip_names
 from ckpt_cli.errors import FormatError
@@ -88,9 +89,20 @@ def check_unfinished_conversion(run: ValidationRun) -> None:
     leaves stores with the other provider's files: a warning (a restart loads the configured
     provider's files; where those are gone, the state check's errors say so)."""
     attempt = find_unfinished_conversion(run.ckpt)
+    zips = unique_id_zips_in_v1(run.ckpt)
+    if zips:
+        run.add(
+            UNFINISHED_CONVERSION,
+            f"{zips[0]}{f' and {len(zips) - 1} more' if len(zips) > 1 else ''}: a zip named "
+            "with a uniqueId (checkpoint format v2) in a checkpoint whose commit log is "
+            "format v1; Spark's format-v1 loader parses every zip name as a version and "
+            "fails (NumberFormatException): a conversion to format v2 was interrupted",
+            zips,
+            undo="ckpt convert CKPT --undo",
+        )
     if attempt is None:
         stores = other_provider_stores(run.ckpt)
-        if stores:
+        if stores and not zips:
             run.add(
                 UNFINISHED_CONVERSION,
                 f"{', '.join(stores)}: files of another state store provider than the offsets "
