@@ -64,6 +64,7 @@ _METHOD_FUNCTIONS = {
     "convert_checkpoint": "ckpt_cli.convert.run",
     "undo_convert": "ckpt_cli.convert.run",
     "relocate_checkpoint": "ckpt_cli.relocate.run",
+    "undo_relocate": "ckpt_cli.relocate.undo",
     "plan_delete": "ckpt_cli.delete.plan",
     "undo_delete": "ckpt_cli.delete.run",
 }
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
     from ckpt_cli.inspect import DEFAULT_LIMIT, FileReport, inspect_file, split_file_location
     from ckpt_cli.relocate.plan import RelocatePlan, parse_inputs
     from ckpt_cli.relocate.run import RelocateRun, relocate_checkpoint, run_relocate
+    from ckpt_cli.relocate.undo import RelocateUndoResult, undo_relocate
     from ckpt_cli.repair import RepairPlan, RepairRun, run_repair
     from ckpt_cli.repair.plan import plan_repair
     from ckpt_cli.repartition.plan import RepartitionPlan, plan_repartition, skew
@@ -203,6 +205,8 @@ class Checkpoint(model.Checkpoint):
     undo_repartition = Call(undo_repartition, via=_storage)
     #: ``ckpt convert --undo``: :func:`ckpt_cli.convert.run.undo_convert`
     undo_convert = Call(undo_convert, via=_storage)
+    #: ``ckpt relocate --undo``: :func:`ckpt_cli.relocate.undo.undo_relocate`
+    undo_relocate = Call(undo_relocate, via=_storage)
 
 
 def methods() -> dict[str, Call[Any, Any]]:
@@ -254,6 +258,8 @@ _EXPORTS = {
     "parse_inputs": "ckpt_cli.relocate.plan",
     "RelocateRun": "ckpt_cli.relocate.run",
     "run_relocate": "ckpt_cli.relocate.run",
+    "RelocateUndoResult": "ckpt_cli.relocate.undo",
+    "undo_relocate": "ckpt_cli.relocate.undo",
     "run_convert": "ckpt_cli.convert.run",
     "RepartitionPlan": "ckpt_cli.repartition.plan",
     "skew": "ckpt_cli.repartition.plan",
@@ -327,6 +333,7 @@ __all__ = [
     "StorageStats",
     "UndoResult",
     "Usage",
+    "RelocateUndoResult",
     "ValidationReport",
     "VersionsReport",
     "WARNING",
@@ -362,6 +369,7 @@ __all__ = [
     "undo_convert",
     "undo_delete",
     "undo_repair",
+    "undo_relocate",
     "undo_repartition",
     "validate",
     "write_report",

@@ -163,3 +163,66 @@ def test_local_to_s3_and_back_in_counted_requests(s3_server: S3Server, tmp_path:
     assert done.result is not None and done.result.validation.ok
     assert served["head"] == 0 and served["put"] == 1  # the source's lock, nothing else
     assert f'"file:{back}/state/0/_stateSchema/' in (back / "state/0/_metadata/v2/6").read_text()
+
+
+@pytest.mark.parametrize("nth", [None, 1, 5, 40])
+def test_undo_removes_the_copy_finished_or_not_and_leaves_the_source(
+    nth: int | None, tmp_path: Path
+) -> None:
+    src = copy("spark4-tws-row", tmp_path / "src")
+    original = tree(src)
+    dest = tmp_path / "dest"
+    args = ["relocate", str(src), str(dest), "--apply", "-y"]
+    if nth is None:
+        assert run_cli(*args).exit_code == 0
+    else:
+        assert die_in_nth_write(nth, f"{dest}/", args).returncode == 9
+    # A killed run leaves its lock: --break-lock, as for any killed run.
+    unlock = [] if nth is None else ["--break-lock"]
+    undone = run_cli("relocate", str(src), str(dest), "--undo", "--json", *unlock)
+    assert undone.exit_code == 0, undone.stderr
+    assert undone.json()["removed"] > 0 or nth == 1
+    assert not list(dest.rglob("*"))  # no file, no directory left in the new home
+    assert tree(src) == original
+    again = run_cli("relocate", str(src), str(dest), "--undo")
+    assert again.exit_code == 0 and "Nothing to undo" in again.stdout
+    # The new home takes a copy again.
+    assert run_cli(*args).exit_code == 0
+
+
+def test_undo_keeps_a_copy_the_query_ran_on_unless_forced(tmp_path: Path) -> None:
+    src = copy("spark4-tws-row", tmp_path / "src")
+    dest = tmp_path / "dest"
+    assert run_cli("relocate", str(src), str(dest), "--apply", "-y").exit_code == 0
+    newest = max(int(p.name) for p in (dest / "offsets").iterdir() if p.name.isdigit())
+    shutil.copy(dest / "offsets" / str(newest), dest / "offsets" / str(newest + 1))
+    kept = tree(dest)
+    refused = run_cli("relocate", str(src), str(dest), "--undo")
+    assert refused.exit_code == 2 and f"offsets/{newest + 1}" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) <= 2  # the error and its hint
+    assert tree(dest) == kept
+    forced = run_cli("relocate", str(src), str(dest), "--undo", "--force", "--json")
+    assert forced.exit_code == 0 and forced.json()["others"] == 1
+    assert not list(dest.rglob("*"))
+    # Without its source a copy may be the only one: not removed.
+    assert run_cli("relocate", str(src), str(dest), "--apply", "-y").exit_code == 0
+    shutil.rmtree(src)
+    gone = run_cli("relocate", str(src), str(dest), "--undo")
+    assert gone.exit_code == 2 and "may be the only one" in gone.stderr
+    assert list(dest.rglob("*"))
+    both = run_cli("relocate", str(tmp_path / "x"), str(dest), "--undo", "--apply")
+    assert both.exit_code == 2
+
+
+@pytest.mark.s3
+def test_undo_removes_a_copy_on_s3(s3_server: S3Server, tmp_path: Path) -> None:
+    src = copy("spark4-tws-row", tmp_path / "src")
+    fs = s3_server.fs()
+    if not fs.exists("relocate-undo"):
+        fs.mkdir("relocate-undo")
+    s3 = Storage.from_url("s3://relocate-undo/q1", s3_server.options)
+    run = run_relocate(Storage.from_url(str(src)), s3, Guards(apply=True))
+    assert run.result is not None
+    done = ckpt_cli.open(str(src)).undo_relocate(s3)
+    assert done.removed == len(fs.find("relocate-undo/q1")) or not fs.find("relocate-undo/q1")
+    assert not fs.find("relocate-undo/q1")

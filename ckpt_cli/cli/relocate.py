@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ckpt_cli.api import RelocateRun, parse_inputs, run_relocate
+from ckpt_cli.api import RelocateRun, RelocateUndoResult, parse_inputs, run_relocate, undo_relocate
 from ckpt_cli.cli.change import (
     ApplyOpt,
     BreakLockOpt,
@@ -52,11 +52,20 @@ def relocate(
     ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
+    undo: Annotated[
+        bool,
+        typer.Option(
+            "--undo",
+            help="Remove the copy this command made (or began) in DEST, at once. Refused "
+            "when the checkpoint is gone, or when DEST holds files the checkpoint does not "
+            "(the query ran on the copy) unless --force.",
+        ),
+    ] = False,
     min_age: MinAgeOpt = "1h",
     force: ForceOpt = False,
     break_lock: BreakLockOpt = False,
     shared: SharedOptions = SharedOptions(),
-) -> RelocateRun:
+) -> RelocateRun | RelocateUndoResult:
     """Copy a checkpoint to a new home (local, S3, ADLS, GCS), rewriting every absolute
     reference to its old one, so that the query restarts from the copy.
 
@@ -68,7 +77,7 @@ def relocate(
 
     A dry run by default: what would be copied and rewritten. --apply copies (asks first
     unless --yes) and validates the copy. A copy that ends early is resumed by running the
-    command again, or removed by deleting DEST.
+    command again; --undo removes a copy, finished or not.
 
     Exit code 0 when the plan is made or the copy validates, 1 when the copy has errors, 2
     when it refuses or cannot run.
@@ -80,9 +89,15 @@ def relocate(
       ckpt relocate /old/q1 /new/q1 --apply --yes
 
       ckpt relocate /old/q1 /new/q1 --input /old/input=/new/input --apply
+
+      ckpt relocate /old/q1 /new/q1 --undo
     """
-    change = ChangeOptions(min_age=min_age, force=force, break_lock=break_lock)
+    change = ChangeOptions(min_age=min_age, force=force, break_lock=break_lock, undo=undo)
     started = start_change("relocate", path, change, apply=apply, yes=yes, shared=shared)
+    if undo:
+        target = started.run.storage(dest)
+        done = undo_relocate(started.storage, target, force=force, break_lock=break_lock)
+        return started.render(done)
     result = run_relocate(
         started.storage,
         started.run.storage(dest),

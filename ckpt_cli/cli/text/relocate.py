@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ckpt_cli.api import RelocatePlan, RelocateRun
+from ckpt_cli.api import RelocatePlan, RelocateRun, RelocateUndoResult
 from ckpt_cli.cli.output import cli_words
 from ckpt_cli.cli.text import plan_first, print_validation, print_warnings, render_text
 from ckpt_cli.cli.text.fit import FitTable, Flow, labelled
@@ -60,3 +60,19 @@ def _run(run: RelocateRun, out: TextRenderer) -> None:
         )
     )
     print_validation(out, "relocation", result.validation)
+
+
+@render_text.register(RelocateUndoResult)
+def _undo(undone: RelocateUndoResult, out: TextRenderer) -> None:
+    if not undone.removed:
+        out.console.print(labelled("Nothing to undo:", "yellow", f"{undone.dest} holds no copy"))
+        return
+    others = f" ({undone.others} the checkpoint does not have)" if undone.others else ""
+    out.console.print(
+        labelled(
+            "Undone:",
+            "green",
+            f"the copy of {undone.source} removed from {undone.dest}: {undone.removed} "
+            f"files{others}",
+        )
+    )
