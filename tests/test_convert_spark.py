@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 # (fixture, the provider it is converted to): aggregation, dedup, dropDuplicatesWithinWatermark,
 # flatMapGroupsWithState, a stream-stream join (state format 2: four stores), two operators,
-# RocksDB with changelog checkpointing; each way.
+# RocksDB with changelog checkpointing, session windows (keys scanned by prefix); each way.
 CASES = [
     ("spark4-hdfs-agg", "rocksdb"),
     ("spark4-rocksdb-agg", "hdfs"),
@@ -42,6 +42,8 @@ CASES = [
     ("spark4-join-v2-rocksdb", "hdfs"),
     ("spark4-multi-op", "rocksdb"),
     ("spark4-multi-op-rocksdb", "hdfs"),
+    ("spark4-session-hdfs", "rocksdb"),
+    ("spark4-session-rocksdb", "hdfs"),
 ]
 
 
@@ -128,6 +130,8 @@ def emitted_rows(emitted: dict[int, list[str]]) -> list[list[str]]:
         ),
         ("spark4-join", "rocksdb"),
         ("spark4-multi-op-rocksdb", "hdfs"),
+        ("spark4-session-hdfs", "rocksdb"),
+        ("spark4-session-rocksdb", "hdfs"),
     ],
 )
 def test_restarted_query_emits_what_the_untouched_query_emits(

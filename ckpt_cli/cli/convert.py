@@ -45,9 +45,9 @@ def convert(
     the provider class, commits/N+1 in the format's header), every partition gets a full
     snapshot of state version N+2 in the new files, and the old files move to the
     quarantine beside the checkpoint. The query then resumes at batch N+2, reading no input
-    twice. Aggregations, dropDuplicates (within watermark too), flatMapGroupsWithState and
-    stream-stream joins in state format 1-2 change provider either way; every RocksDB
-    operator changes format. --format-version 2 on a Spark 4.0 format-v2 checkpoint
+    twice. Aggregations, dropDuplicates (within watermark too), flatMapGroupsWithState,
+    session windows and stream-stream joins in state format 1-2 change provider either way;
+    every RocksDB operator changes format. --format-version 2 on a Spark 4.0 format-v2 checkpoint
     rewrites its zips for Spark 4.1+.
 
     A dry run by default: prints the plan (keys and bytes per operator and store, files to

@@ -41,6 +41,7 @@ from ckpt_cli.convert.plan import (
     converted_records,
     partition_source,
     plan_convert,
+    prefix_key_of,
 )
 from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint
@@ -125,11 +126,14 @@ def _write_state(
         for store in plan.stores:
             op = ckpt.operators[store.operator]
             index = list(op.stores).index(store.store)
+            prefix_key = prefix_key_of(ckpt, store.operator, store.store) if plan.reframes else None
             for partition in sorted(op.stores[store.store].partitions):
                 base = f"{op.path}/{partition}"
                 if store.store != DEFAULT_STORE:
                     base = f"{base}/{store.store}"
-                source = partition_source(ckpt, plan, store.operator, store.store, partition)
+                source = partition_source(
+                    ckpt, plan, store.operator, store.store, partition, prefix_key
+                )
                 unique_id = _write_partition(ckpt, plan, base, source, out, deferred)
                 if unique_id is not None:
                     rows = unique_ids.setdefault(store.operator, [])

@@ -30,12 +30,18 @@ from ckpt_cli.change.batch import NewBatch
 from ckpt_cli.change.safety import last_batch_committed, links_refused
 from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, Operator, Store
-from ckpt_cli.core.read import iter_state, read_zip_metadata
+from ckpt_cli.core.read import iter_state, read_zip_metadata, store_schema
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version, read_changelog_header
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
 from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
-from ckpt_cli.formats.state_encoders import row_checksums
+from ckpt_cli.formats.spark_types import StructType
+from ckpt_cli.formats.state_encoders import (
+    encode_prefix_scan_key,
+    row_checksums,
+    split_prefix_scan_key,
+)
+from ckpt_cli.formats.unsaferow import project_fields
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Result, fields_json
 
@@ -195,8 +201,9 @@ def plan_convert(
     try:
         for op, st in stores:
             counted = StoreConversion(op.id, st.name, len(st.partitions))
+            prefix_key = prefix_key_of(ckpt, op.id, st.name) if plan.reframes else None
             for partition in st.partitions:
-                source = partition_source(ckpt, plan, op.id, st.name, partition)
+                source = partition_source(ckpt, plan, op.id, st.name, partition, prefix_key)
                 for key, value in converted_records(ckpt, plan, source):
                     counted.keys += 1
                     counted.bytes += len(key) + len(value)
@@ -320,12 +327,7 @@ def _refuse_store(ckpt: Checkpoint, plan: ConvertPlan, op: Operator, st: Store) 
             if plan.provider == "hdfs"
             else f"{where}: a transformWithState operator, which uses RocksDB already"
         )
-    prefix = {store: cols for store, cols, _ in meta.stores} if meta is not None else {}
-    if prefix.get(st.name, 0) > 0:
-        raise ConvertRefused(
-            f"{where}: {name or 'the operator'} scans keys by prefix (session windows): "
-            "RocksDB encodes such keys in two parts, which ckpt does not convert yet"
-        )
+    prefix_key_of(ckpt, op.id, st.name)  # refuses what it cannot split
     if plan.provider_from == "rocksdb":
         newest = _newest_zip(st)
         if newest is not None:
@@ -344,21 +346,88 @@ def _newest_zip(st: Store) -> CheckpointFile | None:
 
 
 @dataclass(frozen=True)
+class PrefixKey:
+    """A store whose keys Spark scans by prefix (session windows): RocksDB keeps the first
+    ``columns`` of the key schema as one row and the others as another
+    (``PrefixKeyScanStateEncoder``); the HDFS-backed store keeps the whole key row."""
+
+    schema: StructType
+    columns: int
+
+    def split(self, key: bytes, path: str) -> bytes:
+        """An HDFS-backed key row as RocksDB's prefix-scan key."""
+        n = len(self.schema.fields)
+        prefix = project_fields(
+            [(key, self.schema)], [(0, i) for i in range(self.columns)], path=path
+        )
+        rest = project_fields(
+            [(key, self.schema)], [(0, i) for i in range(self.columns, n)], path=path
+        )
+        return encode_prefix_scan_key(prefix, rest)
+
+    def join(self, key: bytes, path: str) -> bytes:
+        """RocksDB's prefix-scan key as the HDFS-backed store's key row."""
+        prefix, rest = split_prefix_scan_key(key, path=path)
+        fields = self.schema.fields
+        rows = [
+            (prefix, StructType(fields[: self.columns])),
+            (rest, StructType(fields[self.columns :])),
+        ]
+        picks = [(0, i) for i in range(self.columns)]
+        picks += [(1, i) for i in range(len(fields) - self.columns)]
+        return project_fields(rows, picks, path=path)
+
+
+def prefix_key_of(ckpt: Checkpoint, operator: int, store: str) -> PrefixKey | None:
+    """The prefix-scan layout of a store's keys (``numColsPrefixKey`` in its operator
+    metadata), None when it has none; refused where ckpt cannot split its keys."""
+    where = f"state/{operator}" + ("" if store == DEFAULT_STORE else f" store {store}")
+    meta = ckpt.operator_metadata(operator)
+    schema = store_schema(ckpt, operator, store)
+    columns = next((c for name, c, _ in meta.stores if name == store), 0) if meta else 0
+    if columns <= 0:
+        if (
+            meta is None
+            and schema is not None
+            and schema.key.fields[-1:]
+            and (schema.key.fields[-1].name == "sessionStartTime")
+        ):
+            raise ConvertRefused(
+                f"{where}: session windows without operator metadata (Spark < 4.0): nothing "
+                "says which key columns RocksDB scans by"
+            )
+        return None
+    if schema is None or not 0 < columns < len(schema.key.fields):
+        raise ConvertRefused(
+            f"{where}: its keys are scanned by their first {columns} columns, and no schema "
+            "file says what its key columns are"
+        )
+    return PrefixKey(schema.key, columns)
+
+
+@dataclass(frozen=True)
 class PartitionSource:
-    """Where one partition's state at batch N comes from (``plan``: version N+1), and, when
+    """Where one partition's state at batch N comes from (``plan``: version N+1); when
     records stay in RocksDB, the metadata its new zip takes after (``template``: the base
-    zip's column families, with header ``v1``)."""
+    zip's column families, with header ``v1``); when they change provider, how their keys
+    are scanned (``prefix_key``)."""
 
     plan: ReplayPlan
     template: RocksDBCheckpointMetadata | None = None
+    prefix_key: PrefixKey | None = None
 
 
 def partition_source(
-    ckpt: Checkpoint, plan: ConvertPlan, operator: int, store: str, partition: int
+    ckpt: Checkpoint,
+    plan: ConvertPlan,
+    operator: int,
+    store: str,
+    partition: int,
+    prefix_key: PrefixKey | None = None,
 ) -> PartitionSource:
     version_plan = plan_version(ckpt, operator, partition, plan.last_committed + 1, store=store)
     if plan.reframes:
-        return PartitionSource(version_plan)
+        return PartitionSource(version_plan, prefix_key=prefix_key)
     base = version_plan.base
     if base is not None and base.kind is FileKind.ZIP:
         meta = read_zip_metadata(ckpt.storage, base.path, base.entry.size)
@@ -381,18 +450,20 @@ def converted_records(
         yield from iter_state(ckpt, version_plan)
         return
     path = version_plan.path
+    prefix = source.prefix_key
     if plan.provider == "rocksdb":
         for key, value in iter_state(ckpt, version_plan):
+            new_key = prefix.split(key, path) if prefix else ENCODING_VERSION + key
             # Spark < 2.3 appended 4 bytes to HDFS values; readers drop them (size & ~7).
-            yield ENCODING_VERSION + key, ENCODING_VERSION + value[: len(value) & ~7]
+            yield new_key, ENCODING_VERSION + value[: len(value) & ~7]
         return
     for key, value in iter_state(ckpt, version_plan):
-        if key[:1] != ENCODING_VERSION or value[:1] != ENCODING_VERSION:
+        if value[:1] != ENCODING_VERSION or (prefix is None and key[:1] != ENCODING_VERSION):
             raise FormatError(
                 path,
                 "a RocksDB record without the encoding version byte 0: not a state ckpt converts",
             )
-        yield key[1:], value[1:]
+        yield (prefix.join(key, path) if prefix else key[1:]), value[1:]
 
 
 def old_files(ckpt: Checkpoint, plan: ConvertPlan) -> Iterator[CheckpointFile]:

@@ -101,6 +101,27 @@ def strip_version(data: bytes, *, path: str, what: str, at: int = 0) -> bytes:
     return bytes(data[1:])
 
 
+def encode_prefix_scan_key(prefix: bytes, rest: bytes) -> bytes:
+    """A RocksDB key of ``PrefixKeyScanStateEncoder`` (no column family): the prefix row's
+    length with its version byte (4 bytes, little-endian), the versioned prefix row, the
+    versioned remaining row. Checked byte for byte against Spark 4.3's session-window
+    store (``spark4-session-rocksdb`` against the same query on the HDFS-backed store)."""
+    version = bytes([STATE_ENCODING_VERSION])
+    return struct.pack("<i", len(prefix) + 1) + version + prefix + version + rest
+
+
+def split_prefix_scan_key(data: bytes, *, path: str = "<key>") -> tuple[bytes, bytes]:
+    """The prefix row and the remaining row of :func:`encode_prefix_scan_key`'s key."""
+    if len(data) < 4:
+        raise FormatError(path, "scan key shorter than its 4-byte prefix length")
+    (prefix_len,) = struct.unpack_from("<i", data, 0)
+    if not 0 < prefix_len < len(data) - 4:
+        raise FormatError(path, f"key prefix length {prefix_len} does not fit the key")
+    prefix = strip_version(data[4 : 4 + prefix_len], path=path, what="key prefix", at=4)
+    rest = strip_version(data[4 + prefix_len :], path=path, what="key remainder")
+    return prefix, rest
+
+
 def split_schema_id(data: bytes, *, path: str, what: str, at: int = 0) -> tuple[int, bytes]:
     """Avro framing: ``(int16 LE schema id, Avro bytes)``."""
     if len(data) < SCHEMA_ID_PREFIX_BYTES:

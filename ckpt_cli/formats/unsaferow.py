@@ -586,3 +586,51 @@ def row_layout_problem(schema: S.StructType, data: bytes | bytearray | memoryvie
     if end != size:
         return f"{size} bytes where the schema's {n} fields take {end}"
     return None
+
+
+# Spark's Decimal.MAX_LONG_DIGITS: a wider decimal is 16 bytes after the fixed part, reserved
+# even when null (UnsafeRowWriter.write of a null decimal keeps the offset for an update).
+_MAX_LONG_DIGITS = 18
+
+
+def project_fields(
+    rows: list[tuple[bytes, S.StructType]],
+    picks: list[tuple[int, int]],
+    *,
+    path: str = "<row>",
+) -> bytes:
+    """An UnsafeRow of the fields ``picks`` names (``(row index, field ordinal)``, in order)
+    of ``rows`` (bytes, schema), laid out as Spark's ``UnsafeProjection`` writes it: a null
+    bitset, a slot per field, each variable-length value after them padded to 8 bytes, in
+    field order. Values are copied, not decoded, so nested rows, arrays and maps move as
+    they are (their offsets are relative to themselves). Splits a key into a prefix-scan
+    key's two rows and joins them back."""
+    m = len(picks)
+    fixed = 8 * ((m + 63) // 64) + 8 * m
+    out = bytearray(fixed)
+    var = bytearray()
+    for j, (r, i) in enumerate(picks):
+        data, schema = rows[r]
+        n = len(schema.fields)
+        words = (n + 63) // 64
+        if not 0 <= i < n or len(data) < 8 * words + 8 * n:
+            raise FormatError(path, f"no field {i} in a row of {len(data)} bytes, {n} fields")
+        null = (data[(i // 64) * 8 + (i % 64) // 8] >> (i % 8)) & 1
+        at = 8 * words + 8 * i
+        (raw,) = struct.unpack_from("<q", data, at)
+        data_type = schema.fields[i].data_type
+        if null:
+            out[(j // 64) * 8 + (j % 64) // 8] |= 1 << (j % 8)
+        wide = isinstance(data_type, S.DecimalType) and data_type.precision > _MAX_LONG_DIGITS
+        if wide or (not null and _variable_length(data_type)):
+            offset, size = (raw >> 32) & 0xFFFFFFFF, raw & 0xFFFFFFFF
+            length = 16 if wide else size
+            if offset + length > len(data) or (not wide and offset < 8 * words + 8 * n):
+                raise FormatError(path, f"field {i} points outside its row ({offset}+{length})")
+            start = fixed + len(var)
+            var += data[offset : offset + length]
+            var += bytes(-length % 8)
+            struct.pack_into("<q", out, 8 * ((m + 63) // 64) + 8 * j, (start << 32) | size)
+        elif not null:
+            out[8 * ((m + 63) // 64) + 8 * j : 8 * ((m + 63) // 64) + 8 * j + 8] = data[at : at + 8]
+    return bytes(out + var)
