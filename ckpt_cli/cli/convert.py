@@ -8,7 +8,8 @@ import typer
 
 from ckpt_cli.api import ConvertRun, UndoResult, run_convert, undo_convert
 from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
-from ckpt_cli.cli.common import PathArg, SharedOptions, error_boundary, given
+from ckpt_cli.cli.common import EngineOpt, MasterOpt, PathArg, SharedOptions, error_boundary, given
+from ckpt_cli.engine import make_engine
 
 
 @error_boundary
@@ -34,6 +35,8 @@ def convert(
     ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
+    engine: EngineOpt = "local",
+    master: MasterOpt = None,
     change: ChangeOptions = ChangeOptions(),
     shared: SharedOptions = SharedOptions(),
 ) -> ConvertRun | UndoResult:
@@ -55,6 +58,9 @@ def convert(
     unless --force; holds the checkpoint lock) and ends with a validation. --undo puts back
     every byte from the manifest of the newest conversion (--manifest picks another); it
     refuses when the query ran batches after the conversion, unless --force.
+
+    --engine spark reads and writes the store partitions as Spark tasks (a state larger
+    than one machine), staged beside the checkpoint and moved in by this process.
 
     Exit code 0 when the plan is made, the conversion is written and validates, or it is
     undone (already), 1 when the checkpoint has errors after it, 2 when it refuses or cannot
@@ -81,5 +87,6 @@ def convert(
         provider=provider,
         format_version=format_version,
         quarantine=change.quarantine,
+        engine=make_engine(engine, master=master) if engine != "local" else None,
     )
     return started.render(result)

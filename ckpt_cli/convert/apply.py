@@ -28,34 +28,31 @@ stops it at:
 from __future__ import annotations
 
 import tempfile
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckpt_cli.change.batch import BatchChangeResult, BatchWriter, write_batch
 from ckpt_cli.change.manifest import Manifest
-from ckpt_cli.convert.plan import (
-    PROVIDER_CLASSES,
-    ConvertPlan,
-    PartitionSource,
-    converted_records,
-    partition_source,
-    plan_convert,
-    prefix_key_of,
+from ckpt_cli.convert.plan import PROVIDER_CLASSES, ConvertPlan, plan_convert, prefix_key_of
+from ckpt_cli.convert.tasks import (
+    Built,
+    PartUnit,
+    build_partitions,
+    is_zip_entry,
+    partition_files,
+    staged_dir,
 )
 from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint
-from ckpt_cli.core.rebuild import codec_of
 from ckpt_cli.formats import logs
-from ckpt_cli.formats.rocksdb_write import (
-    VersionOptions,
-    merge_delimiter,
-    write_rocksdb_checkpoint,
-)
-from ckpt_cli.formats.snapshot_write import encode_hdfs_snapshot
-from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import ProgressSink
-from ckpt_cli.state.tws import list_families
+from ckpt_cli.storage import Storage
+
+if TYPE_CHECKING:
+    from ckpt_cli.engine import Engine
 
 CONVERT_PREFIX = "convert-"
 
@@ -71,10 +68,16 @@ class ConvertResult(BatchChangeResult):
 
 
 def apply_plan(
-    ckpt: Checkpoint, plan: ConvertPlan, where: str, now: float, progress: ProgressSink
+    ckpt: Checkpoint,
+    plan: ConvertPlan,
+    where: str,
+    now: float,
+    progress: ProgressSink,
+    engine: Engine | None = None,
 ) -> ConvertResult:
     """The steps above into quarantine ``where``, under the caller's lock and after its
-    checks of the query's activity (``run_convert``'s)."""
+    checks of the query's activity (``run_convert``'s). ``engine``: a distributed one
+    builds the partitions' files as tasks, staged in ``<where>/staging``."""
     storage = ckpt.storage
     manifest = Manifest(storage, where, now, lambda: {"convert": plan.body_json()})
     manifest.save()
@@ -82,22 +85,37 @@ def apply_plan(
     # Spark 4.3 in format v1 parses every zip's name as a version (AutoSnapshotLoader's
     # getEligibleSnapshotsForVersion): a <v>_<uniqueId>.zip fails its restart. So from v1 to
     # v2 the zips wait until the old files are gone (their SSTs need not: no name is parsed).
-    deferred: list[tuple[str, bytes]] | None = None
-    if plan.provider_from == "rocksdb" and plan.checkpoint_format_version == 1:
-        deferred = [] if plan.format_version == 2 else None
-    unique_ids = _write_state(ckpt, plan, out, progress, deferred)
-    progress.start("Moving the old files", total=len(plan.moved))
+    defer = (
+        plan.provider_from == "rocksdb"
+        and plan.checkpoint_format_version == 1
+        and plan.format_version == 2
+    )
+    units = part_units(ckpt, plan)
+    staging = None
+    if engine is not None and engine.name != "local":
+        staging = storage.elsewhere(f"{where.rstrip('/')}/staging")
     try:
-        for rel in plan.moved:
-            # A stray file of version N+2 by the name just written stays (the manifest
-            # saved it, so --undo brings it back).
-            if rel not in out.written:
-                manifest.move_out(rel)
-            progress.advance()
+        writer = _Writer(ckpt, plan, out, defer, staging, where)
+        if staging is not None:
+            assert engine is not None
+            built = build_partitions(ckpt, plan, units, staging, engine, progress)
+            unique_ids = writer.move_in_built(units, built, progress)
+        else:
+            unique_ids = writer.write_built(units, progress)
+        progress.start("Moving the old files", total=len(plan.moved))
+        try:
+            for rel in plan.moved:
+                # A stray file of version N+2 by the name just written stays (the manifest
+                # saved it, so --undo brings it back).
+                if rel not in out.written:
+                    manifest.move_out(rel)
+                progress.advance()
+        finally:
+            progress.close()
+        writer.finish_deferred()
     finally:
-        progress.close()
-    for rel, data in deferred or ():
-        out.write(rel, data)
+        if staging is not None:
+            staging.delete_tree(within=where)
     write_batch(
         out,
         last=plan.last_committed,
@@ -109,75 +127,99 @@ def apply_plan(
     return ConvertResult.finish(manifest, out, list(plan.notes), moved=len(plan.moved))
 
 
-def _write_state(
-    ckpt: Checkpoint,
-    plan: ConvertPlan,
-    out: BatchWriter,
-    progress: ProgressSink,
-    deferred: list[tuple[str, bytes]] | None,
-) -> dict[int, list[list[str]]]:
-    """Every partition's version N+2 (its zips kept in ``deferred`` when given); the
-    uniqueIds of format v2 as ``commits/N+1`` records them (operator -> partition -> store,
-    in the operator's store order)."""
-    unique_ids: dict[int, list[list[str]]] = {}
-    total = sum(s.partitions for s in plan.stores)
-    progress.start("Writing partitions", total=total)
-    try:
-        for store in plan.stores:
-            op = ckpt.operators[store.operator]
-            index = list(op.stores).index(store.store)
-            prefix_key = prefix_key_of(ckpt, store.operator, store.store) if plan.reframes else None
-            for partition in sorted(op.stores[store.store].partitions):
-                base = f"{op.path}/{partition}"
-                if store.store != DEFAULT_STORE:
-                    base = f"{base}/{store.store}"
-                source = partition_source(
-                    ckpt, plan, store.operator, store.store, partition, prefix_key
-                )
-                unique_id = _write_partition(ckpt, plan, base, source, out, deferred)
-                if unique_id is not None:
-                    rows = unique_ids.setdefault(store.operator, [])
-                    while len(rows) <= partition:
-                        rows.append([""] * len(op.stores))
-                    rows[partition][index] = unique_id
+def part_units(ckpt: Checkpoint, plan: ConvertPlan) -> list[PartUnit]:
+    """Every store partition of the plan, in the order their files are written."""
+    units = []
+    for store in plan.stores:
+        prefix_key = prefix_key_of(ckpt, store.operator, store.store) if plan.reframes else None
+        partitions = ckpt.operators[store.operator].stores[store.store].partitions
+        units += [PartUnit(store.operator, store.store, p, prefix_key) for p in sorted(partitions)]
+    return units
+
+
+class _Writer:
+    """Version N+2's files into the checkpoint, unit by unit; the zips kept back until
+    :meth:`finish_deferred` when ``defer``; the uniqueIds gathered for ``commits/N+1``
+    (operator -> partition -> store, in the operator's store order)."""
+
+    def __init__(
+        self,
+        ckpt: Checkpoint,
+        plan: ConvertPlan,
+        out: BatchWriter,
+        defer: bool,
+        staging: Storage | None,
+        where: str,
+    ) -> None:
+        self.ckpt, self.plan, self.out, self.defer = ckpt, plan, out, defer
+        self.staging, self.where = staging, where
+        self.unique_ids: dict[int, list[list[str]]] = {}
+        self.deferred: list[Callable[[], None]] = []
+
+    def _base(self, unit: PartUnit) -> str:
+        base = f"{self.ckpt.operators[unit.operator].path}/{unit.partition}"
+        return base if unit.store == DEFAULT_STORE else f"{base}/{unit.store}"
+
+    def _record(self, unit: PartUnit, unique_id: str | None) -> None:
+        if unique_id is None:
+            return
+        op = self.ckpt.operators[unit.operator]
+        rows = self.unique_ids.setdefault(unit.operator, [])
+        while len(rows) <= unit.partition:
+            rows.append([""] * len(op.stores))
+        rows[unit.partition][list(op.stores).index(unit.store)] = unique_id
+
+    def write_built(
+        self, units: list[PartUnit], progress: ProgressSink
+    ) -> dict[int, list[list[str]]]:
+        """Each unit built here, in a temporary directory, and written."""
+        progress.start("Writing partitions", total=len(units))
+        try:
+            for unit in units:
+                with tempfile.TemporaryDirectory(prefix="ckpt-convert-") as tmp:
+                    dest = Path(tmp) / "files"
+                    names, unique_id = partition_files(self.ckpt, self.plan, unit, dest)
+                    for name in names:
+                        rel, data = f"{self._base(unit)}/{name}", (dest / name).read_bytes()
+                        if self.defer and is_zip_entry(name):  # the zip and its .crc: small
+                            self.deferred.append(partial(self.out.write, rel, data))
+                        else:
+                            self.out.write(rel, data)
+                self._record(unit, unique_id)
                 progress.advance()
-    finally:
-        progress.close()
-    return unique_ids
+        finally:
+            progress.close()
+        return self.unique_ids
 
+    def move_in_built(
+        self, units: list[PartUnit], built: list[Built], progress: ProgressSink
+    ) -> dict[int, list[list[str]]]:
+        """Each unit's files, built by a task into the staging, moved in."""
+        assert self.staging is not None
+        staging = self.staging
+        progress.start("Moving partitions in", total=len(units))
+        try:
+            for unit, (files, unique_id) in zip(units, built, strict=True):
+                for name, size in files:
+                    rel = f"{self._base(unit)}/{name}"
+                    location = staging.full_path(f"{staged_dir(unit)}/{name}")
 
-def _write_partition(
-    ckpt: Checkpoint,
-    plan: ConvertPlan,
-    base: str,
-    source: PartitionSource,
-    out: BatchWriter,
-    deferred: list[tuple[str, bytes]] | None,
-) -> str | None:
-    records = converted_records(ckpt, plan, source)
-    if plan.provider == "hdfs":
-        data = encode_hdfs_snapshot(records, codec_of(ckpt))
-        out.write(f"{base}/{plan.version}.snapshot", data)
-        return None
-    unique_id = str(uuid.uuid4()) if plan.format_version == 2 else None
-    options = VersionOptions(
-        unique_id=unique_id,  # format v2: Spark's <zip>.crc beside it, as 4.1+ writes
-        template=source.template,
-        list_families=list_families(ckpt, source.plan.operator) if source.template else (),
-        delimiter=merge_delimiter(ckpt.conf),
-        row_checksums=row_checksums(ckpt.conf),
-    )
-    with tempfile.TemporaryDirectory(prefix="ckpt-convert-") as tmp:
-        dest = Path(tmp) / "files"
-        written = write_rocksdb_checkpoint(records, plan.version, dest, options)
-        # The SSTs first, the zip that names them last (written.names is in that order).
-        for name in written.names:
-            data = (dest / name).read_bytes()
-            if deferred is not None and name.startswith(written.zip_name):
-                deferred.append((f"{base}/{name}", data))  # the zip and its .crc: small
-            else:
-                out.write(f"{base}/{name}", data)
-    return unique_id
+                    def move(rel: str = rel, location: str = location, size: int = size) -> None:
+                        self.out.move_in(rel, location, size, within=self.where)
+
+                    if self.defer and is_zip_entry(name):
+                        self.deferred.append(move)
+                    else:
+                        move()
+                self._record(unit, unique_id)
+                progress.advance()
+        finally:
+            progress.close()
+        return self.unique_ids
+
+    def finish_deferred(self) -> None:
+        for write in self.deferred:
+            write()
 
 
 __all__ = ["CONVERT_PREFIX", "ConvertResult", "apply_plan", "plan_convert"]

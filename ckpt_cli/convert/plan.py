@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckpt_cli.change.batch import NewBatch
 from ckpt_cli.change.safety import last_batch_committed, links_refused
@@ -44,6 +44,9 @@ from ckpt_cli.formats.state_encoders import (
 from ckpt_cli.formats.unsaferow import project_fields
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Result, fields_json
+
+if TYPE_CHECKING:
+    from ckpt_cli.engine import Engine
 
 PROVIDER_CLASSES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -133,12 +136,13 @@ def plan_convert(
     provider: str | None = None,
     format_version: int | None = None,
     progress: ProgressSink = NULL_PROGRESS,
+    engine: Engine | None = None,
 ) -> ConvertPlan:
     """Plan the conversion of ``ckpt``'s state to ``provider`` (``hdfs`` or ``rocksdb``;
     None: the one it has) and RocksDB checkpoint ``format_version`` (1 or 2; None: the one
     it has, 1 for HDFS); nothing is written. Every store's state at the last committed batch
     is read (as the conversion will read it), so a state ckpt cannot read whole is refused
-    here."""
+    here. ``engine``: a distributed one reads each store partition as a task."""
     url = ckpt.storage.url
     if provider is None and format_version is None:
         raise ConvertRefused("give --provider hdfs|rocksdb, --format-version 1|2, or both")
@@ -197,6 +201,23 @@ def plan_convert(
         raise ConvertRefused(f"{url}: the query keeps no state: nothing to convert")
     for op, st in stores:
         _refuse_store(ckpt, plan, op, st)
+    if engine is not None and engine.name != "local":
+        _count_on(ckpt, plan, stores, engine, progress)
+    else:
+        _count_here(ckpt, plan, stores, progress)
+    moved = list({f.path: f for f in old_files(ckpt, plan)}.values())
+    plan.moved = [f.path for f in moved]
+    plan.moved_bytes = sum(f.entry.size for f in moved)
+    plan.notes.extend(_what_it_does(plan))
+    return plan
+
+
+def _count_here(
+    ckpt: Checkpoint,
+    plan: ConvertPlan,
+    stores: list[tuple[Operator, Store]],
+    progress: ProgressSink,
+) -> None:
     progress.start("Reading state", total=sum(len(st.partitions) for _, st in stores))
     try:
         for op, st in stores:
@@ -211,11 +232,31 @@ def plan_convert(
             plan.stores.append(counted)
     finally:
         progress.close()
-    moved = list({f.path: f for f in old_files(ckpt, plan)}.values())
-    plan.moved = [f.path for f in moved]
-    plan.moved_bytes = sum(f.entry.size for f in moved)
-    plan.notes.extend(_what_it_does(plan))
-    return plan
+
+
+def _count_on(
+    ckpt: Checkpoint,
+    plan: ConvertPlan,
+    stores: list[tuple[Operator, Store]],
+    engine: Engine,
+    progress: ProgressSink,
+) -> None:
+    """The counts of every store partition, one task each."""
+    from ckpt_cli.convert.tasks import PartUnit, count_partitions  # they build on this module
+
+    units = []
+    for op, st in stores:
+        prefix_key = prefix_key_of(ckpt, op.id, st.name) if plan.reframes else None
+        units += [PartUnit(op.id, st.name, p, prefix_key) for p in st.partitions]
+    counts = count_partitions(ckpt, plan, units, engine, progress)
+    by_store: dict[tuple[int, str], StoreConversion] = {}
+    for op, st in stores:
+        by_store[op.id, st.name] = StoreConversion(op.id, st.name, len(st.partitions))
+        plan.stores.append(by_store[op.id, st.name])
+    for unit, (keys, size) in zip(units, counts, strict=True):
+        counted = by_store[unit.operator, unit.store]
+        counted.keys += keys
+        counted.bytes += size
 
 
 def _nothing_to_do(plan: ConvertPlan) -> str:

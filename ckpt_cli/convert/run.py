@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.manifest import fresh_quarantine
@@ -14,6 +15,9 @@ from ckpt_cli.convert.plan import ConvertPlan, plan_convert
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.results import ChangeRun
 from ckpt_cli.storage import Storage
+
+if TYPE_CHECKING:
+    from ckpt_cli.engine import Engine
 
 # A dry run: nothing applied, nothing asked.
 NO_GUARDS = Guards()
@@ -31,11 +35,13 @@ def run_convert(
     provider: str | None = None,
     format_version: int | None = None,
     quarantine: str | None = None,
+    engine: Engine | None = None,
 ) -> ConvertRun:
     """Plan, and with ``guards.apply`` write, the conversion of the checkpoint's state to
     ``provider`` (``hdfs`` or ``rocksdb``; None: the one it has) and RocksDB checkpoint
     ``format_version`` (1 or 2; None: the one it has). A dry run never refuses for safety:
-    the plan's ``warnings`` say what applying would refuse."""
+    the plan's ``warnings`` say what applying would refuse. ``engine``: where the store
+    partitions are read and written (Spark: as tasks, see :mod:`ckpt_cli.convert.tasks`)."""
     places: dict[str, str] = {}
 
     def carry_out(ckpt: Checkpoint, plan: ConvertPlan) -> ConvertResult:
@@ -43,14 +49,18 @@ def run_convert(
         where = places.setdefault(
             "where", quarantine or fresh_quarantine(ckpt.storage, CONVERT_PREFIX, now)
         )
-        return apply_plan(ckpt, plan, where, now, guards.progress)
+        return apply_plan(ckpt, plan, where, now, guards.progress, engine)
 
     done = run_change(
         storage,
         guards,
         command="ckpt convert",
         plan=lambda ckpt: plan_convert(
-            ckpt, provider=provider, format_version=format_version, progress=guards.progress
+            ckpt,
+            provider=provider,
+            format_version=format_version,
+            progress=guards.progress,
+            engine=engine,
         ),
         question=lambda plan: (
             f"Convert the state {_change(plan)} (batch {plan.batch}, {plan.keys:,} keys)?"
@@ -77,6 +87,7 @@ def convert_checkpoint(
     format_version: int | None = None,
     force: bool = False,
     quarantine: str | None = None,
+    engine: Engine | None = None,
 ) -> ConvertResult | None:
     """Convert the state to ``provider`` and/or ``format_version`` now (``ckpt convert
     --apply --yes``): refused while the query looks active unless ``force``; None when there
@@ -87,6 +98,7 @@ def convert_checkpoint(
         provider=provider,
         format_version=format_version,
         quarantine=quarantine,
+        engine=engine,
     )
     return run.result
 

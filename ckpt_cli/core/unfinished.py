@@ -11,11 +11,12 @@ removed).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint, FileKind
-from ckpt_cli.errors import FormatError
+from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats.logs import PROVIDER_CLASS
 from ckpt_cli.results import fields_json
 
@@ -162,6 +163,29 @@ def unique_id_zips_in_v1(ckpt: Checkpoint) -> list[str]:
     if ckpt.batches.latest_committed is None or ckpt.checkpoint_format_version >= 2:
         return []
     return [f.path for f in ckpt.of_kind(FileKind.ZIP) if f.unique_id is not None]
+
+
+def interrupted_in_quarantine(ckpt: Checkpoint, prefix: str) -> bool:
+    """Whether the newest run of a change (its quarantine ``<checkpoint>.ckpt-quarantine/
+    <prefix><stamp>/``) left its manifest incomplete and not undone: a kill part way. One
+    listing beside the checkpoint, read only when a state error asks whose it is."""
+    storage = ckpt.storage
+    folder = storage.elsewhere(f"{storage.root.rstrip('/')}.ckpt-quarantine")
+    try:
+        names = sorted(
+            e.path
+            for e in folder.list_all()
+            if e.path.startswith(prefix) and e.path.endswith("/manifest.json")
+        )
+    except CkptError:
+        return False
+    if not names:
+        return False
+    try:
+        body = json.loads(folder.read_bytes(names[-1]))
+    except (CkptError, ValueError):
+        return False
+    return isinstance(body, dict) and not body.get("complete") and not body.get("undone")
 
 
 def partition_count_since(ckpt: Checkpoint) -> tuple[int, int] | None:

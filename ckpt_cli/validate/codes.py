@@ -59,11 +59,10 @@ _CONVERSION_UNDO = (
     "`ckpt convert CKPT --undo` rolls it back (the old provider's files come back from the "
     "quarantine), then `ckpt convert` may run again"
 )
-# A store holding files of another provider than the configured one.
+# A state error where a conversion was interrupted.
 CONVERSION_HINT = (
-    "the store holds files of another state store provider than the offsets conf names, or "
-    "of another checkpoint format than the commit log's: a conversion was interrupted; "
-    + _CONVERSION_UNDO
+    "a conversion (ckpt convert) was interrupted: the store holds files of another provider "
+    "or checkpoint format, or its manifest beside the checkpoint is unfinished; " + _CONVERSION_UNDO
 )
 _ROLL_BACK = (
     "Spark fails reading this entry; ckpt repair can roll the logs back to the last good batch"

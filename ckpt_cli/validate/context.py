@@ -11,7 +11,7 @@ from typing import Any
 
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, FileKind
 from ckpt_cli.core.rebuild import ReplayPlan, codec_of
-from ckpt_cli.core.unfinished import other_format_stores
+from ckpt_cli.core.unfinished import interrupted_in_quarantine, other_format_stores
 from ckpt_cli.core.untracked import unchosen_attempt
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats import rocksdb_zip
@@ -55,6 +55,11 @@ class ValidationRun:
     def other_format_stores(self) -> frozenset[str]:
         """Stores an interrupted ``ckpt convert --format-version`` left files in."""
         return frozenset(other_format_stores(self.ckpt))
+
+    @cached_property
+    def conversion_interrupted(self) -> bool:
+        """A ``ckpt convert`` killed part way (its manifest beside the checkpoint)."""
+        return interrupted_in_quarantine(self.ckpt, "convert-")
 
     def missing_targets(self, files: Iterable[CheckpointFile]) -> set[str]:
         """The targets of ``files`` (checksum sidecars) that are not listed: one pass in C

@@ -178,8 +178,10 @@ def _check_version(run: ValidationRun, op: int, store: str, part: int, version: 
     except StateUnavailable as exc:
         code = exc.reason if exc.reason in CODES else MISSING_STATE_FILE
         where = run.ckpt.operators[op].path + ("" if store == DEFAULT_STORE else f" store {store}")
-        converting = run.ckpt.operators[op].stores[store].other_provider_files or (
-            where in run.other_format_stores
+        converting = (
+            run.ckpt.operators[op].stores[store].other_provider_files
+            or where in run.other_format_stores
+            or run.conversion_interrupted
         )
         run.add(
             code,
