@@ -188,3 +188,40 @@ def test_spark_fails_where_validate_says_a_unique_id_zip_breaks_a_v1_restart(
         pytest.raises(Exception, match="CANNOT_LOAD_STATE_STORE"),
     ):
         restart(spark, case, input_dir, root)
+
+
+@pytest.mark.parametrize(
+    ("name", "change"),
+    [
+        ("spark4-tws-row-v2", ["--format-version", "1"]),
+        ("spark4-tws-row", ["--format-version", "2"]),
+    ],
+)
+# transformWithState's runner warns of pandas 3 (the query runs all the same).
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support")
+def test_a_transform_with_state_query_changes_format(
+    spark: Any,  # noqa: F811 - the session fixture
+    name: str,
+    change: list[str],
+    tmp_path: Path,
+) -> None:
+    """Its column families (values, lists, maps, timers, TTL) move as they are. A copy of a
+    transformWithState checkpoint names its schema files in the fixture's home, so both the
+    control and the converted copy are relocated first (``ckpt relocate``)."""
+    case = fixture_case(name)
+    control, ours = tmp_path / "control", tmp_path / "ours"
+    for home in (control, ours):
+        moved = run_cli("relocate", str(case.checkpoint), str(home), "--apply", "--yes", "--force")
+        assert moved.exit_code == 0, moved.stdout + moved.stderr
+    result = run_cli("convert", str(ours), *change, "--apply", "--yes")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    converted_at, header = newest_commit(ours)
+    assert header == f"v{target_format(change)}"
+    with recorded_input(case, extra_steps=2) as input_dir:
+        want = restart(spark, case, input_dir, control)
+        got = restart(spark, case, input_dir, ours)
+    assert any(want.values())
+    assert emitted_rows(got) == emitted_rows(want)
+    assert newest_commit(ours)[0] > converted_at
+    assert newest_commit(ours)[1] == f"v{target_format(change)}"
+    assert run_cli("validate", str(ours)).exit_code == 0
