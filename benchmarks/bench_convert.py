@@ -9,8 +9,8 @@ conversion of it, made once, untimed.
 
 Each round copies the source afresh (untimed, then :func:`common.warm`) and times, in turn,
 a fresh process of: ``ckpt convert COPY --provider rocksdb --apply --yes --force``; the same
-``--provider hdfs`` on a copy of the converted state; ``ckpt repartition COPY --partitions 3
---apply --yes --force`` of the HDFS state. All write to local disk. CPU is the process
+``--provider hdfs`` and ``--format-version 2`` on copies of the converted state;
+``ckpt repartition COPY --partitions 3 --apply --yes --force`` of the HDFS state. All write to local disk. CPU is the process
 tree's; memory is the peak of its summed RSS, also given against the state's decompressed
 records.
 
@@ -94,6 +94,12 @@ def main() -> None:
             *("convert", "--provider", "hdfs"),
         ),
         case(
+            "ckpt convert --format-version 2 (RocksDB v1 -> v2)",
+            rocksdb,
+            "to-v2",
+            *("convert", "--format-version", "2"),
+        ),
+        case(
             f"ckpt repartition --partitions 3 (HDFS, {PARTITIONS} -> 3)",
             hdfs,
             "repartition",
@@ -105,7 +111,7 @@ def main() -> None:
     notes = (
         f"{machine()}. State: {keys:,} keys in {PARTITIONS} partitions, {size / 1e6:.1f} MB of "
         "decompressed records (a real query's HDFS-backed aggregation). Each run on a fresh "
-        "copy; rounds alternate the three."
+        "copy; rounds alternate the four."
     )
     report(args, f"convert, {keys:,} keys", notes, rows)
 
