@@ -67,6 +67,23 @@ class Engine(ABC):
         caller starts and closes it)."""
         return self._map(fn, units, MapOptions(cpu_bound, initializer, initargs, progress))
 
+    def tasks(
+        self,
+        label: str,
+        fn: Callable[[T], R],
+        units: Sequence[T],
+        setup: Callable[[], None],
+        progress: ProgressSink = NULL_PROGRESS,
+    ) -> list[R]:
+        """CPU-bound tasks over a checkpoint's pieces (a distributed command's rounds), each
+        process set up once by ``setup`` (picklable: a ``functools.partial`` of a module-level
+        function), with ``progress`` started as ``label`` and closed after."""
+        progress.start(label, total=len(units))
+        try:
+            return self.map(fn, units, cpu_bound=True, initializer=setup, progress=progress)
+        finally:
+            progress.close()
+
     @abstractmethod
     def _map(self, fn: Callable[[T], R], units: Sequence[T], options: MapOptions) -> list[R]: ...
 

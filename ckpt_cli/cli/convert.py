@@ -81,12 +81,14 @@ def convert(
         return started.undo(undo_convert, force=change.force)
     if provider is None and format_version is None:
         given(None, "give --provider hdfs|rocksdb, --format-version 1|2 (or --undo)")
-    result = run_convert(
+    # The local engine converts in this process, a partition at a time.
+    engine_of = make_engine(engine, master=master) if engine != "local" else None
+    run = run_convert(
         started.storage,
         started.guards,
         provider=provider,
         format_version=format_version,
         quarantine=change.quarantine,
-        engine=make_engine(engine, master=master) if engine != "local" else None,
+        engine=engine_of,
     )
-    return started.render(result)
+    return started.render(run)

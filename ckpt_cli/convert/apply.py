@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ckpt_cli.change.batch import BatchChangeResult, BatchWriter, write_batch
 from ckpt_cli.change.manifest import Manifest
@@ -47,12 +46,10 @@ from ckpt_cli.convert.tasks import (
 )
 from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.engine import Engine
 from ckpt_cli.formats import logs
 from ckpt_cli.progress import ProgressSink
 from ckpt_cli.storage import Storage
-
-if TYPE_CHECKING:
-    from ckpt_cli.engine import Engine
 
 CONVERT_PREFIX = "convert-"
 

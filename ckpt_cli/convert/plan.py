@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ckpt_cli.change.batch import NewBatch
 from ckpt_cli.change.safety import last_batch_committed, links_refused
@@ -32,6 +32,7 @@ from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, Operator, Store
 from ckpt_cli.core.read import iter_state, read_zip_metadata, store_schema
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version, read_changelog_header
+from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
 from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
@@ -44,9 +45,6 @@ from ckpt_cli.formats.state_encoders import (
 from ckpt_cli.formats.unsaferow import project_fields
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Result, fields_json
-
-if TYPE_CHECKING:
-    from ckpt_cli.engine import Engine
 
 PROVIDER_CLASSES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ckpt_cli.change.flow import Guards, run_change
 from ckpt_cli.change.manifest import fresh_quarantine
@@ -13,11 +12,9 @@ from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.convert.apply import CONVERT_PREFIX, ConvertResult, apply_plan
 from ckpt_cli.convert.plan import ConvertPlan, plan_convert
 from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.engine import Engine
 from ckpt_cli.results import ChangeRun
 from ckpt_cli.storage import Storage
-
-if TYPE_CHECKING:
-    from ckpt_cli.engine import Engine
 
 # A dry run: nothing applied, nothing asked.
 NO_GUARDS = Guards()

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -158,23 +158,6 @@ def _build_unit(unit: PartUnit) -> Built:
     return out, unique_id
 
 
-def _run(
-    engine: Engine,
-    fn: Callable[[U], R],
-    units: list[U],
-    shared: _Shared,
-    label: str,
-    progress: ProgressSink,
-) -> list[R]:
-    progress.start(label, total=len(units))
-    try:
-        return engine.map(
-            fn, units, cpu_bound=True, initializer=_init, initargs=(shared,), progress=progress
-        )
-    finally:
-        progress.close()
-
-
 def count_partitions(
     ckpt: Checkpoint,
     plan: ConvertPlan,
@@ -184,7 +167,7 @@ def count_partitions(
 ) -> list[tuple[int, int]]:
     """``(keys, bytes)`` of every unit, one task each."""
     shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan, None)
-    return _run(engine, _count_unit, units, shared, "Reading state", progress)
+    return engine.tasks("Reading state", _count_unit, units, partial(_init, shared), progress)
 
 
 def build_partitions(
@@ -197,7 +180,7 @@ def build_partitions(
 ) -> list[Built]:
     """Every unit's new files, built by one task each into ``staging``."""
     shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan, staging)
-    return _run(engine, _build_unit, units, shared, "Building partitions", progress)
+    return engine.tasks("Building partitions", _build_unit, units, partial(_init, shared), progress)
 
 
 __all__ = ["Built", "PartUnit", "build_partitions", "count_partitions", "partition_files"]

@@ -18,9 +18,10 @@ removed at the end (``plan.discard()``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from ckpt_cli.core.model import Checkpoint, Operator, Store
@@ -82,23 +83,6 @@ def _init(shared: _Shared) -> None:
     _SHARED = shared, Checkpoint(shared.storage, Listing(list(shared.entries)))
 
 
-def _run(
-    engine: Engine,
-    fn: Callable[[U], R],
-    units: list[U],
-    shared: _Shared,
-    label: str,
-    progress: ProgressSink,
-) -> list[R]:
-    progress.start(label, total=len(units))
-    try:
-        return engine.map(
-            fn, units, cpu_bound=True, initializer=_init, initargs=(shared,), progress=progress
-        )
-    finally:
-        progress.close()
-
-
 @dataclass(frozen=True)
 class _ReadUnit:
     index: int  # the store's position in plan.stores
@@ -154,7 +138,7 @@ def place_stores(
             for old, vp in enumerate(version_plans)
         ]
     shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan.staging)
-    placed = _run(engine, _read_unit, units, shared, "Reading partitions", progress)
+    placed = engine.tasks("Reading partitions", _read_unit, units, partial(_init, shared), progress)
     for unit, counts in zip(units, placed, strict=True):
         add_placed(plan.stores[unit.index], unit.old, counts)
     for (op, store), out in zip(stores, plan.stores, strict=True):
@@ -195,7 +179,9 @@ def build_files(
     assert plan.staging is not None
     units = [_WriteUnit(i, p) for i in range(len(plan.stores)) for p in range(plan.partitions)]
     shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan.staging, plan)
-    built = _run(engine, _write_unit, units, shared, "Building partitions", progress)
+    built = engine.tasks(
+        "Building partitions", _write_unit, units, partial(_init, shared), progress
+    )
     return {(u.index, u.new): b for u, b in zip(units, built, strict=True)}
 
 
