@@ -10,9 +10,9 @@ conversion of it, made once, untimed.
 Each round copies the source afresh (untimed, then :func:`common.warm`) and times, in turn,
 a fresh process of: ``ckpt convert COPY --provider rocksdb --apply --yes --force``; the same
 ``--provider hdfs`` and ``--format-version 2`` on copies of the converted state;
-``ckpt repartition COPY --partitions 3 --apply --yes --force`` of the HDFS state. All write to local disk. CPU is the process
-tree's; memory is the peak of its summed RSS, also given against the state's decompressed
-records.
+``ckpt repartition COPY --partitions 3 --apply --yes --force`` of the HDFS state. All write
+to local disk. CPU is the process tree's; memory is the peak of its summed RSS, also given
+against the state's decompressed records.
 
     .venv/bin/python benchmarks/bench_convert.py [--keys 1000000] [--repeat 3]
 """

@@ -107,6 +107,65 @@ def test_a_session_window_key_goes_with_every_session(name: str, tmp_path: Path)
     assert [json.loads(r) for r in rows(root)] == [r for r in before if r not in sessions]
 
 
+JOIN_STORES = [
+    "left-keyToNumValues",
+    "left-keyWithIndexToValue",
+    "right-keyToNumValues",
+    "right-keyWithIndexToValue",
+]
+
+
+def join_rows(root: Path) -> dict[str, list[dict[str, object]]]:
+    ckpt = ckpt_cli.open(str(root))
+    return {
+        store: sorted(
+            (json.loads(json.dumps(r, default=str)) for r in ckpt.replay(operator=0, store=store)),
+            key=lambda r: json.dumps(r, sort_keys=True),
+        )
+        for store in JOIN_STORES
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "where", "writes"),
+    [
+        ("spark4-join", "key.field0 = 'k1'", "delta"),
+        ("spark4-join-v2-rocksdb", "key.field0 in ('k0', 'k2') or value.value > 2", "changelog"),
+    ],
+)
+def test_a_join_key_goes_from_its_four_stores_on_both_sides(
+    name: str, where: str, writes: str, tmp_path: Path
+) -> None:
+    root = copy(name, tmp_path / "ckpt")
+    original = tree(root)
+    before = join_rows(root)
+    test = parse_where(where)
+    matched = {
+        r["key"]["field0"]  # type: ignore[index]
+        for store in JOIN_STORES[::2]
+        for r in before[store]
+        if test(r)
+    }
+    assert matched
+    audit = tmp_path / "matched.jsonl"
+    run = run_delete(
+        Storage.from_url(str(root)), Guards(apply=True), operator=0, where=where, output=str(audit)
+    )
+    assert run.result is not None
+    assert run.result.validation.ok, run.result.validation
+    assert run.plan.writes == writes
+    after = join_rows(root)
+    for store in JOIN_STORES:
+        kept = [r for r in before[store] if r["key"]["field0"] not in matched]  # type: ignore[index]
+        assert after[store] == kept, store
+        assert len(kept) < len(before[store]) or store.startswith("right")
+    removed = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert len(removed) == sum(len(before[s]) - len(after[s]) for s in JOIN_STORES)
+    assert {r["store"] for r in removed} <= set(JOIN_STORES)
+    undone = undo_delete(Storage.from_url(str(root)))
+    assert undone.removed > 0 and tree(root) == original
+
+
 def test_keys_from_a_file_as_replay_prints_them(tmp_path: Path) -> None:
     root = copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
     before = rows(root)
@@ -144,7 +203,8 @@ def test_a_dry_run_changes_nothing(tmp_path: Path) -> None:
 
 
 REFUSED = [
-    ("spark4-join", ["--where", "key.k = 1"], "stream-stream join"),
+    ("spark4-join", ["--where", "key.k = 1"], "no column key.k"),
+    ("spark4-join-v3-rocksdb", ["--where", "key.field0 = 1"], "state format 3+"),
     ("spark4-tws-row", ["--where", "key.k = 1"], "transformWithState"),
     ("spark4-hdfs-agg", ["--where", "key.nope = 1"], "no column key.nope"),
     ("spark4-hdfs-agg", ["--where", "key.k = = 1"], "expected a value"),
@@ -169,12 +229,20 @@ def test_what_ckpt_cannot_delete_is_refused_in_one_line(
 
 
 @pytest.mark.parametrize(
-    "name", ["spark4-hdfs-agg", "spark4-rocksdb-agg", "spark4-rocksdb-v2", "spark4-multi-op"]
+    "name",
+    [
+        "spark4-hdfs-agg",
+        "spark4-rocksdb-agg",
+        "spark4-rocksdb-v2",
+        "spark4-multi-op",
+        "spark4-join",
+    ],
 )
 def test_a_deletion_killed_in_any_write_is_undone(name: str, tmp_path: Path) -> None:
     source = copy(name, tmp_path / "source")
     original = tree(source)
-    args = ["--operator", "0", "--where", "key.k = 'k0'", "--apply", "-y"]
+    column = "key.field0" if "join" in name else "key.k"
+    args = ["--operator", "0", "--where", f"{column} = 'k0'", "--apply", "-y"]
     probe = tmp_path / "probe"
     shutil.copytree(source, probe)
     done = run_cli("state", "delete", str(probe), *args, "--json")

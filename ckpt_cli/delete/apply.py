@@ -43,7 +43,8 @@ def apply_plan(
 
     def state(out: BatchWriter) -> dict[int, list[list[str]]]:
         removed = {
-            StoreLocation(plan.operator, p, plan.store): keys for p, keys in plan.matched.items()
+            StoreLocation(plan.operator, p, store): keys
+            for (store, p), keys in plan.matched.items()
         }
         return write_state_version(
             ckpt, out, last=plan.last_committed, removed=removed, progress=progress

@@ -5,9 +5,11 @@ them: an HDFS ``.delta`` of removals; a RocksDB changelog of deletes where the s
 changelogs (changelog checkpointing on), else a new ``.zip`` of the keys left.
 
 A key is the operator's own state key: the grouping key of aggregations, deduplication and
-flatMapGroupsWithState; the session key of session windows, every session of it. Operators
-whose keys span several stores or column families (stream-stream joins, transformWithState)
-are refused by name: their stores must change together, which ckpt does not do yet.
+flatMapGroupsWithState; the session key of session windows, every session of it; the join
+key of a stream-stream join in state format 1 or 2, from its four stores together
+(:mod:`ckpt_cli.delete.joins`). Operators whose keys span column families
+(transformWithState, joins in state format 3+) are refused by name: their families must
+change together, which ckpt does not do yet.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Store
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
+from ckpt_cli.delete.joins import COUNTS, STORES, is_join, match_join
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -69,8 +72,9 @@ class DeletePlan(NewBatch, Result):
     output: str | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    # The raw keys to remove, per partition (not in the JSON: the output file has them).
-    matched: dict[int, list[bytes]] = field(default_factory=dict, repr=False)
+    # The raw keys to remove, per store and partition (not in the JSON: the output file has
+    # them).
+    matched: dict[tuple[str, int], list[bytes]] = field(default_factory=dict, repr=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -134,7 +138,8 @@ def plan_delete(
         undo="ckpt state delete CHECKPOINT --undo rolls back an unfinished deletion",
     )
     store = _store(ckpt, operator)
-    decoder = decoder_for(ckpt, operator, store.name)
+    join = is_join(ckpt.operators[operator])
+    decoder = decoder_for(ckpt, operator, COUNTS[0] if join else store.name)
     if decoder.schema is None:
         raise DeleteRefused(f"state/{operator}: no state schema file: keys cannot be matched")
     columns = schema_columns(decoder.schema.key, decoder.schema.value)
@@ -143,7 +148,7 @@ def plan_delete(
         checkpoint=url,
         last_committed=last,
         operator=operator,
-        store=store.name,
+        store=", ".join(STORES) if join else store.name,
         provider=store.provider,
         writes=store_writes(ckpt, operator, store.name),
         selection=where if where is not None else f"{len(keys or [])} keys from --keys",
@@ -156,6 +161,22 @@ def plan_delete(
     # every session of it: a row whose session key has a matching session matches.
     session_cols = prefix_key_columns(ckpt, operator, store.name)
     out = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
+
+    def emit(row: dict[str, Any]) -> None:
+        if len(plan.sample) < SAMPLE_ROWS:
+            plan.sample.append(row)
+        if out is not None:
+            out.write(json.dumps(row, default=str) + "\n")
+
+    if join:
+        try:
+            found = match_join(ckpt, operator, last, test, keys_only, emit, progress)
+        finally:
+            if out is not None:
+                out.close()
+        plan.matched = found.removals
+        plan.partitions = [PartitionDeletion(p, *c) for p, c in sorted(found.counts.items())]
+        return _finish(ckpt, plan)
     progress.start("Matching keys", total=len(store.partitions))
     try:
         for partition in store.partitions:
@@ -178,20 +199,21 @@ def plan_delete(
                     hit = test(decoder.row(partition, key, value))
                 if not hit:
                     continue
-                row = decoder.row(partition, key, value)
                 counted.matched += 1
                 counted.bytes += len(key) + len(value)
-                plan.matched.setdefault(partition, []).append(key)
-                if len(plan.sample) < SAMPLE_ROWS:
-                    plan.sample.append(row)
-                if out is not None:
-                    out.write(json.dumps(row, default=str) + "\n")
+                plan.matched.setdefault((store.name, partition), []).append(key)
+                emit(decoder.row(partition, key, value))
             plan.partitions.append(counted)
             progress.advance()
     finally:
         progress.close()
         if out is not None:
             out.close()
+    return _finish(ckpt, plan)
+
+
+def _finish(ckpt: Checkpoint, plan: DeletePlan) -> DeletePlan:
+    operator = plan.operator
     if plan.nothing_to_do:
         plan.notes.append("no key matches: nothing to delete")
     others = [str(o) for o in ckpt.operators if o != operator]
@@ -214,14 +236,17 @@ def _store(ckpt: Checkpoint, operator: int) -> Store:
             f"{where}: a transformWithState operator (or a join in state format 3+): its "
             "keys span column families that ckpt does not delete from together yet"
         )
-    if len(op.stores) > 1 or DEFAULT_STORE not in op.stores:
+    join = is_join(op)
+    if not join and (len(op.stores) > 1 or DEFAULT_STORE not in op.stores):
         raise DeleteRefused(
-            f"{where}: a stream-stream join ({', '.join(op.stores)}): its key, index and "
-            "count stores must change together, which ckpt does not do yet"
+            f"{where}: its stores ({', '.join(op.stores)}) are not a join's four, which "
+            "ckpt deletes from together"
         )
     if row_checksums(ckpt.conf):
         raise DeleteRefused(f"{where}: row checksums are on: ckpt does not write them yet")
-    store = op.stores[DEFAULT_STORE]
+    store = op.stores[COUNTS[0] if join else DEFAULT_STORE]
+    if join and len({st.provider for st in op.stores.values()}) > 1:
+        raise DeleteRefused(f"{where}: the join's stores are of different providers")
     if store.provider not in ("hdfs", "rocksdb"):
         raise DeleteRefused(f"{where}: its state store provider is {store.provider}")
     return store
