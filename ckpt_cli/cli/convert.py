@@ -29,6 +29,8 @@ def convert(
         typer.Option(
             "--format-version",
             metavar="1|2",
+            min=1,
+            max=2,
             help="The RocksDB checkpoint format to move the state to.",
             show_default=False,
         ),
