@@ -172,7 +172,7 @@ def test_the_provider_and_format_it_already_has_are_nothing_to_do(tmp_path: Path
     original = tree(root)
     result = run_cli("convert", str(root), "--format-version", "2", "--apply", "--yes")
     assert result.exit_code == 0, result.stderr
-    assert "already uses the rocksdb provider in checkpoint format v2" in result.stdout
+    assert "already uses the rocksdb provider and its format v2" in result.stdout
     assert tree(root) == original
     missing = run_cli("convert", str(root))
     assert missing.exit_code == 2 and "--format-version 1|2" in missing.stderr

@@ -262,8 +262,8 @@ def _nothing_to_do(plan: ConvertPlan) -> str:
     if plan.provider == "hdfs":
         return f"the query already uses the hdfs provider ({where})"
     return (
-        f"the query already uses the rocksdb provider in checkpoint format "
-        f"v{plan.format_version} ({where})"
+        f"the query already uses the rocksdb provider and its format v{plan.format_version} "
+        f"({where})"
     )
 
 
