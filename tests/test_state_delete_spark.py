@@ -45,7 +45,13 @@ source = fixture_case
 
 
 def deleted(case: Case, where: str, dest: Path) -> tuple[Path, list[dict[str, Any]]]:
-    shutil.copytree(case.checkpoint, dest)
+    if "v3" in case.name:
+        # Operator metadata v2 names the schema files in the fixture's home, where Spark's
+        # reader looks for them: a copy is relocated.
+        moved = run_cli("relocate", str(case.checkpoint), str(dest), "--apply", "--yes", "--force")
+        assert moved.exit_code == 0, moved.stdout + moved.stderr
+    else:
+        shutil.copytree(case.checkpoint, dest)
     age_everything(dest)
     audit = dest.parent / f"{dest.name}.matched.jsonl"
     args = ["--operator", "0", "--where", where, "--output", str(audit), "--apply", "--yes"]
@@ -154,7 +160,11 @@ def test_a_restarted_session_window_forgets_the_deleted_key_only(
 
 @pytest.mark.parametrize(
     ("name", "where"),
-    [("spark4-join", "key.field0 = 'k1'"), ("spark4-join-v2-rocksdb", "key.field0 = 'k0'")],
+    [
+        ("spark4-join", "key.field0 = 'k1'"),
+        ("spark4-join-v2-rocksdb", "key.field0 = 'k0'"),
+        ("spark4-join-v3-rocksdb", "key.field0 = 'k1'"),  # column families of one store
+    ],
 )
 def test_spark_reads_a_join_without_the_deleted_join_key(
     spark: Any,  # noqa: F811 - the session fixture
@@ -195,7 +205,9 @@ def test_spark_reads_a_join_without_the_deleted_join_key(
         assert got == want, read["rows_file"]
 
 
-@pytest.mark.parametrize("name", ["spark4-join", "spark4-join-v2-rocksdb"])
+@pytest.mark.parametrize(
+    "name", ["spark4-join", "spark4-join-v2-rocksdb", "spark4-join-v3-rocksdb"]
+)
 def test_a_restarted_join_joins_a_deleted_key_only_with_new_rows(
     spark: Any,  # noqa: F811 - the session fixture
     name: str,

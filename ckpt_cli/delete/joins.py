@@ -1,4 +1,5 @@
-"""Deleting keys from a stream-stream join (state formats 1 and 2: four stores per partition).
+"""Deleting keys from a stream-stream join: state formats 1 and 2 (four stores per
+partition), and 3 (the same four as column families of one store).
 
 Each side keeps ``<side>-keyToNumValues`` (join key -> how many rows the side buffers for
 it) and ``<side>-keyWithIndexToValue`` ((join key, index) -> one buffered row), Spark's
@@ -12,15 +13,22 @@ The selection is made on the count stores' rows (``key.*``: the join key columns
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Operator
-from ckpt_cli.core.read import iter_state
-from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.core.read import iter_state, store_schema
+from ckpt_cli.core.rebuild import ReplayPlan, plan_version
+from ckpt_cli.errors import CkptError
+from ckpt_cli.formats.spark_types import StructType
+from ckpt_cli.formats.state_schema import ColumnFamilySchema
 from ckpt_cli.progress import ProgressSink
+from ckpt_cli.state.decoders import json_value
+from ckpt_cli.state.join_families import JoinFamily, join_family_reader
 from ckpt_cli.state.reader import decoder_for
+from ckpt_cli.state.tws import VariableReader, zips_of
 
 SIDES = ("left", "right")
 COUNTS = tuple(f"{side}-keyToNumValues" for side in SIDES)
@@ -95,3 +103,91 @@ def match_join(
     finally:
         progress.close()
     return out
+
+
+def count_family_columns(ckpt: Checkpoint, operator: int) -> tuple[StructType, StructType]:
+    """The key and value schema of a format-3 join's ``left-keyToNumValues`` family, which a
+    selection is made on."""
+    cf = _families(ckpt, operator)[COUNTS[0]]
+    return cf.key, cf.value
+
+
+def _families(ckpt: Checkpoint, operator: int) -> dict[str, ColumnFamilySchema]:
+    schema = store_schema(ckpt, operator, DEFAULT_STORE)
+    found = {cf.name: cf for cf in (schema.column_families if schema else ())}
+    missing = [name for name in STORES if name not in found]
+    if missing:
+        raise CkptError(
+            f"state/{operator}/_stateSchema: the join's schema file has no family "
+            f"{', '.join(missing)}"
+        )
+    return found
+
+
+def match_join_families(
+    ckpt: Checkpoint,
+    operator: int,
+    last: int,
+    test: Callable[[dict[str, Any]], bool],
+    keys_only: bool,
+    emit: Callable[[dict[str, Any]], None],
+    progress: ProgressSink,
+) -> JoinMatch:
+    """:func:`match_join` for a join in state format 3: its four stores are column families
+    of the one ``default`` store (the 2-byte family id before each key, ids from the zips'
+    ``columnFamilyMapping``), whose removed keys are all ``default``'s."""
+    readers = {name: join_family_reader(ckpt, JoinFamily(operator, name, False)) for name in STORES}
+    store = ckpt.operators[operator].stores[DEFAULT_STORE]
+    out = JoinMatch()
+    progress.start("Matching keys", total=len(store.partitions))
+    try:
+        for partition in sorted(store.partitions):
+            version = plan_version(ckpt, operator, partition, last + 1)
+            zips = zips_of(ckpt, operator, DEFAULT_STORE, partition)
+            names = {
+                cf_id: name
+                for name, reader in readers.items()
+                for cf_id in reader.family_ids(ckpt, zips, partition, (last + 1, last + 1))
+            }
+
+            seen: set[str] = set()
+            matched: set[str] = set()
+            for name, _, _, row in _entries(ckpt, version, names, readers):
+                if name in COUNTS:
+                    seen.add(_join_key(row["key"], False))
+                    if test({"partition_id": partition, "key": row["key"]} if keys_only else row):
+                        matched.add(_join_key(row["key"], False))
+            size = 0
+            if matched:
+                for name, raw_key, raw_value, row in _entries(ckpt, version, names, readers):
+                    if _join_key(row["key"], name in INDEXED) in matched:
+                        out.removals.setdefault((DEFAULT_STORE, partition), []).append(raw_key)
+                        size += len(raw_key) + len(raw_value)
+                        emit({"store": name, **row})
+            out.counts[partition] = (len(seen), len(matched), size)
+            progress.advance()
+    finally:
+        progress.close()
+    return out
+
+
+def _entries(
+    ckpt: Checkpoint,
+    version: ReplayPlan,
+    names: dict[int, str],
+    readers: dict[str, VariableReader],
+) -> Iterator[tuple[str, bytes, bytes, dict[str, Any]]]:
+    """The records of the join's families in ``version``: family, raw key and value, row."""
+    for raw_key, raw_value in iter_state(ckpt, version):
+        name = names.get(int.from_bytes(raw_key[:2], "little", signed=True))
+        if name is None:
+            continue
+        entry = readers[name].decode_entry(raw_key, raw_value)
+        value = json_value(entry.values[0]) if entry.values else None
+        key = json_value(entry.key.key)
+        yield (
+            name,
+            raw_key,
+            raw_value,
+            {"partition_id": version.partition, "key": key, "value": value},
+        )

@@ -6,10 +6,9 @@ changelogs (changelog checkpointing on), else a new ``.zip`` of the keys left.
 
 A key is the operator's own state key: the grouping key of aggregations, deduplication and
 flatMapGroupsWithState; the session key of session windows, every session of it; the join
-key of a stream-stream join in state format 1 or 2, from its four stores together
-(:mod:`ckpt_cli.delete.joins`). Operators whose keys span column families
-(transformWithState, joins in state format 3+) are refused by name: their families must
-change together, which ckpt does not do yet.
+key of a stream-stream join in state format 1-3, from its four stores (or column families)
+together (:mod:`ckpt_cli.delete.joins`). transformWithState, whose keys span column
+families of several kinds, and joins in state format 4 are refused by name.
 """
 
 from __future__ import annotations
@@ -26,12 +25,20 @@ from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Store
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
-from ckpt_cli.delete.joins import COUNTS, STORES, is_join, match_join
+from ckpt_cli.delete.joins import (
+    COUNTS,
+    STORES,
+    count_family_columns,
+    is_join,
+    match_join,
+    match_join_families,
+)
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Result, fields_json
 from ckpt_cli.state.decoders import RowDecoder
+from ckpt_cli.state.join_families import join_format
 from ckpt_cli.state.reader import decoder_for, prefix_key_columns
 from ckpt_cli.state.where import Where, parse_where, schema_columns
 
@@ -138,11 +145,15 @@ def plan_delete(
         undo="ckpt state delete CHECKPOINT --undo rolls back an unfinished deletion",
     )
     store = _store(ckpt, operator)
-    join = is_join(ckpt.operators[operator])
-    decoder = decoder_for(ckpt, operator, COUNTS[0] if join else store.name)
-    if decoder.schema is None:
+    families = join_format(ckpt, operator) == 3
+    join = families or is_join(ckpt.operators[operator])
+    decoder = decoder_for(ckpt, operator, COUNTS[0] if join and not families else store.name)
+    if families:
+        columns = schema_columns(*count_family_columns(ckpt, operator))
+    elif decoder.schema is None:
         raise DeleteRefused(f"state/{operator}: no state schema file: keys cannot be matched")
-    columns = schema_columns(decoder.schema.key, decoder.schema.value)
+    else:
+        columns = schema_columns(decoder.schema.key, decoder.schema.value)
     test = _selection(where, keys, columns)
     plan = DeletePlan(
         checkpoint=url,
@@ -169,8 +180,9 @@ def plan_delete(
             out.write(json.dumps(row, default=str) + "\n")
 
     if join:
+        match = match_join_families if families else match_join
         try:
-            found = match_join(ckpt, operator, last, test, keys_only, emit, progress)
+            found = match(ckpt, operator, last, test, keys_only, emit, progress)
         finally:
             if out is not None:
                 out.close()
@@ -231,10 +243,16 @@ def _store(ckpt: Checkpoint, operator: int) -> Store:
         ids = ", ".join(map(str, ckpt.operators)) or "none"
         raise UsageError(f"{ckpt.storage.url}: no operator {operator} (operators: {ids})")
     where = f"state/{operator}"
-    if op.metadata_v2_files:
+    version = join_format(ckpt, operator)
+    if version is not None and version != 3:
         raise DeleteRefused(
-            f"{where}: a transformWithState operator (or a join in state format 3+): its "
-            "keys span column families that ckpt does not delete from together yet"
+            f"{where}: a stream-stream join in state format {version}: its families keep rows "
+            "by event time, which ckpt does not delete from yet"
+        )
+    if op.metadata_v2_files and version is None:
+        raise DeleteRefused(
+            f"{where}: a transformWithState operator: its keys span column families that "
+            "ckpt does not delete from together yet"
         )
     join = is_join(op)
     if not join and (len(op.stores) > 1 or DEFAULT_STORE not in op.stores):
