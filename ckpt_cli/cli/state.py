@@ -68,7 +68,8 @@ def delete(
     removed the keys: a .delta of removals (HDFS-backed store), a changelog of deletes
     (RocksDB with changelog checkpointing), else a new zip of the keys left; the other
     operators' state unchanged. A key is the operator's grouping key (aggregations,
-    dropDuplicates, flatMapGroupsWithState), or a session window's key with all its sessions.
+    dropDuplicates, flatMapGroupsWithState), a session window's key with all its sessions,
+    or a stream-stream join's key (key.field0...), from both sides' stores together.
 
     A dry run by default: keys matched per partition, bytes freed, a sample; --output writes
     the matched rows for audit. --apply writes it (asks first unless --yes; refuses while the
