@@ -6,9 +6,10 @@ the format's header) and which of the old files it moves to the quarantine.
 
 Records differ between the providers only in framing (docs §3.2, §5.3): the HDFS-backed
 store keeps a key and a value as bare UnsafeRows; RocksDB's ``NoPrefixKeyStateEncoder``
-puts one encoding version byte (0) before each. Stores whose RocksDB keys are encoded
-otherwise (a prefix scan's two rows, column families, transformWithState) have no HDFS
-counterpart, or none ckpt writes yet, and are refused by name. Between the checkpoint
+puts one encoding version byte (0) before each, and its ``PrefixKeyScanStateEncoder``
+(session windows) keeps a key as two rows (:class:`PrefixKey`). Stores with column families
+(transformWithState, joins in state format 3+) have no HDFS counterpart and are refused by
+name. Between the checkpoint
 formats of RocksDB (v1: ``<v>.zip``; v2: ``<v>_<uniqueId>.zip`` named by the commit log)
 records move as they are, column families included, so every operator converts.
 
