@@ -18,6 +18,7 @@ from typing import Any
 from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint, FileKind
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats.logs import PROVIDER_CLASS
+from ckpt_cli.formats.names import CKPT_LOCK_NAME
 from ckpt_cli.results import fields_json
 
 
@@ -167,8 +168,11 @@ def unique_id_zips_in_v1(ckpt: Checkpoint) -> list[str]:
 
 def interrupted_in_quarantine(ckpt: Checkpoint, prefix: str) -> bool:
     """Whether the newest run of a change (its quarantine ``<checkpoint>.ckpt-quarantine/
-    <prefix><stamp>/``) left its manifest incomplete and not undone: a kill part way. One
-    listing beside the checkpoint, read only when a state error asks whose it is."""
+    <prefix><stamp>/``) left its manifest incomplete and not undone: a kill part way. Looked
+    for only where a killed run left its lock (and a state error asks whose it is): one
+    listing beside the checkpoint, no request for a checkpoint no command was killed in."""
+    if ckpt.listing.get(CKPT_LOCK_NAME) is None:
+        return False
     storage = ckpt.storage
     folder = storage.elsewhere(f"{storage.root.rstrip('/')}.ckpt-quarantine")
     try:
