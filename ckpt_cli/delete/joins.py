@@ -26,7 +26,7 @@ from ckpt_cli.formats.spark_types import StructType
 from ckpt_cli.formats.state_schema import ColumnFamilySchema
 from ckpt_cli.progress import ProgressSink
 from ckpt_cli.state.decoders import json_value
-from ckpt_cli.state.join_families import JoinFamily, join_family_reader
+from ckpt_cli.state.join_families import JoinFamily, join_family_reader, join_format
 from ckpt_cli.state.reader import decoder_for
 from ckpt_cli.state.tws import VariableReader, zips_of
 
@@ -56,18 +56,30 @@ def _join_key(key: Any, indexed: bool) -> str:
     return json.dumps(items[:-1] if indexed else items, sort_keys=True, default=str)
 
 
-def match_join(
-    ckpt: Checkpoint,
-    operator: int,
-    last: int,
-    test: Callable[[dict[str, Any]], bool],
-    keys_only: bool,
-    emit: Callable[[dict[str, Any]], None],
-    progress: ProgressSink,
-) -> JoinMatch:
+@dataclass(frozen=True)
+class Selection:
+    """How keys are chosen: ``test`` of a count row (only its ``key`` when ``keys_only``);
+    ``emit`` gets each removed record's row (with its ``store``); ``progress``, per
+    partition."""
+
+    test: Callable[[dict[str, Any]], bool]
+    keys_only: bool
+    emit: Callable[[dict[str, Any]], None]
+    progress: ProgressSink
+
+    def matches(self, row: dict[str, Any]) -> bool:
+        return self.test(
+            {"partition_id": row["partition_id"], "key": row["key"]} if self.keys_only else row
+        )
+
+
+def match_join(ckpt: Checkpoint, operator: int, last: int, select: Selection) -> JoinMatch:
     """The join keys of ``operator`` at batch ``last`` whose count row on either side
-    matches ``test``, and every record of them in the four stores; ``emit`` gets each
-    removed record's row (with its ``store``)."""
+    ``select`` matches, and every record of them in the four stores (or, state format 3,
+    column families)."""
+    if join_format(ckpt, operator) == 3:
+        return _match_families(ckpt, operator, last, select)
+    test, keys_only, emit, progress = select.test, select.keys_only, select.emit, select.progress
     out = JoinMatch()
     partitions = sorted(ckpt.operators[operator].stores[COUNTS[0]].partitions)
     decoders = {store: decoder_for(ckpt, operator, store) for store in STORES}
@@ -124,18 +136,11 @@ def _families(ckpt: Checkpoint, operator: int) -> dict[str, ColumnFamilySchema]:
     return found
 
 
-def match_join_families(
-    ckpt: Checkpoint,
-    operator: int,
-    last: int,
-    test: Callable[[dict[str, Any]], bool],
-    keys_only: bool,
-    emit: Callable[[dict[str, Any]], None],
-    progress: ProgressSink,
-) -> JoinMatch:
+def _match_families(ckpt: Checkpoint, operator: int, last: int, select: Selection) -> JoinMatch:
     """:func:`match_join` for a join in state format 3: its four stores are column families
     of the one ``default`` store (the 2-byte family id before each key, ids from the zips'
     ``columnFamilyMapping``), whose removed keys are all ``default``'s."""
+    emit, progress = select.emit, select.progress
     readers = {name: join_family_reader(ckpt, JoinFamily(operator, name, False)) for name in STORES}
     store = ckpt.operators[operator].stores[DEFAULT_STORE]
     out = JoinMatch()
@@ -155,7 +160,7 @@ def match_join_families(
             for name, _, _, row in _entries(ckpt, version, names, readers):
                 if name in COUNTS:
                     seen.add(_join_key(row["key"], False))
-                    if test({"partition_id": partition, "key": row["key"]} if keys_only else row):
+                    if select.matches(row):
                         matched.add(_join_key(row["key"], False))
             size = 0
             if matched:

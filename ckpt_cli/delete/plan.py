@@ -28,10 +28,10 @@ from ckpt_cli.core.rebuild import ReplayPlan, plan_version
 from ckpt_cli.delete.joins import (
     COUNTS,
     STORES,
+    Selection,
     count_family_columns,
     is_join,
     match_join,
-    match_join_families,
 )
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
@@ -180,9 +180,8 @@ def plan_delete(
             out.write(json.dumps(row, default=str) + "\n")
 
     if join:
-        match = match_join_families if families else match_join
         try:
-            found = match(ckpt, operator, last, test, keys_only, emit, progress)
+            found = match_join(ckpt, operator, last, Selection(test, keys_only, emit, progress))
         finally:
             if out is not None:
                 out.close()
