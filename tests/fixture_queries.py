@@ -3,32 +3,17 @@ for the PySpark-tier tests of cleanup and repair."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO, Case
+from tests.conftest import Case
+from tests.fixture_generator import load_generator
 
-
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("fixture_generate", REPO / "fixtures/generate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fixture_generate"] = module
-    spec.loader.exec_module(module)
-    # Python workers cannot import it by name: its UDFs and processors go by value.
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
-    return module
-
-
-GEN = _generator()
+GEN = load_generator()
 
 
 def recorded_input_dir(case: Case) -> Path:

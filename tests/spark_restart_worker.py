@@ -1,37 +1,28 @@
 """Restart a fixture's streaming query on a checkpoint with another PySpark than the test's
 (``tests/other_spark.py`` runs it with ``.fixture-venvs/<version>/bin/python``), and print
 what it did as one JSON line on stdout: ``{"ok": bool, "error": str, "emitted": {batch:
-rows}}``. It imports only the fixture generator and PySpark, which that venv has.
+rows}}``. It imports only the fixture generator (``tests/fixture_generator.py``) and
+PySpark, which that venv has.
 
     python tests/spark_restart_worker.py CASE CHECKPOINT INPUT_DIR CONFS_JSON
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+# The repository on the path: the worker runs as a script, by another Python.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("fixture_generate", REPO / "fixtures/generate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fixture_generate"] = module
-    spec.loader.exec_module(module)
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
-    return module
+from tests.fixture_generator import load_generator  # noqa: E402
 
 
 def main(case: str, checkpoint: str, input_dir: str, confs: str) -> int:
-    gen = _generator()
+    gen = load_generator()
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -18,7 +18,7 @@ from tests.fixture_copies import latest
 from tests.kill_support import tree
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 from tests.test_convert import _kwargs, copy, records_at
-from tests.test_convert_spark import saved_rows, spark_rows
+from tests.test_convert_spark import saved_reads, saved_rows, spark_rows
 
 pytestmark = pytest.mark.slow
 
@@ -55,12 +55,7 @@ def test_spark_tasks_convert_what_one_machine_converts(
     assert not list((tmp_path / "there").glob("*.ckpt-quarantine/*/staging"))
     case = fixture_case(name)
     reads = [
-        r
-        for r in case.expected["state_reads"]
-        if "error" not in r
-        and "rows_file" in r
-        and r["reader_options"].get("batchId") == str(last)
-        and "snapshotStartBatchId" not in r["reader_options"]
+        r for r in saved_reads(case, last) if "snapshotStartBatchId" not in r["reader_options"]
     ]
     assert reads, f"{name}: no saved read of batch {last}"
     # Spark 4.1+ reads format v2 by batchId only with the session set to it.

@@ -26,7 +26,7 @@ from tests.fixture_copies import age_everything
 from tests.fixture_queries import beside_control, recorded_input, restart
 from tests.other_spark import have, restart_with
 from tests.spark_support import spark  # noqa: F401 - the session fixture
-from tests.test_convert_spark import emitted_rows, saved_rows, spark_rows
+from tests.test_convert_spark import emitted_rows, saved_reads, saved_rows, spark_rows
 
 pytestmark = pytest.mark.slow
 
@@ -75,13 +75,7 @@ def test_spark_reads_the_converted_state_as_before(
     out = converted(case, change, tmp_path / "ckpt")
     newest, header = newest_commit(out)
     assert header == f"v{target_format(change)}"
-    reads = [
-        read
-        for read in case.expected["state_reads"]
-        if "error" not in read
-        and "rows_file" in read
-        and read["reader_options"].get("batchId") == str(newest - 1)
-    ]
+    reads = saved_reads(case, newest - 1)
     assert reads, f"{name}: no saved read of batch {newest - 1}"
     # Spark 4.1+ reads format v2 by batchId only with the session set to it.
     spark.conf.set(FORMAT_VERSION, str(target_format(change)))

@@ -67,6 +67,17 @@ def spark_rows(session: Any, ckpt: Path, options: dict[str, str]) -> list[str]:
     )
 
 
+def saved_reads(case: Case, batch: int) -> list[dict[str, Any]]:
+    """The fixture's saved Spark reads of ``batch`` (by ``batchId``) that returned rows."""
+    return [
+        read
+        for read in case.expected["state_reads"]
+        if "error" not in read
+        and "rows_file" in read
+        and read["reader_options"].get("batchId") == str(batch)
+    ]
+
+
 def saved_rows(case: Case, read: dict[str, Any]) -> list[str]:
     path = case.root / "state" / read["rows_file"].rsplit("/", 1)[-1]
     lines = [line for line in path.read_text().splitlines() if line]
@@ -93,13 +104,7 @@ def test_spark_reads_the_converted_state_as_before(
     out = ckpt_convert(case, provider, tmp_path / "ckpt")
     assert provider.lower() in newest_conf(out)[PROVIDER].lower()
     newest = max(int(p.name) for p in (out / "commits").iterdir() if p.name.isdigit())
-    latest_reads = [
-        read
-        for read in case.expected["state_reads"]
-        if "error" not in read
-        and "rows_file" in read
-        and read["reader_options"].get("batchId") == str(newest - 1)
-    ]
+    latest_reads = saved_reads(case, newest - 1)
     assert latest_reads, f"{name}: no saved read of batch {newest - 1}"
     for read in latest_reads:
         options = {**read["reader_options"], "batchId": str(newest)}

@@ -21,7 +21,7 @@ from tests.conftest import Case, fixture_case, run_cli
 from tests.fixture_copies import age_everything
 from tests.fixture_queries import beside_control
 from tests.spark_support import spark  # noqa: F401 - the session fixture
-from tests.test_convert_spark import saved_rows, spark_rows
+from tests.test_convert_spark import saved_reads, saved_rows, spark_rows
 
 pytestmark = pytest.mark.slow
 
@@ -72,13 +72,7 @@ def test_spark_reads_the_state_before_minus_the_deleted_keys(
     assert matched
     gone = {json.dumps(m["key"], sort_keys=True) for m in matched}
     newest = max(int(p.name) for p in (out / "commits").iterdir() if p.name.isdigit())
-    reads = [
-        r
-        for r in case.expected["state_reads"]
-        if "rows_file" in r
-        and "error" not in r
-        and r["reader_options"].get("batchId") == str(newest - 1)
-    ]
+    reads = saved_reads(case, newest - 1)
     assert reads
     for read in reads:
         before = saved_rows(case, read)
@@ -182,13 +176,7 @@ def test_spark_reads_a_join_without_the_deleted_join_key(
         "left-keyWithIndexToValue",
     }
     newest = max(int(p.name) for p in (out / "commits").iterdir() if p.name.isdigit())
-    reads = [
-        r
-        for r in case.expected["state_reads"]
-        if "rows_file" in r
-        and "error" not in r
-        and r["reader_options"].get("batchId") == str(newest - 1)
-    ]
+    reads = saved_reads(case, newest - 1)
     assert {
         r["reader_options"].get("storeName", r["reader_options"].get("joinSide")) for r in reads
     } >= {
