@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,59 @@ def test_local_engine_keeps_order() -> None:
     units = list(range(50))
     assert LocalEngine(4).map(str, units) == [str(u) for u in units]
     assert LocalEngine(2).map(abs, units, cpu_bound=True) == units
+
+
+def _setup(delay: float) -> None:
+    global _DELAY
+    _DELAY = delay
+
+
+_DELAY = 0.0
+
+
+def _work(unit: int) -> int:
+    """Slow on every seventh unit; unit 13 fails with an error of its own."""
+    if unit % 7 == 3:
+        time.sleep(_DELAY)
+    if unit == 13:
+        raise CkptError(f"state/0/{unit}: unit {unit} failed")
+    return unit * unit
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+@pytest.mark.parametrize("units", [1, 2, 13, 200, 400])
+def test_tasks_finish_in_order_and_a_failing_unit_names_itself(workers: int, units: int) -> None:
+    """``Engine.tasks`` (the rounds of convert and repartition on an engine): every pool
+    size and unit count (partitions 1-400), slow units mixed in, results in unit order; a
+    failing unit stops the round with its own one-line error, and the progress closes."""
+    engine = LocalEngine(workers)
+    done = [u for u in range(units) if u != 13]
+    progress = _Progress()
+    assert engine.tasks("Round", _work, done, partial(_setup, 0.01), progress) == [
+        u * u for u in done
+    ]
+    assert progress.started == ("Round", len(done)) and progress.closed
+    if units > 13:
+        failing = _Progress()
+        with pytest.raises(CkptError) as failed:
+            engine.tasks("Round", _work, list(range(units)), partial(_setup, 0.01), failing)
+        assert failed.value.message == "state/0/13: unit 13 failed"
+        assert "\n" not in str(failed.value) and failing.closed
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.started: tuple[str, int | None] | None = None
+        self.closed = False
+
+    def start(self, description: str, total: int | None = None) -> None:
+        self.started = (description, total)
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def test_unknown_engine() -> None:

@@ -91,6 +91,7 @@ def command_lines(name: str, root: Path, tmp: Path) -> list[tuple[str, ...]]:
         ("repartition", str(root), "--partitions", "3"),
         ("convert", str(root), "--provider", "rocksdb"),
         ("convert", str(root), "--provider", "hdfs"),
+        ("convert", str(root), "--format-version", "2"),
         ("relocate", str(root), str(tmp / f"{name}-relocated")),
         ("state", "delete", str(root), "--operator", str(op.id), "--keys", _one_key(root, tmp)),
         ("replay", str(root), *replay_args(model, op.id, store)[0], "--limit", "5"),

@@ -34,6 +34,8 @@ CHANGES = [
     ("spark4-rocksdb-changelog", ["convert", "--format-version", "2"]),
     ("spark4-hdfs-agg", ["state", "delete", "--operator", "0", "--where", "key.k = 'k1'"]),
     ("spark4-rocksdb-v2", ["state", "delete", "--operator", "0", "--where", "key.k = 'k1'"]),
+    ("spark4-join", ["state", "delete", "--operator", "0", "--where", "key.field0 = 'k1'"]),
+    ("spark4-session-hdfs", ["convert", "--provider", "rocksdb"]),
 ]
 
 
