@@ -28,7 +28,6 @@ from ckpt_cli.convert.plan import (
 )
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.rebuild import codec_of
-from ckpt_cli.formats import compression
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.names import hadoop_crc_name
 from ckpt_cli.formats.rocksdb_write import (
@@ -36,7 +35,7 @@ from ckpt_cli.formats.rocksdb_write import (
     merge_delimiter,
     write_rocksdb_checkpoint,
 )
-from ckpt_cli.formats.snapshot_write import snapshot_body
+from ckpt_cli.formats.snapshot_write import hdfs_snapshot_chunks
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import ProgressSink
 from ckpt_cli.state.tws import list_families
@@ -79,8 +78,7 @@ def partition_files(
         dest.mkdir(parents=True)
         name = f"{plan.version}.snapshot"
         with open(dest / name, "wb") as fh:
-            body = snapshot_body(records)
-            for piece in compression.compressed_chunks(body, codec_of(ckpt)):
+            for piece in hdfs_snapshot_chunks(records, codec_of(ckpt)):
                 fh.write(piece)
         return [name], None
     unique_id = str(uuid.uuid4()) if plan.format_version == 2 else None
