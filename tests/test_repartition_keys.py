@@ -1,4 +1,4 @@
-"""``repartition.keys``: which partition each state key belongs to, checked on real Spark data.
+"""``state.partition_keys``: which partition each state key belongs to, checked on real Spark data.
 
 Two oracles, neither needing a JVM here:
 
@@ -28,7 +28,7 @@ from ckpt_cli.core.read import iter_state
 from ckpt_cli.errors import FormatError
 from ckpt_cli.formats import spark_types as S
 from ckpt_cli.formats.state_encoders import row_checksums
-from ckpt_cli.repartition import keys as K
+from ckpt_cli.state import partition_keys as K
 from ckpt_cli.state.decoders import json_value
 from ckpt_cli.state.reader import plan_partition
 from ckpt_cli.state.target import resolve_target

@@ -207,7 +207,6 @@ def test_a_dry_run_changes_nothing(tmp_path: Path) -> None:
 REFUSED = [
     ("spark4-join", ["--where", "key.k = 1"], "no column key.k"),
     ("spark4-join-v4-rocksdb", ["--where", "key.field0 = 1"], "state format 4"),
-    ("spark4-tws-row", ["--where", "key.k = 1"], "transformWithState"),
     ("spark4-hdfs-agg", ["--where", "key.nope = 1"], "no column key.nope"),
     ("spark4-hdfs-agg", ["--where", "key.k = = 1"], "expected a value"),
     ("spark4-hdfs-agg", [], "--where EXPR or --keys FILE"),

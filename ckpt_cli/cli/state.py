@@ -55,6 +55,23 @@ def delete(
             show_default=False,
         ),
     ] = None,
+    state_var: Annotated[
+        str | None,
+        typer.Option(
+            "--state-var",
+            metavar="NAME",
+            help="transformWithState: remove the keys from this state variable only (with "
+            "its TTL entries); value.* then selects on its values.",
+            show_default=False,
+        ),
+    ] = None,
+    timers: Annotated[
+        bool,
+        typer.Option(
+            "--timers",
+            help="transformWithState: remove the keys' registered timers only.",
+        ),
+    ] = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     change: ChangeOptions = ChangeOptions(),
@@ -69,7 +86,9 @@ def delete(
     (RocksDB with changelog checkpointing), else a new zip of the keys left; the other
     operators' state unchanged. A key is the operator's grouping key (aggregations,
     dropDuplicates, flatMapGroupsWithState), a session window's key with all its sessions,
-    or a stream-stream join's key (key.field0...), from both sides' stores together.
+    a stream-stream join's key (key.field0...), from both sides' stores together, or
+    transformWithState's grouping key, from every column family that holds it (values,
+    lists, map entries, TTL entries, timers): --state-var or --timers for one of them.
 
     A dry run by default: keys matched per partition, bytes freed, a sample; --output writes
     the matched rows for audit. --apply writes it (asks first unless --yes; refuses while the
@@ -85,6 +104,8 @@ def delete(
 
       ckpt state delete /data/q1 --operator 0 --keys poison.jsonl --apply -y
 
+      ckpt state delete /data/q2 --operator 0 --state-var cart -w "value.n > 99"
+
       ckpt state delete /data/ckpt/q1 --undo
     """
     started = start_change("state delete", path, change, apply=apply, yes=yes, shared=shared)
@@ -97,6 +118,8 @@ def delete(
         where=where,
         keys=read_keys_file(keys) if keys is not None else None,
         output=output,
+        state_var=state_var,
+        timers=timers,
         quarantine=change.quarantine,
     )
     return started.render(result)

@@ -13,18 +13,17 @@ The selection is made on the count stores' rows (``key.*``: the join key columns
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Operator
 from ckpt_cli.core.read import iter_state, store_schema
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
+from ckpt_cli.delete.selection import KeyMatch, Selection
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.spark_types import StructType
 from ckpt_cli.formats.state_schema import ColumnFamilySchema
-from ckpt_cli.progress import ProgressSink
 from ckpt_cli.state.decoders import json_value
 from ckpt_cli.state.join_families import JoinFamily, join_family_reader, join_format
 from ckpt_cli.state.reader import decoder_for
@@ -41,46 +40,20 @@ def is_join(op: Operator) -> bool:
     return set(op.stores) == set(STORES)
 
 
-@dataclass
-class JoinMatch:
-    """Per partition: ``(join keys, matched join keys, bytes of the removed records)``; the
-    removed keys per ``(store, partition)``."""
-
-    counts: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    removals: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
-
-
 def _join_key(key: Any, indexed: bool) -> str:
     """A join key as text: an indexed store's key without its trailing ``index``."""
     items = list(key.items())
     return json.dumps(items[:-1] if indexed else items, sort_keys=True, default=str)
 
 
-@dataclass(frozen=True)
-class Selection:
-    """How keys are chosen: ``test`` of a count row (only its ``key`` when ``keys_only``);
-    ``emit`` gets each removed record's row (with its ``store``); ``progress``, per
-    partition."""
-
-    test: Callable[[dict[str, Any]], bool]
-    keys_only: bool
-    emit: Callable[[dict[str, Any]], None]
-    progress: ProgressSink
-
-    def matches(self, row: dict[str, Any]) -> bool:
-        return self.test(
-            {"partition_id": row["partition_id"], "key": row["key"]} if self.keys_only else row
-        )
-
-
-def match_join(ckpt: Checkpoint, operator: int, last: int, select: Selection) -> JoinMatch:
+def match_join(ckpt: Checkpoint, operator: int, last: int, select: Selection) -> KeyMatch:
     """The join keys of ``operator`` at batch ``last`` whose count row on either side
     ``select`` matches, and every record of them in the four stores (or, state format 3,
     column families)."""
     if join_format(ckpt, operator) == 3:
         return _match_families(ckpt, operator, last, select)
     test, keys_only, emit, progress = select.test, select.keys_only, select.emit, select.progress
-    out = JoinMatch()
+    out = KeyMatch()
     partitions = sorted(ckpt.operators[operator].stores[COUNTS[0]].partitions)
     decoders = {store: decoder_for(ckpt, operator, store) for store in STORES}
     progress.start("Matching keys", total=len(partitions))
@@ -136,14 +109,14 @@ def _families(ckpt: Checkpoint, operator: int) -> dict[str, ColumnFamilySchema]:
     return found
 
 
-def _match_families(ckpt: Checkpoint, operator: int, last: int, select: Selection) -> JoinMatch:
+def _match_families(ckpt: Checkpoint, operator: int, last: int, select: Selection) -> KeyMatch:
     """:func:`match_join` for a join in state format 3: its four stores are column families
     of the one ``default`` store (the 2-byte family id before each key, ids from the zips'
     ``columnFamilyMapping``), whose removed keys are all ``default``'s."""
     emit, progress = select.emit, select.progress
     readers = {name: join_family_reader(ckpt, JoinFamily(operator, name, False)) for name in STORES}
     store = ckpt.operators[operator].stores[DEFAULT_STORE]
-    out = JoinMatch()
+    out = KeyMatch()
     progress.start("Matching keys", total=len(store.partitions))
     try:
         for partition in sorted(store.partitions):

@@ -7,8 +7,9 @@ changelogs (changelog checkpointing on), else a new ``.zip`` of the keys left.
 A key is the operator's own state key: the grouping key of aggregations, deduplication and
 flatMapGroupsWithState; the session key of session windows, every session of it; the join
 key of a stream-stream join in state format 1-3, from its four stores (or column families)
-together (:mod:`ckpt_cli.delete.joins`). transformWithState, whose keys span column
-families of several kinds, and joins in state format 4 are refused by name.
+together (:mod:`ckpt_cli.delete.joins`); the grouping key of transformWithState in every
+column family that holds it, or in one state variable's or the timers'
+(:mod:`ckpt_cli.delete.tws`). Joins in state format 4 are refused by name.
 """
 
 from __future__ import annotations
@@ -25,14 +26,9 @@ from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Store
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
-from ckpt_cli.delete.joins import (
-    COUNTS,
-    STORES,
-    Selection,
-    count_family_columns,
-    is_join,
-    match_join,
-)
+from ckpt_cli.delete.joins import COUNTS, STORES, count_family_columns, is_join, match_join
+from ckpt_cli.delete.selection import Selection
+from ckpt_cli.delete.tws import match_tws, tws_target
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -74,6 +70,8 @@ class DeletePlan(NewBatch, Result):
     writes: str
     selection: str
     checkpoint_format_version: int = 1
+    # transformWithState: the column families the keys are removed from.
+    column_families: list[str] = field(default_factory=list)
     partitions: list[PartitionDeletion] = field(default_factory=list)
     sample: list[dict[str, Any]] = field(default_factory=list)
     output: str | None = None
@@ -91,7 +89,7 @@ class DeletePlan(NewBatch, Result):
         return fields_json(
             self,
             "checkpoint last_committed batch version operator store provider writes selection"
-            " keys matched bytes partitions sample output notes warnings",
+            " column_families keys matched bytes partitions sample output notes warnings",
             keys=sum(p.keys for p in self.partitions),
             matched=sum(p.matched for p in self.partitions),
             bytes=sum(p.bytes for p in self.partitions),
@@ -126,11 +124,15 @@ def plan_delete(
     where: str | None = None,
     keys: list[dict[str, Any]] | None = None,
     output: str | None = None,
+    state_var: str | None = None,
+    timers: bool = False,
     progress: ProgressSink = NULL_PROGRESS,
 ) -> DeletePlan:
     """Plan the deletion of the keys of ``operator`` that match ``where`` (the ``--where``
     language, :mod:`ckpt_cli.state.where`) or are among ``keys``; nothing in the checkpoint
-    changes. ``output``: a local file the matched rows are written to (JSON lines), now."""
+    changes. ``output``: a local file the matched rows are written to (JSON lines), now.
+    transformWithState: ``state_var`` removes the keys from that state variable only,
+    ``timers`` from the timers only (default: from every column family)."""
     url = ckpt.storage.url
     if (where is None) == (keys is None):
         raise UsageError("name the keys to delete: --where EXPR or --keys FILE (one of them)")
@@ -145,10 +147,20 @@ def plan_delete(
         undo="ckpt state delete CHECKPOINT --undo rolls back an unfinished deletion",
     )
     store = _store(ckpt, operator)
+    tws = _is_tws(ckpt, operator)
+    if (state_var is not None or timers) and not tws:
+        flag = "--state-var" if state_var is not None else "--timers"
+        raise UsageError(f"state/{operator}: {flag} is for a transformWithState operator")
+    if state_var is not None and timers:
+        raise UsageError("--state-var and --timers: name one of them")
     families = join_format(ckpt, operator) == 3
     join = families or is_join(ckpt.operators[operator])
-    decoder = decoder_for(ckpt, operator, COUNTS[0] if join and not families else store.name)
-    if families:
+    target = tws_target(ckpt, operator, last, state_var=state_var, timers=timers) if tws else None
+    if target is None:
+        decoder = decoder_for(ckpt, operator, COUNTS[0] if join and not families else store.name)
+    if target is not None:
+        columns = schema_columns(*target.columns())
+    elif families:
         columns = schema_columns(*count_family_columns(ckpt, operator))
     elif decoder.schema is None:
         raise DeleteRefused(f"state/{operator}: no state schema file: keys cannot be matched")
@@ -164,6 +176,7 @@ def plan_delete(
         writes=store_writes(ckpt, operator, store.name),
         selection=where if where is not None else f"{len(keys or [])} keys from --keys",
         output=output,
+        column_families=sorted(target.families) if target is not None else [],
     )
     # Keys alone are decoded while matching when the selection reads no value (--keys, a
     # --where on key columns): the value of a matched row only (a third of the time at 1M).
@@ -179,9 +192,14 @@ def plan_delete(
         if out is not None:
             out.write(json.dumps(row, default=str) + "\n")
 
-    if join:
+    if join or target is not None:
+        select = Selection(test, keys_only, emit, progress)
         try:
-            found = match_join(ckpt, operator, last, Selection(test, keys_only, emit, progress))
+            if target is not None:
+                found = match_tws(ckpt, target, last, select)
+                plan.notes.append(f"transformWithState: keys removed from {target.what}")
+            else:
+                found = match_join(ckpt, operator, last, select)
         finally:
             if out is not None:
                 out.close()
@@ -248,11 +266,6 @@ def _store(ckpt: Checkpoint, operator: int) -> Store:
             f"{where}: a stream-stream join in state format {version}: its families keep rows "
             "by event time, which ckpt does not delete from yet"
         )
-    if op.metadata_v2_files and version is None:
-        raise DeleteRefused(
-            f"{where}: a transformWithState operator: its keys span column families that "
-            "ckpt does not delete from together yet"
-        )
     join = is_join(op)
     if not join and (len(op.stores) > 1 or DEFAULT_STORE not in op.stores):
         raise DeleteRefused(
@@ -267,6 +280,11 @@ def _store(ckpt: Checkpoint, operator: int) -> Store:
     if store.provider not in ("hdfs", "rocksdb"):
         raise DeleteRefused(f"{where}: its state store provider is {store.provider}")
     return store
+
+
+def _is_tws(ckpt: Checkpoint, operator: int) -> bool:
+    """A transformWithState operator: operator metadata v2 that is not a join's."""
+    return bool(ckpt.operators[operator].metadata_v2_files) and join_format(ckpt, operator) is None
 
 
 def _selection(

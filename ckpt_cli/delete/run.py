@@ -30,11 +30,15 @@ def run_delete(
     where: str | None = None,
     keys: list[dict[str, Any]] | None = None,
     output: str | None = None,
+    state_var: str | None = None,
+    timers: bool = False,
     quarantine: str | None = None,
 ) -> DeleteRun:
     """Plan, and with ``guards.apply`` write, the deletion of ``operator``'s keys that match
-    ``where`` or are among ``keys`` (``output``: the matched rows written there first). A dry
-    run never refuses for safety: the plan's ``warnings`` say what applying would refuse."""
+    ``where`` or are among ``keys`` (``output``: the matched rows written there first;
+    transformWithState: ``state_var`` or ``timers`` to remove them from that variable or the
+    timers only). A dry run never refuses for safety: the plan's ``warnings`` say what
+    applying would refuse."""
 
     def carry_out(ckpt: Checkpoint, plan: DeletePlan) -> DeleteResult:
         now = time.time()
@@ -51,6 +55,8 @@ def run_delete(
             where=where,
             keys=keys,
             output=output,
+            state_var=state_var,
+            timers=timers,
             progress=guards.progress,
         ),
         question=lambda plan: (

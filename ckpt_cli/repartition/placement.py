@@ -1,7 +1,8 @@
-"""Where each raw state record goes, for a whole store: :func:`ckpt_cli.repartition.keys.key_placer`
-with the column family ids of the zip the records came from, its refusals as one
-:class:`UnsupportedOperator` line; and one old partition's records placed and staged
-(:func:`place_partition`, the same on the driver and in a Spark task)."""
+"""Where each raw state record goes, for a whole store:
+:func:`ckpt_cli.state.partition_keys.key_placer` with the column family ids of the zip the
+records came from, its refusals as one :class:`UnsupportedOperator` line; and one old
+partition's records placed and staged (:func:`place_partition`, the same on the driver and
+in a Spark task)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from ckpt_cli.formats.snapshot_write import with_hdfs_value_checksum
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.repartition.keys import key_placer
+from ckpt_cli.state.partition_keys import key_placer
 
 # raw keys -> their new partitions
 Placer = Callable[[Sequence[bytes]], npt.NDArray[np.int64]]

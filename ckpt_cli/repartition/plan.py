@@ -1,14 +1,15 @@
 """Planning ``ckpt repartition``: the last committed batch N, the repartition batch N+1, the
-state version N+2 every new partition gets, and where every key of the state at batch N goes.
+state version N+2 every new partition gets, and where every key of the state at batch N
+goes.
 
-The state is read through replay's path (``plan_version`` + ``iter_state``: the raw records of
-every column family, join store and transformWithState family), each record placed by
-:mod:`ckpt_cli.repartition.keys` (Spark's shuffle: Murmur3 of the operator's partitioning key,
-``pmod`` the new count). The plan counts keys and bytes per new partition and the skew
-(largest over median partition) before and after; with ``stage`` it also keeps the records,
-grouped by new partition in temporary files, for :func:`ckpt_cli.repartition.apply.repartition`.
-Refusals raise :class:`RepartitionRefused` (one line; the CLI exits 2).
-"""
+The state is read through replay's path (``plan_version`` + ``iter_state``: the raw records
+of every column family, join store and transformWithState family), each record placed by
+:mod:`ckpt_cli.state.partition_keys` (Spark's shuffle: Murmur3 of the operator's
+partitioning key, ``pmod`` the new count). The plan counts keys and bytes per new partition
+and the skew (largest over median partition) before and after; with ``stage`` it also keeps
+the records, grouped by new partition in temporary files, for
+:func:`ckpt_cli.repartition.apply.repartition`. Refusals raise :class:`RepartitionRefused`
+(one line; the CLI exits 2)."""
 
 from __future__ import annotations
 

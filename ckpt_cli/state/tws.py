@@ -407,9 +407,24 @@ def family_ids(
     path: str,
 ) -> frozenset[int]:
     """``VariableReader.family_ids``."""
+    names = family_names(ckpt, zips, versions, path=path, needed_by=family)
+    return frozenset(cf_id for cf_id, name in names.items() if name == family)
+
+
+def family_names(
+    ckpt: Checkpoint,
+    zips: list[CheckpointFile],
+    versions: tuple[int, int] | None,
+    *,
+    path: str,
+    needed_by: str = "a column family",
+) -> dict[int, str]:
+    """Column family id -> name, from the ``columnFamilyMapping`` of the zips around
+    ``versions`` (as :meth:`VariableReader.family_ids` chooses them)."""
     if not zips:
         raise CkptError(
-            f"{path}: no .zip gives the column family ids (columnFamilyMapping) that {family} needs"
+            f"{path}: no .zip gives the column family ids (columnFamilyMapping) that "
+            f"{needed_by} needs"
         )
     ordered = sorted(zips, key=lambda f: f.version or 0)
     if versions is None:
@@ -422,12 +437,12 @@ def family_ids(
         chosen = below[-1:] + between + above[:1]
         if not chosen:
             chosen = ordered[-1:]
-    ids = set()
+    names: dict[int, str] = {}
     for f in chosen:
         mapping = read_zip_metadata(ckpt.storage, f.path, f.entry.size).column_family_mapping
-        if family in mapping:
-            ids.add(mapping[family])
-    return frozenset(ids)
+        for name, cf_id in mapping.items():
+            names[cf_id] = name
+    return names
 
 
 def zips_of(ckpt: Checkpoint, operator: int, store: str, partition: int) -> list[CheckpointFile]:

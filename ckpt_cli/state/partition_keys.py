@@ -96,6 +96,17 @@ class PartitionKey:
         fields = _fields(row)
         return [fields[i] for i in self.columns]
 
+    def struct(self, key: Any) -> Any:
+        """The struct of a decoded key that holds the partitioning columns (a
+        transformWithState family's grouping key: all of its columns); None when a struct on
+        the way is null."""
+        row = key
+        for ordinal in self.path:
+            row = _fields(row)[ordinal]
+            if row is None:
+                return None
+        return row
+
     def hash(self, key: Any) -> int:
         """``Murmur3Hash`` of the partitioning columns (seed 42)."""
         return murmur3.hash_row(self.values(key), self.types)
@@ -288,7 +299,7 @@ def operator_name(ckpt: Checkpoint, operator: int) -> str | None:
     return meta_v2.operator_name if meta_v2 is not None else None
 
 
-def _store_schema(ckpt: Checkpoint, operator: int, store: str) -> StateSchema | None:
+def store_families(ckpt: Checkpoint, operator: int, store: str) -> StateSchema | None:
     """The store's schema at its newest batch, with the families of the earlier schema files
     its operator metadata names (keys of a dropped TTL variable's index stay in the store)."""
     history = operator_history(ckpt, operator)
@@ -304,7 +315,7 @@ def operator_partition_keys(ckpt: Checkpoint, operator: int) -> dict[str, dict[s
     path = f"state/{operator}"
     out: dict[str, dict[str, PartitionKey]] = {}
     for store in ckpt.operators[operator].stores:
-        schema = _store_schema(ckpt, operator, store)
+        schema = store_families(ckpt, operator, store)
         if schema is None:
             raise FormatError(path, f"store {store}: no schema file, the key columns are unknown")
         out[store] = schema_partition_keys(name, store, schema, path=path)
@@ -403,7 +414,7 @@ def key_placer(
         if schema is not None and plain and _flat(keys[store]):
             placer.rows[store] = (1 if provider == "rocksdb" else 0, len(schema.key.fields))
         return placer
-    schema = _store_schema(ckpt, operator, store)
+    schema = store_families(ckpt, operator, store)
     assert schema is not None  # operator_partition_keys refuses a store without one
     encoding = encoders.state_encoding(ckpt.conf)
     families: dict[int | None, tuple[str, Callable[[bytes], Any]]] = {}
