@@ -58,13 +58,23 @@ def ckpt_convert(case: Case, provider: str, dest: Path) -> Path:
     return dest
 
 
-def spark_rows(session: Any, ckpt: Path, options: dict[str, str]) -> list[str]:
-    reader = session.read.format("statestore")
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return sorted(
-        json.dumps(GEN.row_to_json(r), sort_keys=True) for r in reader.load(str(ckpt)).collect()
-    )
+def spark_rows(
+    session: Any, ckpt: Path, options: dict[str, str], confs: dict[str, str] | None = None
+) -> list[str]:
+    """Spark's ``statestore`` rows with ``options``, read under the session ``confs`` a
+    saved read was made with (``session_confs``: checkpointFormatVersion 2 for a
+    transformWithState store in format v2)."""
+    for key, value in (confs or {}).items():
+        session.conf.set(key, value)
+    try:
+        reader = session.read.format("statestore")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        rows = reader.load(str(ckpt)).collect()
+    finally:
+        for key in confs or {}:
+            session.conf.unset(key)
+    return sorted(json.dumps(GEN.row_to_json(r), sort_keys=True) for r in rows)
 
 
 def saved_reads(case: Case, batch: int) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import Case, fixture_case, run_cli
 from tests.fixture_copies import age_everything
-from tests.fixture_queries import beside_control
+from tests.fixture_queries import GEN, beside_control, recorded_input, restart
 from tests.spark_support import spark  # noqa: F401 - the session fixture
 from tests.test_convert_spark import saved_reads, saved_rows, spark_rows
 
@@ -44,8 +44,8 @@ CASES = [
 source = fixture_case
 
 
-def deleted(case: Case, where: str, dest: Path) -> tuple[Path, list[dict[str, Any]]]:
-    if "v3" in case.name:
+def deleted(case: Case, where: str, dest: Path, *args: str) -> tuple[Path, list[dict[str, Any]]]:
+    if "v3" in case.name or "tws" in case.name:
         # Operator metadata v2 names the schema files in the fixture's home, where Spark's
         # reader looks for them: a copy is relocated.
         moved = run_cli("relocate", str(case.checkpoint), str(dest), "--apply", "--yes", "--force")
@@ -54,8 +54,8 @@ def deleted(case: Case, where: str, dest: Path) -> tuple[Path, list[dict[str, An
         shutil.copytree(case.checkpoint, dest)
     age_everything(dest)
     audit = dest.parent / f"{dest.name}.matched.jsonl"
-    args = ["--operator", "0", "--where", where, "--output", str(audit), "--apply", "--yes"]
-    result = run_cli("state", "delete", str(dest), *args)
+    flags = ["--operator", "0", "--where", where, "--output", str(audit), "--apply", "--yes"]
+    result = run_cli("state", "delete", str(dest), *flags, *args)
     assert result.exit_code == 0, result.stdout + result.stderr
     return dest, [json.loads(line) for line in audit.read_text().splitlines()]
 
@@ -250,3 +250,102 @@ def buffered(root: Path, store: str, join_key: str) -> set[str]:
         for r in rows
         if r["key"]["field0"] == join_key
     }
+
+
+TWS = ["spark4-tws-row", "spark4-tws-row-v2", "spark4-tws-pandas", "spark4-tws-avro"]
+
+
+def relocated_control(case: Case, dest: Path) -> Path:
+    moved = run_cli("relocate", str(case.checkpoint), str(dest), "--apply", "--yes", "--force")
+    assert moved.exit_code == 0, moved.stdout + moved.stderr
+    return dest
+
+
+@pytest.mark.parametrize("name", TWS)
+# transformWithState's runner warns of pandas 3 (the query runs all the same).
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support")
+def test_spark_reads_every_state_variable_and_the_timers_without_the_key(
+    spark: Any,  # noqa: F811 - the session fixture
+    name: str,
+    tmp_path: Path,
+) -> None:
+    """Every saved read of the batch before (each ``stateVarName``, flattened or not, and
+    ``readRegisteredTimers``), at the deletion batch: its rows but the key's."""
+    case = source(name)
+    out, matched = deleted(case, "key.k = 'k1'", tmp_path / "ckpt")
+    assert {m["key"]["k"] for m in matched} == {"k1"}
+    newest = max(int(p.name) for p in (out / "commits").iterdir() if p.name.isdigit())
+    reads = saved_reads(case, newest - 1)
+    assert any("readRegisteredTimers" in r["reader_options"] for r in reads)
+    assert len({r["reader_options"].get("stateVarName") for r in reads}) >= 4
+    for read in reads:
+        before = saved_rows(case, read)
+        want = [r for r in before if json.loads(r)["key"]["k"] != "k1"]
+        assert len(want) < len(before), read["rows_file"]
+        options = {**read["reader_options"], "batchId": str(newest)}
+        got = spark_rows(spark, out, options, read.get("session_confs"))
+        assert got == want, read["rows_file"]
+
+
+@pytest.mark.parametrize("name", ["spark4-tws-row", "spark4-tws-row-v2"])
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support")
+def test_a_restarted_transform_with_state_starts_over_for_the_deleted_key(
+    spark: Any,  # noqa: F811 - the session fixture
+    name: str,
+    tmp_path: Path,
+) -> None:
+    """Fed the next two input files, the query emits for every other key what the
+    untouched query emits; for the deleted key a total of its new rows only."""
+    case = source(name)
+    ours, matched = deleted(case, "key.k = 'k1'", tmp_path / "ours")
+    old = next(m["value"]["s"] for m in matched if m["column_family"] == "total")
+    control = relocated_control(case, tmp_path / "control")
+    with recorded_input(case, extra_steps=2) as input_dir:
+        want = restart(spark, case, input_dir, control)
+        got = restart(spark, case, input_dir, ours)
+    theirs = [json.loads(r) for b in sorted(want) for r in want[b]]
+    mine = [json.loads(r) for b in sorted(got) for r in got[b]]
+    assert any(r["k"] == "k1" for r in theirs), "the new input must have rows of k1"
+    assert [r for r in mine if r["k"] != "k1"] == [r for r in theirs if r["k"] != "k1"]
+    expected = [{**r, "total": r["total"] - old} for r in theirs if r["k"] == "k1"]
+    assert [r for r in mine if r["k"] == "k1"] == expected
+    assert run_cli("validate", str(ours)).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "fires"),
+    [
+        ([], {"k2": 122}),  # k1 gone: its timer with it
+        (["--state-var", "total"], {"k1": 0, "k2": 122}),  # its timer kept, its total not
+        (["--timers"], {"k2": 122}),  # its timer only
+    ],
+)
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support")
+def test_no_timer_fires_for_a_deleted_key(
+    spark: Any,  # noqa: F811 - the session fixture
+    args: list[str],
+    fires: dict[str, int],
+    tmp_path: Path,
+) -> None:
+    """Event time jumps past every registered timer (input of k0 only, an hour later): the
+    untouched query's timers of k1 and k2 fire (rows with fired=true and the key's total);
+    after the deletion only the timers left fire, with the totals left."""
+    case = source("spark4-tws-row")
+    ours, _ = deleted(case, "key.k = 'k1'", tmp_path / "ours", *args)
+    control = relocated_control(case, tmp_path / "control")
+    spec = GEN.CASES_BY_NAME[case.name]
+    with recorded_input(case, extra_steps=0) as input_dir:
+        step = len(list((case.root / "input").rglob("*.json")))
+        for i in range(2):
+            row = {"k": "k0", "v": 600 + i, "ts": GEN._ts(60 + i)}
+            GEN.write_input(input_dir, step + i, [row])
+        want = restart(spark, case, input_dir, control)
+        got = restart(spark, case, input_dir, ours)
+    assert spec.query == "tws_row"
+
+    def fired(emitted: dict[int, list[str]]) -> dict[str, int]:
+        rows = [json.loads(r) for b in sorted(emitted) for r in emitted[b]]
+        return {r["k"]: r["total"] for r in rows if r["fired"]}
+
+    assert fired(want) == {"k1": 82, "k2": 122}
+    assert fired(got) == fires

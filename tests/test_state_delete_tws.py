@@ -43,9 +43,7 @@ CASES = [
 def copy(name: str, dest: Path) -> Path:
     """A copy of the fixture that names its own schema files (``ckpt relocate``: a plain
     copy of a transformWithState checkpoint is one Spark cannot restart)."""
-    moved = run_cli(
-        "relocate", str(CASES_DIR / name / "checkpoint"), str(dest), "--apply", "--yes"
-    )
+    moved = run_cli("relocate", str(CASES_DIR / name / "checkpoint"), str(dest), "--apply", "--yes")
     assert moved.exit_code == 0, moved.stderr
     age_everything(dest)
     return dest
