@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Case
+from tests.conftest import Case, run_cli
 from tests.fixture_generator import load_generator
 
 GEN = load_generator()
@@ -48,12 +48,24 @@ def recorded_input(case: Case, extra_steps: int = 1) -> Iterator[Path]:
         shutil.rmtree(input_dir.parent, ignore_errors=True)
 
 
+def copy_checkpoint(case: Case, dest: Path) -> Path:
+    """A copy of the fixture's checkpoint that Spark can restart: a transformWithState
+    checkpoint (operator metadata v2 naming its schema files by absolute path) is relocated
+    with ``ckpt relocate``, any other copied."""
+    if not any(case.checkpoint.glob("state/*/_metadata/v2")):
+        shutil.copytree(case.checkpoint, dest)
+        return dest
+    moved = run_cli("relocate", str(case.checkpoint), str(dest), "--apply", "--yes", "--force")
+    assert moved.exit_code == 0, moved.stdout + moved.stderr
+    return dest
+
+
 def beside_control(
     session: Any, case: Case, ours: Path, control: Path, extra_steps: int = 2
 ) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
     """The query restarted on an untouched copy of the fixture (made at ``control``) and on
     ``ours``, each fed the same ``extra_steps`` more input files: what each emitted."""
-    shutil.copytree(case.checkpoint, control)
+    copy_checkpoint(case, control)
     with recorded_input(case, extra_steps=extra_steps) as input_dir:
         return restart(session, case, input_dir, control), restart(session, case, input_dir, ours)
 
