@@ -115,14 +115,23 @@ JOIN_STORES = [
 ]
 
 
-def join_rows(root: Path) -> dict[str, list[dict[str, object]]]:
+# State format 4: rows by (join key, event time), and their index by event time.
+JOIN_V4_STORES = [
+    "left-keyWithTsToValues",
+    "left-tsWithKey",
+    "right-keyWithTsToValues",
+    "right-tsWithKey",
+]
+
+
+def join_rows(root: Path, stores: list[str] = JOIN_STORES) -> dict[str, list[dict[str, object]]]:
     ckpt = ckpt_cli.open(str(root))
     return {
         store: sorted(
             (json.loads(json.dumps(r, default=str)) for r in ckpt.replay(operator=0, store=store)),
             key=lambda r: json.dumps(r, sort_keys=True),
         )
-        for store in JOIN_STORES
+        for store in stores
     }
 
 
@@ -168,6 +177,33 @@ def test_a_join_key_goes_from_its_four_stores_on_both_sides(
     assert undone.removed > 0 and tree(root) == original
 
 
+def test_a_join_key_goes_from_the_four_families_of_state_format_4(tmp_path: Path) -> None:
+    """Format 4 keeps each side's rows by (join key, event time) and an index by event
+    time: the key's entries go from all four, every other entry stays."""
+    root = copy("spark4-join-v4-rocksdb", tmp_path / "ckpt")
+    original = tree(root)
+    before = join_rows(root, JOIN_V4_STORES)
+    audit = tmp_path / "matched.jsonl"
+    run = run_delete(
+        Storage.from_url(str(root)),
+        Guards(apply=True),
+        operator=0,
+        where="key.field0 = 'k1'",
+        output=str(audit),
+    )
+    assert run.result is not None and run.result.validation.ok, run.result.validation
+    assert run.plan.writes == "changelog" and run.result.removed == 1
+    after = join_rows(root, JOIN_V4_STORES)
+    for store in JOIN_V4_STORES:
+        kept = [r for r in before[store] if r["key"]["field0"] != "k1"]  # type: ignore[index]
+        assert after[store] == kept and len(kept) < len(before[store]), store
+    removed = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert {r["store"] for r in removed} == set(JOIN_V4_STORES)
+    assert {r["key"]["field0"] for r in removed} == {"k1"}
+    undone = undo_delete(Storage.from_url(str(root)))
+    assert undone.removed > 0 and tree(root) == original
+
+
 def test_keys_from_a_file_as_replay_prints_them(tmp_path: Path) -> None:
     root = copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
     before = rows(root)
@@ -206,7 +242,8 @@ def test_a_dry_run_changes_nothing(tmp_path: Path) -> None:
 
 REFUSED = [
     ("spark4-join", ["--where", "key.k = 1"], "no column key.k"),
-    ("spark4-join-v4-rocksdb", ["--where", "key.field0 = 1"], "state format 4"),
+    # A join in state format 4 keeps no counts: its key columns only.
+    ("spark4-join-v4-rocksdb", ["--where", "value.value > 1"], "no column value.value"),
     ("spark4-hdfs-agg", ["--where", "key.nope = 1"], "no column key.nope"),
     ("spark4-hdfs-agg", ["--where", "key.k = = 1"], "expected a value"),
     ("spark4-hdfs-agg", [], "--where EXPR or --keys FILE"),

@@ -194,7 +194,8 @@ def test_spark_reads_a_join_without_the_deleted_join_key(
 
 
 @pytest.mark.parametrize(
-    "name", ["spark4-join", "spark4-join-v2-rocksdb", "spark4-join-v3-rocksdb"]
+    "name",
+    ["spark4-join", "spark4-join-v2-rocksdb", "spark4-join-v3-rocksdb", "spark4-join-v4-rocksdb"],
 )
 def test_a_restarted_join_joins_a_deleted_key_only_with_new_rows(
     spark: Any,  # noqa: F811 - the session fixture
@@ -206,12 +207,19 @@ def test_a_restarted_join_joins_a_deleted_key_only_with_new_rows(
     query's minus the pairs with an old row, and every other key's is the same."""
     case = source(name)
     ours, matched = deleted(case, "key.field0 = 'k1'", tmp_path / "ours")
-    old_left = {
-        json.dumps(m["value"]["lv"]) for m in matched if m["store"] == "left-keyWithIndexToValue"
+    # The buffered rows: keyWithIndexToValue, or (state format 4) keyWithTsToValues.
+    rows_of = "keyWithTsToValues" if "v4" in name else "keyWithIndexToValue"
+    values = {
+        side: [
+            v
+            for m in matched
+            if m["store"] == f"{side}-{rows_of}"
+            for v in (m["value"] if isinstance(m["value"], list) else [m["value"]])
+        ]
+        for side in ("left", "right")
     }
-    old_right = {
-        json.dumps(m["value"]["rv"]) for m in matched if m["store"] == "right-keyWithIndexToValue"
-    }
+    old_left = {json.dumps(v["lv"]) for v in values["left"]}
+    old_right = {json.dumps(v["rv"]) for v in values["right"]}
     assert old_left or old_right
     want, got = beside_control(spark, case, ours, tmp_path / "control")
     theirs = [json.loads(r) for b in sorted(want) for r in want[b]]
@@ -230,10 +238,11 @@ def test_a_restarted_join_joins_a_deleted_key_only_with_new_rows(
     assert sorted(map(key, (r for r in mine if r["k"] == "k1"))) == sorted(map(key, fresh))
     # The state after: the untouched query still buffers old rows of k1, ours only new ones.
     still = False
-    for store in ("left-keyWithIndexToValue", "right-keyWithIndexToValue"):
+    for side in ("left", "right"):
+        store = f"{side}-{rows_of}"
         control_rows = buffered(tmp_path / "control", store, "k1")
         our_rows = buffered(ours, store, "k1")
-        old = {json.dumps(m["value"], sort_keys=True) for m in matched if m["store"] == store}
+        old = {json.dumps(v, sort_keys=True) for v in values[side]}
         still = still or bool(old & control_rows)
         assert our_rows == control_rows - old, store
     # On the HDFS-backed fixture an old row of k1 is still inside the watermark.

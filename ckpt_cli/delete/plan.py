@@ -9,7 +9,8 @@ flatMapGroupsWithState; the session key of session windows, every session of it;
 key of a stream-stream join in state format 1-3, from its four stores (or column families)
 together (:mod:`ckpt_cli.delete.joins`); the grouping key of transformWithState in every
 column family that holds it, or in one state variable's or the timers'
-(:mod:`ckpt_cli.delete.tws`). Joins in state format 4 are refused by name.
+(:mod:`ckpt_cli.delete.families`); the join key of a join in state format 4 from its
+four families (the same module).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Store
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
+from ckpt_cli.delete.families import join_target, match_families, tws_target
 from ckpt_cli.delete.joins import COUNTS, STORES, count_family_columns, is_join, match_join
 from ckpt_cli.delete.selection import Selection
-from ckpt_cli.delete.tws import match_tws, tws_target
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -155,7 +156,12 @@ def plan_delete(
         raise UsageError("--state-var and --timers: name one of them")
     families = join_format(ckpt, operator) == 3
     join = families or is_join(ckpt.operators[operator])
-    target = tws_target(ckpt, operator, last, state_var=state_var, timers=timers) if tws else None
+    if tws:
+        target = tws_target(ckpt, operator, last, state_var=state_var, timers=timers)
+    elif join_format(ckpt, operator) == 4:
+        target = join_target(ckpt, operator)
+    else:
+        target = None
     if target is None:
         decoder = decoder_for(ckpt, operator, COUNTS[0] if join and not families else store.name)
     if target is not None:
@@ -171,12 +177,18 @@ def plan_delete(
         checkpoint=url,
         last_committed=last,
         operator=operator,
-        store=", ".join(STORES) if join else store.name,
+        store=(
+            ", ".join(STORES)
+            if join
+            else ", ".join(target.families)
+            if target is not None and not tws
+            else store.name
+        ),
         provider=store.provider,
         writes=store_writes(ckpt, operator, store.name),
         selection=where if where is not None else f"{len(keys or [])} keys from --keys",
         output=output,
-        column_families=sorted(target.families) if target is not None else [],
+        column_families=sorted(target.families) if tws and target is not None else [],
     )
     # Keys alone are decoded while matching when the selection reads no value (--keys, a
     # --where on key columns): the value of a matched row only (a third of the time at 1M).
@@ -196,8 +208,9 @@ def plan_delete(
         select = Selection(test, keys_only, emit, progress)
         try:
             if target is not None:
-                found = match_tws(ckpt, target, last, select)
-                plan.notes.append(f"transformWithState: keys removed from {target.what}")
+                found = match_families(ckpt, target, last, select)
+                if tws:
+                    plan.notes.append(f"transformWithState: keys removed from {target.what}")
             else:
                 found = match_join(ckpt, operator, last, select)
         finally:
@@ -261,11 +274,8 @@ def _store(ckpt: Checkpoint, operator: int) -> Store:
         raise UsageError(f"{ckpt.storage.url}: no operator {operator} (operators: {ids})")
     where = f"state/{operator}"
     version = join_format(ckpt, operator)
-    if version is not None and version != 3:
-        raise DeleteRefused(
-            f"{where}: a stream-stream join in state format {version}: its families keep rows "
-            "by event time, which ckpt does not delete from yet"
-        )
+    if version is not None and version not in (3, 4):
+        raise DeleteRefused(f"{where}: a stream-stream join in state format {version}")
     join = is_join(op)
     if not join and (len(op.stores) > 1 or DEFAULT_STORE not in op.stores):
         raise DeleteRefused(

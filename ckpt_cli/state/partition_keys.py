@@ -96,17 +96,6 @@ class PartitionKey:
         fields = _fields(row)
         return [fields[i] for i in self.columns]
 
-    def struct(self, key: Any) -> Any:
-        """The struct of a decoded key that holds the partitioning columns (a
-        transformWithState family's grouping key: all of its columns); None when a struct on
-        the way is null."""
-        row = key
-        for ordinal in self.path:
-            row = _fields(row)[ordinal]
-            if row is None:
-                return None
-        return row
-
     def hash(self, key: Any) -> int:
         """``Murmur3Hash`` of the partitioning columns (seed 42)."""
         return murmur3.hash_row(self.values(key), self.types)

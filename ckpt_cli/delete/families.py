@@ -1,19 +1,23 @@
-"""Deleting keys from a transformWithState operator: a grouping key goes from every column
-family that holds it, or, with a state variable named, from that variable's families only.
+"""Deleting keys from a store whose state is column families: transformWithState, where a
+grouping key goes from every family that holds it (or, with a state variable named, from
+that variable's families only), and stream-stream joins in state format 4, where a join key
+goes from its four families on both sides.
 
 A transformWithState store keeps each state variable in column families of one RocksDB store
 (``formats.tws``): the variable's own (a value; a list; a map's entries under (grouping key,
 user key)), its TTL index ``$ttl_<v>`` (keyed by expiry, then the grouping key), a list's
 ``$min_<v>``, ``$count_<v>`` or ``$rowCounter_<v>``, and the timers in two families
-(``*_keyToTimestamp`` and the ``*_timestampToKey`` index). Where each family keeps the
-grouping key is Spark's own partitioning of the state (:mod:`ckpt_cli.state.partition_keys`),
-so a deleted key leaves no entry behind that names it: no TTL entry of a value that is gone,
-no timer that would fire for it. A dropped variable's TTL index (``deleteIfExists`` keeps
-it) is matched too, by the schema file that declared it.
+(``*_keyToTimestamp`` and the ``*_timestampToKey`` index). A join in state format 4 keeps
+each side's rows by (join key, event time) in ``<side>-keyWithTsToValues`` and its index by
+event time in ``<side>-tsWithKey``. Where each family keeps the key is Spark's own
+partitioning of the state (:mod:`ckpt_cli.state.partition_keys`), so a deleted key leaves no
+entry behind that names it: no TTL entry of a value that is gone, no timer that would fire
+for it, no index entry of a row that is gone. A dropped variable's TTL index
+(``deleteIfExists`` keeps it) is matched too, by the schema file that declared it.
 
-The selection is made on the grouping key (``key.*``); with ``state_var`` also on the
-variable's values (``value.*``: a value, a list's element, a map's value), a grouping key
-matching when one of its values does.
+The selection is made on the key's columns (``key.*``: the grouping key, the join key);
+with a state variable named also on its values (``value.*``: a value, a list's element, a
+map's value), a grouping key matching when one of its values does.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ckpt_cli.formats.spark_types import StructType
 from ckpt_cli.formats.state_schema import StateSchema
 from ckpt_cli.formats.tws import family_role
 from ckpt_cli.state.decoders import json_value
+from ckpt_cli.state.join_families import MULTI_VALUED_SUFFIXES
 from ckpt_cli.state.partition_keys import PartitionKey, operator_partition_keys, store_families
 from ckpt_cli.state.target import SelectionError
 from ckpt_cli.state.tws import (
@@ -58,16 +63,17 @@ class _Family:
 
 
 @dataclass(frozen=True)
-class TwsTarget:
-    """What a transformWithState deletion reads and removes: ``families`` (by name), the
-    grouping key's columns, and, with a state variable named, that variable's reader (whose
-    values ``value.*`` selects on)."""
+class FamilyTarget:
+    """What a deletion from column families reads and removes: ``families`` (by name), the
+    key's columns, and, with a state variable named, that variable's reader (whose values
+    ``value.*`` selects on)."""
 
     operator: int
     families: dict[str, _Family]
     grouping: StructType
     variable: VariableReader | None
     what: str  # for the plan: "every column family", "state variable cnt", "timers"
+    label: str = "column_family"  # what an audit row calls the family ("store": a join's)
 
     def columns(self) -> tuple[StructType, StructType]:
         """The key and value schema a selection is made on."""
@@ -77,7 +83,7 @@ class TwsTarget:
 
 def tws_target(
     ckpt: Checkpoint, operator: int, last: int, *, state_var: str | None, timers: bool
-) -> TwsTarget:
+) -> FamilyTarget:
     """The families a deletion of ``operator``'s keys at batch ``last`` removes from: all of
     them, ``state_var``'s, or the timers'."""
     where = f"state/{operator}"
@@ -134,7 +140,30 @@ def tws_target(
         if state_var is not None
         else "every column family"
     )
-    return TwsTarget(operator, chosen, _grouping(schema, places, where), variable, what)
+    return FamilyTarget(operator, chosen, _grouping(schema, places, where), variable, what)
+
+
+def join_target(ckpt: Checkpoint, operator: int) -> FamilyTarget:
+    """The four families of a join in state format 4; its key, the join key (a family's key
+    without ``__event_time``)."""
+    where = f"state/{operator}"
+    schema = store_families(ckpt, operator, DEFAULT_STORE)
+    if schema is None:
+        raise CkptError(f"{where}: no state schema file: keys cannot be matched")
+    places = operator_partition_keys(ckpt, operator)[DEFAULT_STORE]
+    chosen: dict[str, _Family] = {}
+    grouping = None
+    for cf in schema.column_families:
+        if cf.name not in places or cf.name == "default":
+            continue
+        multi = cf.name.endswith(MULTI_VALUED_SUFFIXES)
+        reader = family_reader(ckpt, cf, "values", multi_valued=multi, path=where)
+        chosen[cf.name] = _Family(cf.name, reader.decode_key, places[cf.name], reader)
+        columns = places[cf.name].columns
+        grouping = StructType(tuple(cf.key.fields[i] for i in columns))
+    if grouping is None:
+        raise CkptError(f"{where}: the join's schema file has no families")
+    return FamilyTarget(operator, chosen, grouping, None, "both sides", label="store")
 
 
 def _grouping(schema: StateSchema, places: dict[str, PartitionKey], where: str) -> StructType:
@@ -150,9 +179,11 @@ def _grouping(schema: StateSchema, places: dict[str, PartitionKey], where: str) 
     raise CkptError(f"{where}: the schema file declares no state variable: no grouping key")
 
 
-def match_tws(ckpt: Checkpoint, target: TwsTarget, last: int, select: Selection) -> KeyMatch:
-    """The grouping keys of ``target``'s families at batch ``last`` that ``select`` matches,
-    and every record of them in those families."""
+def match_families(
+    ckpt: Checkpoint, target: FamilyTarget, last: int, select: Selection
+) -> KeyMatch:
+    """The keys of ``target``'s families at batch ``last`` that ``select`` matches, and
+    every record of them in those families."""
     operator = target.operator
     store = ckpt.operators[operator].stores[DEFAULT_STORE]
     out = KeyMatch()
@@ -168,7 +199,7 @@ def match_tws(ckpt: Checkpoint, target: TwsTarget, last: int, select: Selection)
 
 
 def _match_partition(
-    ckpt: Checkpoint, target: TwsTarget, version: ReplayPlan, select: Selection, out: KeyMatch
+    ckpt: Checkpoint, target: FamilyTarget, version: ReplayPlan, select: Selection, out: KeyMatch
 ) -> tuple[int, int, int]:
     partition = version.partition
     families = _families_by_id(ckpt, target, version)
@@ -191,13 +222,13 @@ def _match_partition(
             continue
         out.removals.setdefault((DEFAULT_STORE, partition), []).append(raw_key)
         size += len(raw_key) + len(raw_value)
-        select.emit(_audit_row(partition, family, key, group, raw_key, raw_value))
+        select.emit(_audit_row(partition, target.label, family, key, group, raw_key, raw_value))
     hits = len(matched) if matched is not None else sum(tested.values())
     return len(seen), hits, size
 
 
 def _families_by_id(
-    ckpt: Checkpoint, target: TwsTarget, version: ReplayPlan
+    ckpt: Checkpoint, target: FamilyTarget, version: ReplayPlan
 ) -> Callable[[int], _Family | None]:
     """Column family id -> the target's family (None: a family the deletion leaves alone).
     The ids come from the partition's zips, read when the first record asks."""
@@ -233,13 +264,14 @@ def _records(
         if family is None:
             continue
         key = family.decode_key(raw_key).key
-        group = family.place.struct(key)
+        place = family.place
+        group = dict(zip(place.column_keys, place.values(key), strict=True))
         yield raw_key, raw_value, family, key, json_value(group)
 
 
 def _matched_by_values(
     ckpt: Checkpoint,
-    target: TwsTarget,
+    target: FamilyTarget,
     version: ReplayPlan,
     families: Callable[[int], _Family | None],
     select: Selection,
@@ -264,12 +296,18 @@ def _matched_by_values(
 
 
 def _audit_row(
-    partition: int, family: _Family, key: Any, group: Any, raw_key: bytes, raw_value: bytes
+    partition: int,
+    label: str,
+    family: _Family,
+    key: Any,
+    group: Any,
+    raw_key: bytes,
+    raw_value: bytes,
 ) -> dict[str, Any]:
     """A removed record as the audit file shows it: its grouping key, the family and, where
     the family keys by more than the grouping key (a map's user key, an expiry), the whole
     key; its value decoded."""
-    row: dict[str, Any] = {"partition_id": partition, "column_family": family.name, "key": group}
+    row: dict[str, Any] = {"partition_id": partition, label: family.name, "key": group}
     whole = json_value(key)
     if whole != group:
         row["family_key"] = whole
