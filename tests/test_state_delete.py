@@ -191,7 +191,8 @@ def test_a_join_key_goes_from_the_four_families_of_state_format_4(tmp_path: Path
         where="key.field0 = 'k1'",
         output=str(audit),
     )
-    assert run.result is not None and run.result.validation.ok, run.result.validation
+    assert run.result is not None
+    assert run.result.validation.ok, run.result.validation
     assert run.plan.writes == "changelog" and run.result.removed == 1
     after = join_rows(root, JOIN_V4_STORES)
     for store in JOIN_V4_STORES:
