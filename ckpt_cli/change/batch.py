@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ckpt_cli.change.manifest import Manifest
 from ckpt_cli.core.model import Checkpoint
@@ -92,6 +92,13 @@ class BatchChangeResult:
             written=[{"path": p, "size": s} for p, s in sorted(self.written.items())],
             validation=self.validation.body_json(),
         )
+
+
+class FileWriter(Protocol):
+    """Where a new version's files go: the checkpoint (:class:`BatchWriter`), or an engine
+    task's staging area."""
+
+    def write(self, rel: str, data: bytes, *, sidecar: bool = True) -> None: ...
 
 
 class BatchWriter:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from ckpt_cli.change.batch import BatchWriter
+from ckpt_cli.change.batch import BatchWriter, FileWriter
 from ckpt_cli.core.layout import FileKind, StoreLocation
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.read import iter_state, read_zip_metadata
@@ -55,7 +56,7 @@ def store_writes(ckpt: Checkpoint, operator: int, store: str) -> str:
 
 def write_removals(
     ckpt: Checkpoint,
-    out: BatchWriter,
+    out: FileWriter,
     *,
     operator: int,
     store: str,
@@ -108,7 +109,7 @@ def write_removals(
     return unique_id
 
 
-def _write(out: BatchWriter, rel: str, data: bytes, checksum: bool) -> None:
+def _write(out: FileWriter, rel: str, data: bytes, checksum: bool) -> None:
     out.write(rel, data)
     if checksum:
         out.write(f"{rel}.crc", spark_checksum_bytes(data))
@@ -150,6 +151,68 @@ def store_changelog_version(ckpt: Checkpoint, operator: int, store: str, last: i
     return (3 if before.unique_id else 1) + int(families)
 
 
+@dataclass(frozen=True)
+class VersionUnit:
+    """Version N+2 of one store partition, as a unit of work (picklable: an engine's task
+    writes it into a staging area): the store's place in its operator (``index``, for
+    ``commits/N``'s uniqueIds), how it is written, and the keys it loses."""
+
+    operator: int
+    store: str
+    index: int
+    partition: int
+    writes: str
+    changelog_version: int
+    removed: tuple[bytes, ...] = ()
+
+
+def version_units(
+    ckpt: Checkpoint, last: int, removed: Mapping[StoreLocation, Collection[bytes]]
+) -> list[VersionUnit]:
+    """Every store partition of every operator, in the order their files are written."""
+    units = []
+    for op_id, op in ckpt.operators.items():
+        for index, (name, store) in enumerate(op.stores.items()):
+            writes = store_writes(ckpt, op_id, name)
+            version = 1
+            if writes == CHANGELOG:
+                version = store_changelog_version(ckpt, op_id, name, last)
+            for partition in sorted(store.partitions):
+                gone = tuple(removed.get(StoreLocation(op_id, partition, name), ()))
+                units.append(VersionUnit(op_id, name, index, partition, writes, version, gone))
+    return units
+
+
+def write_unit(ckpt: Checkpoint, out: FileWriter, last: int, unit: VersionUnit) -> str | None:
+    """One unit's files through ``out``; its uniqueId (format v2), else None."""
+    return write_removals(
+        ckpt,
+        out,
+        operator=unit.operator,
+        store=unit.store,
+        partition=unit.partition,
+        last=last,
+        removed=unit.removed,
+        writes=unit.writes,
+        changelog_version=unit.changelog_version,
+    )
+
+
+def unique_ids_of(
+    ckpt: Checkpoint, units: Sequence[VersionUnit], ids: Sequence[str | None]
+) -> dict[int, list[list[str]]]:
+    """The uniqueIds of format v2 as ``commits/N`` records them (operator -> partition ->
+    store, in the operator's store order), or nothing in format v1."""
+    unique_ids: dict[int, list[list[str]]] = {}
+    for unit, unique_id in zip(units, ids, strict=True):
+        if unique_id is not None:
+            rows = unique_ids.setdefault(unit.operator, [])
+            while len(rows) <= unit.partition:
+                rows.append([""] * len(ckpt.operators[unit.operator].stores))
+            rows[unit.partition][unit.index] = unique_id
+    return unique_ids
+
+
 def write_state_version(
     ckpt: Checkpoint,
     out: BatchWriter,
@@ -162,35 +225,13 @@ def write_state_version(
     each loses; the others are written unchanged). Returns the uniqueIds of format v2 as
     ``commits/N`` records them (operator -> partition -> store, in the operator's store
     order), or nothing in format v1."""
-    unique_ids: dict[int, list[list[str]]] = {}
-    total = sum(len(s.partitions) for op in ckpt.operators.values() for s in op.stores.values())
-    progress.start("Writing partitions", total=total)
+    units = version_units(ckpt, last, removed)
+    ids = []
+    progress.start("Writing partitions", total=len(units))
     try:
-        for op_id, op in ckpt.operators.items():
-            for index, (name, store) in enumerate(op.stores.items()):
-                writes = store_writes(ckpt, op_id, name)
-                version = 1
-                if writes == CHANGELOG:
-                    version = store_changelog_version(ckpt, op_id, name, last)
-                for partition in sorted(store.partitions):
-                    where = StoreLocation(op_id, partition, name)
-                    unique_id = write_removals(
-                        ckpt,
-                        out,
-                        operator=op_id,
-                        store=name,
-                        partition=partition,
-                        last=last,
-                        removed=removed.get(where, ()),
-                        writes=writes,
-                        changelog_version=version,
-                    )
-                    if unique_id is not None:
-                        rows = unique_ids.setdefault(op_id, [])
-                        while len(rows) <= partition:
-                            rows.append([""] * len(op.stores))
-                        rows[partition][index] = unique_id
-                    progress.advance()
+        for unit in units:
+            ids.append(write_unit(ckpt, out, last, unit))
+            progress.advance()
     finally:
         progress.close()
-    return unique_ids
+    return unique_ids_of(ckpt, units, ids)

@@ -9,9 +9,18 @@ import typer
 from ckpt_cli.api import DeleteRun, UndoResult, read_keys_file, run_delete, undo_delete
 from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
 from ckpt_cli.cli.coercion import CkptCommand
-from ckpt_cli.cli.common import PathArg, SharedOptions, error_boundary, given, output_option
+from ckpt_cli.cli.common import (
+    EngineOpt,
+    MasterOpt,
+    PathArg,
+    SharedOptions,
+    error_boundary,
+    given,
+    output_option,
+)
 from ckpt_cli.cli.helptext import unwrap
 from ckpt_cli.cli.usage import CkptGroup
+from ckpt_cli.engine import make_engine
 
 app = typer.Typer(
     name="state",
@@ -74,6 +83,8 @@ def delete(
     ] = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
+    engine: EngineOpt = "local",
+    master: MasterOpt = None,
     change: ChangeOptions = ChangeOptions(),
     shared: SharedOptions = SharedOptions(),
 ) -> DeleteRun | UndoResult:
@@ -94,6 +105,9 @@ def delete(
     the matched rows for audit. --apply writes it (asks first unless --yes; refuses while the
     query looks active unless --force; holds the checkpoint lock) and ends with a
     validation. --undo restores every byte from the newest deletion's manifest.
+
+    --engine spark matches and writes the store partitions as Spark tasks (a state larger
+    than one machine), staged beside the checkpoint and moved in by this process.
 
     Exit code 0 when the plan is made, the deletion is written and validates, or it is
     undone, 1 when the checkpoint has errors after it, 2 when it refuses or cannot run.
@@ -121,6 +135,8 @@ def delete(
         state_var=state_var,
         timers=timers,
         quarantine=change.quarantine,
+        # The local engine matches and writes in this process, a partition at a time.
+        engine=make_engine(engine, master=master) if engine != "local" else None,
     )
     return started.render(result)
 

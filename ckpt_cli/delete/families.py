@@ -49,7 +49,7 @@ from ckpt_cli.state.tws import (
     zips_of,
 )
 
-from .selection import KeyMatch, Selection
+from .selection import PartitionMatch, Selection
 
 TIMER_ROLES = ("timers", "timers_index")
 
@@ -179,36 +179,19 @@ def _grouping(schema: StateSchema, places: dict[str, PartitionKey], where: str) 
     raise CkptError(f"{where}: the schema file declares no state variable: no grouping key")
 
 
-def match_families(
-    ckpt: Checkpoint, target: FamilyTarget, last: int, select: Selection
-) -> KeyMatch:
-    """The keys of ``target``'s families at batch ``last`` that ``select`` matches, and
-    every record of them in those families."""
-    operator = target.operator
-    store = ckpt.operators[operator].stores[DEFAULT_STORE]
-    out = KeyMatch()
-    select.progress.start("Matching keys", total=len(store.partitions))
-    try:
-        for partition in sorted(store.partitions):
-            version = plan_version(ckpt, operator, partition, last + 1)
-            out.counts[partition] = _match_partition(ckpt, target, version, select, out)
-            select.progress.advance()
-    finally:
-        select.progress.close()
-    return out
-
-
-def _match_partition(
-    ckpt: Checkpoint, target: FamilyTarget, version: ReplayPlan, select: Selection, out: KeyMatch
-) -> tuple[int, int, int]:
-    partition = version.partition
+def match_partition(
+    ckpt: Checkpoint, target: FamilyTarget, last: int, partition: int, select: Selection
+) -> PartitionMatch:
+    """The keys of ``target``'s families in ``partition`` at batch ``last`` that
+    ``select`` matches, and every record of them in those families."""
+    version = plan_version(ckpt, target.operator, partition, last + 1)
     families = _families_by_id(ckpt, target, version)
     matched: set[str] | None = None
     if not select.keys_only:
         matched = _matched_by_values(ckpt, target, version, families, select)
+    out = PartitionMatch(partition)
     seen: set[str] = set()
     tested: dict[str, bool] = {}
-    size = 0
     for raw_key, raw_value, family, key, group in _records(ckpt, version, families):
         gid = json.dumps(group, sort_keys=True, default=str)
         seen.add(gid)
@@ -218,13 +201,12 @@ def _match_partition(
             hit = tested[gid]
         else:
             hit = tested[gid] = select.matches({"partition_id": partition, "key": group})
-        if not hit:
-            continue
-        out.removals.setdefault((DEFAULT_STORE, partition), []).append(raw_key)
-        size += len(raw_key) + len(raw_value)
-        select.emit(_audit_row(partition, target.label, family, key, group, raw_key, raw_value))
-    hits = len(matched) if matched is not None else sum(tested.values())
-    return len(seen), hits, size
+        if hit:
+            row = _audit_row(partition, target.label, family, key, group, raw_key, raw_value)
+            out.remove(DEFAULT_STORE, raw_key, raw_value, row)
+    out.keys = len(seen)
+    out.matched = len(matched) if matched is not None else sum(tested.values())
+    return out
 
 
 def _families_by_id(

@@ -20,7 +20,7 @@ from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Operator
 from ckpt_cli.core.read import iter_state, store_schema
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
-from ckpt_cli.delete.selection import KeyMatch, Selection
+from ckpt_cli.delete.selection import PartitionMatch, Selection
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.spark_types import StructType
 from ckpt_cli.formats.state_schema import ColumnFamilySchema
@@ -46,48 +46,80 @@ def _join_key(key: Any, indexed: bool) -> str:
     return json.dumps(items[:-1] if indexed else items, sort_keys=True, default=str)
 
 
-def match_join(ckpt: Checkpoint, operator: int, last: int, select: Selection) -> KeyMatch:
-    """The join keys of ``operator`` at batch ``last`` whose count row on either side
-    ``select`` matches, and every record of them in the four stores (or, state format 3,
-    column families)."""
-    if join_format(ckpt, operator) == 3:
-        return _match_families(ckpt, operator, last, select)
-    test, keys_only, emit, progress = select.test, select.keys_only, select.emit, select.progress
-    out = KeyMatch()
-    partitions = sorted(ckpt.operators[operator].stores[COUNTS[0]].partitions)
-    decoders = {store: decoder_for(ckpt, operator, store) for store in STORES}
-    progress.start("Matching keys", total=len(partitions))
-    try:
-        for partition in partitions:
-            seen: set[str] = set()
-            matched: set[str] = set()
-            for store in COUNTS:
-                decoder = decoders[store]
+class JoinMatcher:
+    """The join keys of ``operator`` at batch ``last`` whose count row on either side a
+    selection matches, and every record of them in the four stores (or, state format 3,
+    column families), one partition at a time."""
+
+    def __init__(self, ckpt: Checkpoint, operator: int, last: int) -> None:
+        self.ckpt, self.operator, self.last = ckpt, operator, last
+        self.families = join_format(ckpt, operator) == 3
+        if self.families:
+            self.readers = {
+                name: join_family_reader(ckpt, JoinFamily(operator, name, False)) for name in STORES
+            }
+            store = ckpt.operators[operator].stores[DEFAULT_STORE]
+        else:
+            self.decoders = {store: decoder_for(ckpt, operator, store) for store in STORES}
+            store = ckpt.operators[operator].stores[COUNTS[0]]
+        self.partitions = sorted(store.partitions)
+
+    def match(self, partition: int, select: Selection) -> PartitionMatch:
+        if self.families:
+            return self._match_families(partition, select)
+        ckpt, operator, last = self.ckpt, self.operator, self.last
+        out = PartitionMatch(partition)
+        seen: set[str] = set()
+        matched: set[str] = set()
+        for store in COUNTS:
+            decoder = self.decoders[store]
+            version = plan_version(ckpt, operator, partition, last + 1, store=store)
+            for key, value in iter_state(ckpt, version):
+                json_key = decoder.json_key(key)
+                seen.add(_join_key(json_key, False))
+                if select.keys_only:
+                    row = {"partition_id": partition, "key": json_key}
+                else:
+                    row = decoder.row(partition, key, value)
+                if select.test(row):
+                    matched.add(_join_key(json_key, False))
+        if matched:
+            for store in STORES:
+                decoder = self.decoders[store]
                 version = plan_version(ckpt, operator, partition, last + 1, store=store)
                 for key, value in iter_state(ckpt, version):
-                    json_key = decoder.json_key(key)
-                    seen.add(_join_key(json_key, False))
-                    if keys_only:
-                        row = {"partition_id": partition, "key": json_key}
-                    else:
-                        row = decoder.row(partition, key, value)
-                    if test(row):
-                        matched.add(_join_key(json_key, False))
-            size = 0
-            if matched:
-                for store in STORES:
-                    decoder = decoders[store]
-                    version = plan_version(ckpt, operator, partition, last + 1, store=store)
-                    for key, value in iter_state(ckpt, version):
-                        if _join_key(decoder.json_key(key), store in INDEXED) in matched:
-                            out.removals.setdefault((store, partition), []).append(key)
-                            size += len(key) + len(value)
-                            emit({"store": store, **decoder.row(partition, key, value)})
-            out.counts[partition] = (len(seen), len(matched), size)
-            progress.advance()
-    finally:
-        progress.close()
-    return out
+                    if _join_key(decoder.json_key(key), store in INDEXED) in matched:
+                        row = {"store": store, **decoder.row(partition, key, value)}
+                        out.remove(store, key, value, row)
+        out.keys, out.matched = len(seen), len(matched)
+        return out
+
+    def _match_families(self, partition: int, select: Selection) -> PartitionMatch:
+        """A join in state format 3: its four stores are column families of the one
+        ``default`` store (the 2-byte family id before each key, ids from the zips'
+        ``columnFamilyMapping``), whose removed keys are all ``default``'s."""
+        ckpt, last, readers = self.ckpt, self.last, self.readers
+        version = plan_version(ckpt, self.operator, partition, last + 1)
+        zips = zips_of(ckpt, self.operator, DEFAULT_STORE, partition)
+        names = {
+            cf_id: name
+            for name, reader in readers.items()
+            for cf_id in reader.family_ids(ckpt, zips, partition, (last + 1, last + 1))
+        }
+        out = PartitionMatch(partition)
+        seen: set[str] = set()
+        matched: set[str] = set()
+        for name, _, _, row in _entries(ckpt, version, names, readers):
+            if name in COUNTS:
+                seen.add(_join_key(row["key"], False))
+                if select.matches(row):
+                    matched.add(_join_key(row["key"], False))
+        if matched:
+            for name, raw_key, raw_value, row in _entries(ckpt, version, names, readers):
+                if _join_key(row["key"], name in INDEXED) in matched:
+                    out.remove(DEFAULT_STORE, raw_key, raw_value, {"store": name, **row})
+        out.keys, out.matched = len(seen), len(matched)
+        return out
 
 
 def count_family_columns(ckpt: Checkpoint, operator: int) -> tuple[StructType, StructType]:
@@ -107,46 +139,6 @@ def _families(ckpt: Checkpoint, operator: int) -> dict[str, ColumnFamilySchema]:
             f"{', '.join(missing)}"
         )
     return found
-
-
-def _match_families(ckpt: Checkpoint, operator: int, last: int, select: Selection) -> KeyMatch:
-    """:func:`match_join` for a join in state format 3: its four stores are column families
-    of the one ``default`` store (the 2-byte family id before each key, ids from the zips'
-    ``columnFamilyMapping``), whose removed keys are all ``default``'s."""
-    emit, progress = select.emit, select.progress
-    readers = {name: join_family_reader(ckpt, JoinFamily(operator, name, False)) for name in STORES}
-    store = ckpt.operators[operator].stores[DEFAULT_STORE]
-    out = KeyMatch()
-    progress.start("Matching keys", total=len(store.partitions))
-    try:
-        for partition in sorted(store.partitions):
-            version = plan_version(ckpt, operator, partition, last + 1)
-            zips = zips_of(ckpt, operator, DEFAULT_STORE, partition)
-            names = {
-                cf_id: name
-                for name, reader in readers.items()
-                for cf_id in reader.family_ids(ckpt, zips, partition, (last + 1, last + 1))
-            }
-
-            seen: set[str] = set()
-            matched: set[str] = set()
-            for name, _, _, row in _entries(ckpt, version, names, readers):
-                if name in COUNTS:
-                    seen.add(_join_key(row["key"], False))
-                    if select.matches(row):
-                        matched.add(_join_key(row["key"], False))
-            size = 0
-            if matched:
-                for name, raw_key, raw_value, row in _entries(ckpt, version, names, readers):
-                    if _join_key(row["key"], name in INDEXED) in matched:
-                        out.removals.setdefault((DEFAULT_STORE, partition), []).append(raw_key)
-                        size += len(raw_key) + len(raw_value)
-                        emit({"store": name, **row})
-            out.counts[partition] = (len(seen), len(matched), size)
-            progress.advance()
-    finally:
-        progress.close()
-    return out
 
 
 def _entries(

@@ -13,6 +13,7 @@ from ckpt_cli.change.undo import UndoResult, batch_change_undo
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.delete.apply import DELETE_PREFIX, DeleteResult, apply_plan
 from ckpt_cli.delete.plan import DeletePlan, plan_delete
+from ckpt_cli.engine import Engine
 from ckpt_cli.results import ChangeRun
 from ckpt_cli.storage import Storage
 
@@ -33,17 +34,19 @@ def run_delete(
     state_var: str | None = None,
     timers: bool = False,
     quarantine: str | None = None,
+    engine: Engine | None = None,
 ) -> DeleteRun:
     """Plan, and with ``guards.apply`` write, the deletion of ``operator``'s keys that match
     ``where`` or are among ``keys`` (``output``: the matched rows written there first;
     transformWithState: ``state_var`` or ``timers`` to remove them from that variable or the
-    timers only). A dry run never refuses for safety: the plan's ``warnings`` say what
-    applying would refuse."""
+    timers only; ``engine``: a distributed one matches and writes each partition as a task).
+    A dry run never refuses for safety: the plan's ``warnings`` say what applying would
+    refuse."""
 
     def carry_out(ckpt: Checkpoint, plan: DeletePlan) -> DeleteResult:
         now = time.time()
         where_to = quarantine or fresh_quarantine(ckpt.storage, DELETE_PREFIX, now)
-        return apply_plan(ckpt, plan, where_to, guards.progress)
+        return apply_plan(ckpt, plan, where_to, guards.progress, engine)
 
     done = run_change(
         storage,
@@ -58,6 +61,7 @@ def run_delete(
             state_var=state_var,
             timers=timers,
             progress=guards.progress,
+            engine=engine,
         ),
         question=lambda plan: (
             f"Delete {sum(p.matched for p in plan.partitions):,} keys of state/{plan.operator} "

@@ -1,6 +1,5 @@
-"""How a deletion chooses keys (:class:`Selection`) and what it found (:class:`KeyMatch`),
-for the operators whose key spans several stores or column families (joins,
-transformWithState)."""
+"""How a deletion chooses keys (:class:`Selection`) and what it found in one store partition
+(:class:`PartitionMatch`)."""
 
 from __future__ import annotations
 
@@ -8,18 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckpt_cli.progress import ProgressSink
-
 
 @dataclass(frozen=True)
 class Selection:
-    """How keys are chosen: ``test`` of a row (only its ``key`` when ``keys_only``);
-    ``emit`` gets each removed record's row; ``progress``, per partition."""
+    """How keys are chosen: ``test`` of a row (only its ``key`` when ``keys_only``)."""
 
     test: Callable[[dict[str, Any]], bool]
     keys_only: bool
-    emit: Callable[[dict[str, Any]], None]
-    progress: ProgressSink
 
     def matches(self, row: dict[str, Any]) -> bool:
         return self.test(
@@ -28,9 +22,20 @@ class Selection:
 
 
 @dataclass
-class KeyMatch:
-    """Per partition: ``(keys, matched keys, bytes of the removed records)``; the removed
-    raw keys per ``(store, partition)``."""
+class PartitionMatch:
+    """What a deletion removes from one partition: ``keys`` in the state before, ``matched``
+    of them, ``size``: bytes of the removed records; the removed raw keys per store; the removed
+    records' rows (for the audit file and the sample). Plain data: an engine's task returns
+    it."""
 
-    counts: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    removals: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
+    partition: int
+    keys: int = 0
+    matched: int = 0
+    size: int = 0
+    removals: dict[str, list[bytes]] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def remove(self, store: str, raw_key: bytes, raw_value: bytes, row: dict[str, Any]) -> None:
+        self.removals.setdefault(store, []).append(raw_key)
+        self.size += len(raw_key) + len(raw_value)
+        self.rows.append(row)
