@@ -541,6 +541,42 @@ def test_lookup_finds_each_changed_key(
     assert sorted(np.flatnonzero(used).tolist()) == sorted({ids[k] for k in probes if k in ids})
 
 
+@pytest.mark.parametrize("collide", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 100])
+def test_lookup_of_more_keys_than_it_hashes_ahead(n: int, collide: bool) -> None:
+    """The lookup hashes keys ahead of the one it probes (and prefetches their slots): every
+    key still finds its own id, whatever the count around that window, and with every hash
+    alike."""
+    K = kernel.load()
+    changes = [(b"k%d" % i, b"v%d" % i) for i in range(0, 120, 3)]
+    probes = [b"k%d" % i for i in range(n)]
+    try:
+        if collide:
+            K._hash_bits(0)
+        data = bytearray(b"head" + _file(changes))
+        merged = K.merge(data, [(4, len(data), False)], True, True)
+        assert merged is not None
+        ids = {k: i for i, (k, _) in enumerate(_records(bulk.kernel_packed(data, merged)))}
+        batch = Packed.of([(k, b"") for k in probes])
+        found = np.frombuffer(
+            merged.lookup(batch.data, batch.key_offsets, batch.key_sizes), np.int64
+        )
+        assert found.tolist() == [ids.get(k, -1) for k in probes]
+    finally:
+        K._hash_bits(2**64 - 1)
+
+
+@pytest.mark.parametrize("bad_at", [0, 5, 16, 17, 40])
+def test_a_lookup_key_outside_its_buffer_is_refused_wherever_it_is(bad_at: int) -> None:
+    data = bytearray(b"head" + _file([(b"k1", b"v")]))
+    merged = kernel.load().merge(data, [(4, len(data), False)], True, True)
+    batch = Packed.of([(b"k%d" % i, b"") for i in range(50)])
+    offsets = np.array(batch.key_offsets, dtype=np.int64)
+    offsets[bad_at] = len(batch.data)  # a key that runs past the end
+    with pytest.raises(ValueError, match="outside its buffer"):
+        merged.lookup(batch.data, offsets, batch.key_sizes)
+
+
 # -- the fixtures ---------------------------------------------------------------------------
 
 
