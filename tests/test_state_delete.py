@@ -12,6 +12,7 @@ import random
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -384,3 +385,86 @@ def test_a_bad_where_is_one_line_naming_the_token(where: str, message: str) -> N
         parse_where(where, ["key.user", "key.n"])
     assert message in error.value.message and "\n" not in error.value.message
     assert isinstance(error.value, UsageError)
+
+
+# Stores whose --keys are matched by their stored bytes (HDFS, RocksDB with and without
+# changelogs, format v2, 200 partitions, a dedup's and flatMapGroupsWithState's keys).
+RAW_KEY_CASES = [
+    "spark4-hdfs-agg",
+    "spark4-hdfs-agg-zstd",
+    "spark4-rocksdb-agg",
+    "spark4-rocksdb-changelog",
+    "spark4-rocksdb-v2",
+    "spark4-dedup",
+    "spark4-fmgws-rocksdb",
+    "spark4-hdfs-agg-200",
+    "spark33-rocksdb-agg",
+    "spark4-multi-op",
+]
+
+
+@pytest.mark.parametrize("name", RAW_KEY_CASES)
+def test_keys_matched_by_their_bytes_are_the_keys_decoding_matches(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--keys (every third key of the state, a key of another type, one that is not there):
+    matched by their stored bytes, the same records, rows and order as decoding every key
+    finds; and the stored bytes were what matched them."""
+    from ckpt_cli.delete import matching
+    from ckpt_cli.delete.matching import Matcher, MatchSpec
+
+    root = copy(name, tmp_path / "ckpt")
+    ckpt = ckpt_cli.open(str(root))
+    keys = [json.loads(r)["key"] for r in rows(root)][::3]
+    keys += [{"k": 12345}, {"nope": "x"}, {**keys[0], "extra": 1}]
+    spec = MatchSpec(0, latest(root), keys=tuple(keys))
+
+    fast = Matcher(ckpt, spec)
+    assert fast.raw_keys is not None
+    used = []
+    real = fast._match_raw
+
+    def counted(partition: int, raw_keys: Any) -> Any:
+        used.append(partition)
+        return real(partition, raw_keys)
+
+    monkeypatch.setattr(fast, "_match_raw", counted)
+    by_bytes = [fast.match(p) for p in fast.partitions]
+    assert used == fast.partitions
+    assert all(real(p, fast.raw_keys) is not None for p in fast.partitions)
+
+    monkeypatch.setattr(matching, "flat_row_encoder", lambda schema: None)
+    slow = Matcher(ckpt, spec)
+    assert slow.raw_keys is None
+    by_decoding = [slow.match(p) for p in slow.partitions]
+    assert by_bytes == by_decoding
+    assert sum(m.matched for m in by_bytes) == len(keys) - 3
+
+
+def test_keys_that_do_not_encode_back_are_matched_by_decoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a partition's keys do not come back byte for byte from their decoded rows (here:
+    an encoder that writes one byte more), the partition is matched by decoding: the same
+    keys go."""
+    from ckpt_cli.delete import matching
+    from ckpt_cli.delete.matching import Matcher, MatchSpec
+    from ckpt_cli.formats.unsaferow import flat_row_encoder
+
+    root = copy("spark4-rocksdb-changelog", tmp_path / "ckpt")
+    ckpt = ckpt_cli.open(str(root))
+    keys = tuple(json.loads(r)["key"] for r in rows(root)[:4])
+    spec = MatchSpec(0, latest(root), keys=keys)
+    want = [Matcher(ckpt, spec).match(p) for p in Matcher(ckpt, spec).partitions]
+
+    def off_by_one(schema: object) -> object:
+        encode = flat_row_encoder(schema)  # type: ignore[arg-type]
+        assert encode is not None
+        return lambda row: (encode(row) or b"") + b"\x00"
+
+    monkeypatch.setattr(matching, "flat_row_encoder", off_by_one)
+    skewed = Matcher(ckpt, spec)
+    assert skewed.raw_keys is not None
+    assert all(skewed._match_raw(p, skewed.raw_keys) is None for p in skewed.partitions)
+    assert [skewed.match(p) for p in skewed.partitions] == want
+    assert sum(m.matched for m in want) == 4

@@ -23,9 +23,12 @@ from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
 from ckpt_cli.delete.families import FamilyTarget, join_target, match_partition, tws_target
 from ckpt_cli.delete.joins import COUNTS, STORES, JoinMatcher, count_family_columns, is_join
+from ckpt_cli.delete.raw_keys import RawKeys
 from ckpt_cli.delete.selection import PartitionMatch, Selection
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
+from ckpt_cli.formats.unsaferow import flat_row_encoder
+from ckpt_cli.state.bulk import packed_batches
 from ckpt_cli.state.decoders import RowDecoder
 from ckpt_cli.state.join_families import join_format
 from ckpt_cli.state.reader import decoder_for, prefix_key_columns
@@ -99,6 +102,15 @@ class Matcher:
         # Session windows: a state key is (session key, session start), and deleting a key
         # means every session of it: a row whose session key has a matching session matches.
         self.session_cols = prefix_key_columns(ckpt, operator, self.store.name)
+        # --keys of a plain store: matched by their stored bytes where they encode.
+        self.raw_keys: RawKeys | None = None
+        decoder = self.decoder
+        if spec.keys is not None and decoder is not None and not self.session_cols:
+            schema = decoder.schema
+            plain = type(decoder) is RowDecoder and schema is not None
+            encode = flat_row_encoder(schema.key) if plain and schema is not None else None
+            if encode is not None:
+                self.raw_keys = RawKeys(spec.keys, encode)
 
     @property
     def stores(self) -> str:
@@ -121,6 +133,10 @@ class Matcher:
             return self.join.match(partition, self.select)
         if self.target is not None:
             return match_partition(self.ckpt, self.target, self.spec.last, partition, self.select)
+        if self.raw_keys is not None:
+            found = self._match_raw(partition, self.raw_keys)
+            if found is not None:
+                return found
         ckpt, decoder, test = self.ckpt, self.decoder, self.select.test
         assert decoder is not None
         out = PartitionMatch(partition)
@@ -139,6 +155,33 @@ class Matcher:
             else:
                 hit = test(decoder.row(partition, key, value))
             if hit:
+                out.matched += 1
+                out.remove(self.store.name, key, value, decoder.row(partition, key, value))
+        return out
+
+    def _match_raw(self, partition: int, raw_keys: RawKeys) -> PartitionMatch | None:
+        """``match`` by the keys' stored bytes (only the matched records decoded); None when
+        the partition's keys do not encode back to themselves."""
+        decoder = self.decoder
+        assert decoder is not None
+        out = PartitionMatch(partition)
+        version = plan_version(self.ckpt, self.spec.operator, partition, self.spec.last + 1)
+        find = None
+        for batch in packed_batches(self.ckpt, version):
+            if not len(batch):
+                continue
+            if find is None:
+                prefix = raw_keys.prefix(batch, decoder.json_key)
+                if prefix is None:
+                    return None
+                find = raw_keys.finder(prefix)
+            out.keys += len(batch)
+            data = memoryview(batch.data)
+            for i in find(batch):
+                at, size = int(batch.key_offsets[i]), int(batch.key_sizes[i])
+                key = data[at : at + size].tobytes()
+                at, size = int(batch.value_offsets[i]), int(batch.value_sizes[i])
+                value = data[at : at + size].tobytes()
                 out.matched += 1
                 out.remove(self.store.name, key, value, decoder.row(partition, key, value))
         return out

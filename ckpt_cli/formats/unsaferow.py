@@ -634,3 +634,66 @@ def project_fields(
         elif not null:
             out[8 * ((m + 63) // 64) + 8 * j : 8 * ((m + 63) // 64) + 8 * j + 8] = data[at : at + 8]
     return bytes(out + var)
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+# The types a flat row encoder writes: fixed-width integers and booleans in their slot (the
+# rest of the 8 bytes zero, as UnsafeRowWriter zeroes the slot first), strings after the
+# fixed region, padded to 8 bytes with zeros, their slot (offset << 32 | size).
+_ENCODABLE = {"boolean", "byte", "short", "integer", "long", "string"}
+_INT_RANGES = {"byte": 8, "short": 16, "integer": 32, "long": 64}
+
+
+def flat_row_encoder(schema: S.StructType) -> Callable[[Any], bytes | None] | None:
+    """An encoder of rows of ``schema`` (a dict keyed by ``schema.unique_names()``, as
+    :func:`make_decoder` gives them) into the UnsafeRow Spark writes, or None when a field's
+    type is not one it writes (booleans, integers, strings). The encoder gives None for a
+    row that no value of the schema equals: other keys, a value of another type, an integer
+    out of range."""
+    kinds = []
+    for f in schema.fields:
+        t = f.data_type
+        name = t.name if isinstance(t, S.AtomicType) else None
+        if name not in _ENCODABLE:
+            return None
+        kinds.append(name)
+    names = schema.unique_names()
+    n = len(kinds)
+    bitset = ((n + 63) // 64) * 8
+    fixed = bitset + 8 * n
+
+    def encode(row: Any) -> bytes | None:
+        if not isinstance(row, dict) or len(row) != n:
+            return None
+        head = bytearray(fixed)
+        tail = bytearray()
+        for i, (kind, name) in enumerate(zip(kinds, names, strict=True)):
+            if name not in row:
+                return None
+            value = row[name]
+            slot = bitset + 8 * i
+            if value is None:
+                head[i // 8] |= 1 << (i % 8)
+            elif kind == "string":
+                if not isinstance(value, str):
+                    return None
+                data = value.encode("utf-8")
+                struct.pack_into("<q", head, slot, ((fixed + len(tail)) << 32) | len(data))
+                tail += data + bytes(-len(data) % 8)
+            elif kind == "boolean":
+                if not isinstance(value, bool):
+                    return None
+                head[slot] = int(value)
+            else:
+                bits = _INT_RANGES[kind]
+                if isinstance(value, bool) or not isinstance(value, int):
+                    return None
+                if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+                    return None
+                struct.pack_into("<q", head, slot, value)
+                if bits < 64:  # the slot's upper bytes stay zero (not sign-extended)
+                    head[slot + bits // 8 : slot + 8] = bytes(8 - bits // 8)
+        return bytes(head + tail)
+
+    return encode
