@@ -57,5 +57,6 @@ def _plan(plan: DeletePlan, out: TextRenderer) -> None:
 def _run(run: DeleteRun, out: TextRenderer) -> None:
     result = plan_first(run, out, idle=run.plan.nothing_to_do)
     if result is not None:
-        done = f"{result.removed:,} keys, {len(result.written)} files written"
+        keys = "key" if result.removed == 1 else "keys"
+        done = f"{result.removed:,} {keys}, {len(result.written)} files written"
         print_changed(out, result, ("Deleted:", done), undo="state delete", change="deletion")
