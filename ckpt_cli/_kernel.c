@@ -399,49 +399,30 @@ static PyObject *merged_lookup(Merged *self, PyObject *args) {
     uint8_t *used = ((Column *)self->used)->data;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    if (self->nslots == 0) { /* nothing merged */
-        for (Py_ssize_t i = 0; i < n; i++) {
+    /* Most keys are not among the merged ones, and each probe of the table is a cache miss:
+     * key j is hashed, and its slot prefetched, AHEAD keys before it is probed (as i). */
+    size_t mask = self->nslots ? self->nslots - 1 : 0;
+    uint64_t hs[AHEAD];
+    for (Py_ssize_t j = 0; j < n + AHEAD; j++) {
+        Py_ssize_t i = j - AHEAD; /* probed first: key j takes its place in the ring after */
+        if (i >= 0) {
             int64_t at = ints_at(&off, i), ks = ints_at(&size, i);
-            if (at < 0 || ks < 0 || at > data.len - ks) {
-                bad = 1;
-                break;
-            }
-            found[i] = -1;
+            size_t slot;
+            int64_t id = self->nslots == 0 ? -1 /* nothing merged */
+                         : table_find(self->slots, self->nslots, hs[i % AHEAD], buf + at, ks,
+                                      base, koff, ksz, &slot);
+            /* -2: not within MAX_PROBE of its place, where every key was put: not there. */
+            found[i] = id >= 0 ? id : -1;
+            if (id >= 0) used[id] = 1;
         }
-    } else {
-        /* Most keys are not among the merged ones, and each probe of the table is a cache
-         * miss: hash AHEAD keys in front and prefetch their slots, as the merge does. */
-        size_t mask = self->nslots - 1;
-        uint64_t hs[AHEAD];
-        Py_ssize_t ahead = n < AHEAD ? n : AHEAD;
-        for (Py_ssize_t j = 0; j < ahead && !bad; j++) {
+        if (j < n) {
             int64_t at = ints_at(&off, j), ks = ints_at(&size, j);
             if (at < 0 || ks < 0 || at > data.len - ks) {
                 bad = 1;
                 break;
             }
             hs[j % AHEAD] = hash_key(buf + at, (size_t)ks);
-            __builtin_prefetch(&self->slots[(size_t)hs[j % AHEAD] & mask]);
-        }
-        for (Py_ssize_t i = 0; i < n && !bad; i++) {
-            uint64_t h = hs[i % AHEAD];
-            Py_ssize_t j = i + AHEAD;
-            if (j < n) {
-                int64_t at = ints_at(&off, j), ks = ints_at(&size, j);
-                if (at < 0 || ks < 0 || at > data.len - ks) {
-                    bad = 1;
-                    break;
-                }
-                hs[j % AHEAD] = hash_key(buf + at, (size_t)ks);
-                __builtin_prefetch(&self->slots[(size_t)hs[j % AHEAD] & mask]);
-            }
-            int64_t at = ints_at(&off, i), ks = ints_at(&size, i);
-            size_t slot;
-            int64_t id =
-                table_find(self->slots, self->nslots, h, buf + at, ks, base, koff, ksz, &slot);
-            /* -2: not within MAX_PROBE of its place, where every key was put: not there. */
-            found[i] = id >= 0 ? id : -1;
-            if (id >= 0) used[id] = 1;
+            if (self->nslots) __builtin_prefetch(&self->slots[(size_t)hs[j % AHEAD] & mask]);
         }
     }
     Py_END_ALLOW_THREADS

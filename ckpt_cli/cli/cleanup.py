@@ -17,8 +17,7 @@ from ckpt_cli.api import (
 )
 from ckpt_cli.cli.change import ApplyOpt, BreakLockOpt, ForceOpt, MinAgeOpt, RetainOpt, YesOpt
 from ckpt_cli.cli.common import (
-    EngineOpt,
-    MasterOpt,
+    EngineOptions,
     PathArg,
     SharedOptions,
     error_boundary,
@@ -27,7 +26,6 @@ from ckpt_cli.cli.common import (
     parse_duration,
     start,
 )
-from ckpt_cli.engine import make_engine
 
 
 @error_boundary
@@ -46,8 +44,7 @@ def orphans(
             help="CHECKPOINT is a prefix: find every checkpoint under it and scan them all.",
         ),
     ] = False,
-    engine: EngineOpt = "local",
-    master: MasterOpt = None,
+    engine_options: EngineOptions = EngineOptions(),
     shared: SharedOptions = SharedOptions(),
 ) -> CleanupPlan | OrphanScan:
     """List the files no retained version needs, by class, with their bytes.
@@ -69,7 +66,7 @@ def orphans(
     run = start(shared, show_files=show_files, title="Orphans")
     age = parse_duration(min_age)
     if recursive:
-        storage, where = run.storage(path), make_engine(engine, master=master)
+        storage, where = run.storage(path), engine_options.make()
         scan = scan_orphans(storage, where, retain=retain, min_age=age, progress=run.progress)
         return run.render(scan)
     return run.render(plan_cleanup(run.open(path), retain=retain, min_age=age))

@@ -18,6 +18,7 @@ from ckpt_cli import exit_codes
 from ckpt_cli.api import Checkpoint, Storage, StorageStats
 from ckpt_cli.cli.output import Renderer, cli_words, exit_code, renderer
 from ckpt_cli.cli.output import write_json as write_json  # commands still import it from here
+from ckpt_cli.engine import Engine, make_engine
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Confirm, Result
@@ -109,11 +110,31 @@ def output_option(help: str, **settings: Any) -> Any:
     return typer.Option("--output", "-o", metavar="FILE", help=help, **settings)
 
 
+def state_var_option(help: str) -> Any:
+    """``--state-var NAME``: one state variable of a transformWithState operator."""
+    return typer.Option("--state-var", metavar="NAME", help=help, show_default=False)
+
+
 class OptionGroup:
     """Options several commands take together, declared once as a frozen dataclass whose
     fields are the options (their ``...Opt`` types and defaults). A command names the group
     as one parameter; :func:`error_boundary` spreads its fields into the command's options at
     that place (so --help lists them there) and hands the command the group built from them."""
+
+
+@dataclass(frozen=True)
+class EngineOptions(OptionGroup):
+    """Where a command that works per partition runs it: ``--engine`` and ``--master``."""
+
+    engine: EngineOpt = "local"
+    master: MasterOpt = None
+
+    def make(self) -> Engine:
+        return make_engine(self.engine, master=self.master)
+
+    def distributed(self) -> Engine | None:
+        """The engine when it is not this process's own (the local one works inline)."""
+        return self.make() if self.engine != "local" else None
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,7 @@ import typer
 
 from ckpt_cli.api import ConvertRun, UndoResult, run_convert, undo_convert
 from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
-from ckpt_cli.cli.common import EngineOpt, MasterOpt, PathArg, SharedOptions, error_boundary, given
-from ckpt_cli.engine import make_engine
+from ckpt_cli.cli.common import EngineOptions, PathArg, SharedOptions, error_boundary, given
 
 
 @error_boundary
@@ -37,8 +36,7 @@ def convert(
     ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
-    engine: EngineOpt = "local",
-    master: MasterOpt = None,
+    engine_options: EngineOptions = EngineOptions(),
     change: ChangeOptions = ChangeOptions(),
     shared: SharedOptions = SharedOptions(),
 ) -> ConvertRun | UndoResult:
@@ -84,7 +82,7 @@ def convert(
     if provider is None and format_version is None:
         given(None, "give --provider hdfs|rocksdb, --format-version 1|2 (or --undo)")
     # The local engine converts in this process, a partition at a time.
-    engine_of = make_engine(engine, master=master) if engine != "local" else None
+    engine_of = engine_options.distributed()
     run = run_convert(
         started.storage,
         started.guards,

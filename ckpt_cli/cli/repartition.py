@@ -8,8 +8,7 @@ import typer
 
 from ckpt_cli.api import RepartitionRun, UndoResult, run_repartition, undo_repartition
 from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
-from ckpt_cli.cli.common import EngineOpt, MasterOpt, PathArg, SharedOptions, error_boundary, given
-from ckpt_cli.engine import make_engine
+from ckpt_cli.cli.common import EngineOptions, PathArg, SharedOptions, error_boundary, given
 
 
 @error_boundary
@@ -27,8 +26,7 @@ def repartition(
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     change: ChangeOptions = ChangeOptions(),
-    engine: EngineOpt = "local",
-    master: MasterOpt = None,
+    engine_options: EngineOptions = EngineOptions(),
     shared: SharedOptions = SharedOptions(),
 ) -> RepartitionRun | UndoResult:
     """Change a stateful query's number of state partitions offline, as Spark 4.3's own
@@ -67,7 +65,7 @@ def repartition(
     if change.undo:
         return started.undo(undo_repartition, force=change.force)
     count = given(partitions, "give the new partition count: --partitions M (or --undo)")
-    engine_of = make_engine(engine, master=master)
+    engine_of = engine_options.make()
     result = run_repartition(
         started.storage,
         started.guards,

@@ -31,6 +31,7 @@ from ckpt_cli.cli.common import (
     output_option,
     partition_option,
     start,
+    state_var_option,
     stderr_console,
     workers_option,
 )
@@ -180,12 +181,9 @@ def replay(
     ] = False,
     state_var: Annotated[
         str | None,
-        typer.Option(
-            "--state-var",
-            metavar="NAME",
-            help="transformWithState: the state variable to read (Spark's stateVarName), "
-            "e.g. ckpt replay CKPT --state-var events.",
-            show_default=False,
+        state_var_option(
+            "transformWithState: the state variable to read (Spark's stateVarName), "
+            "e.g. ckpt replay CKPT --state-var events."
         ),
     ] = None,
     timers: Annotated[

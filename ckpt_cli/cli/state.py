@@ -10,17 +10,16 @@ from ckpt_cli.api import DeleteRun, UndoResult, read_keys_file, run_delete, undo
 from ckpt_cli.cli.change import ApplyOpt, ChangeOptions, YesOpt, start_change
 from ckpt_cli.cli.coercion import CkptCommand
 from ckpt_cli.cli.common import (
-    EngineOpt,
-    MasterOpt,
+    EngineOptions,
     PathArg,
     SharedOptions,
     error_boundary,
     given,
     output_option,
+    state_var_option,
 )
 from ckpt_cli.cli.helptext import unwrap
 from ckpt_cli.cli.usage import CkptGroup
-from ckpt_cli.engine import make_engine
 
 app = typer.Typer(
     name="state",
@@ -66,12 +65,9 @@ def delete(
     ] = None,
     state_var: Annotated[
         str | None,
-        typer.Option(
-            "--state-var",
-            metavar="NAME",
-            help="transformWithState: remove the keys from this state variable only (with "
-            "its TTL entries); value.* then selects on its values.",
-            show_default=False,
+        state_var_option(
+            "transformWithState: remove the keys from this state variable only (with its "
+            "TTL entries); value.* then selects on its values."
         ),
     ] = None,
     timers: Annotated[
@@ -83,8 +79,7 @@ def delete(
     ] = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
-    engine: EngineOpt = "local",
-    master: MasterOpt = None,
+    engine_options: EngineOptions = EngineOptions(),
     change: ChangeOptions = ChangeOptions(),
     shared: SharedOptions = SharedOptions(),
 ) -> DeleteRun | UndoResult:
@@ -136,7 +131,7 @@ def delete(
         timers=timers,
         quarantine=change.quarantine,
         # The local engine matches and writes in this process, a partition at a time.
-        engine=make_engine(engine, master=master) if engine != "local" else None,
+        engine=engine_options.distributed(),
     )
     return started.render(result)
 

@@ -32,6 +32,7 @@ from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
+from ckpt_cli.delete.selection import PartitionMatch, Selection
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.spark_types import StructType
 from ckpt_cli.formats.state_schema import StateSchema
@@ -48,8 +49,6 @@ from ckpt_cli.state.tws import (
     variable_reader,
     zips_of,
 )
-
-from .selection import PartitionMatch, Selection
 
 TIMER_ROLES = ("timers", "timers_index")
 
