@@ -241,3 +241,18 @@ def test_a_deletion_killed_in_any_write_is_undone(name: str, tmp_path: Path) -> 
         undone = run_cli("state", "delete", str(root), "--undo", "--yes", "--break-lock")
         assert undone.exit_code == 0, undone.stderr
         assert tree(root) == original, nth
+
+
+def test_a_plain_copy_is_told_to_be_relocated(tmp_path: Path) -> None:
+    """A transformWithState checkpoint copied as files still names its schema files where
+    Spark ran it: the plan says so and names the command (a relocated copy hears nothing)."""
+    plain = tmp_path / "plain"
+    shutil.copytree(CASES_DIR / "spark4-tws-row" / "checkpoint", plain)
+    relocated = copy("spark4-tws-row", tmp_path / "relocated")
+    for root, told in ((plain, True), (relocated, False)):
+        result = run_cli(
+            "state", "delete", str(root), "--operator", "0", "-w", "key.k = 'k1'", "--json"
+        )
+        assert result.exit_code == 0, result.stderr
+        notes = [n for n in result.json()["notes"] if "ckpt relocate" in n]
+        assert bool(notes) is told, result.json()["notes"]

@@ -21,8 +21,10 @@ from ckpt_cli.delete.matching import DeleteRefused, Matcher, MatchSpec
 from ckpt_cli.delete.selection import PartitionMatch
 from ckpt_cli.delete.tasks import match_partitions
 from ckpt_cli.errors import UsageError
+from ckpt_cli.formats.tws import same_location, schema_homes
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.results import Result, fields_json
+from ckpt_cli.state.tws import operator_metadata_v2
 
 if TYPE_CHECKING:
     from ckpt_cli.engine import Engine
@@ -151,6 +153,7 @@ def plan_delete(
     )
     if matcher.tws and target is not None:
         plan.notes.append(f"transformWithState: keys removed from {target.what}")
+        plan.notes += _copied_home(ckpt, operator)
     partitions = matcher.partitions
     out = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
     try:
@@ -187,6 +190,21 @@ def _matched_here(
             progress.advance()
     finally:
         progress.close()
+
+
+def _copied_home(ckpt: Checkpoint, operator: int) -> list[str]:
+    """A note when the operator metadata names its schema files in another home (a copy):
+    the deletion is right, but Spark restarts the copy only once it is relocated."""
+    meta = operator_metadata_v2(ckpt, operator)
+    here = ckpt.storage.spark_location
+    homes = sorted(h for h in schema_homes(meta) if not same_location(h, here)) if meta else []
+    if not homes:
+        return []
+    return [
+        f"state/{operator}: its operator metadata names its schema files under {homes[0]}, "
+        "not here (a copy): Spark restarts it once it is relocated, with "
+        "`ckpt relocate CHECKPOINT NEW_HOME --apply`"
+    ]
 
 
 def _finish(ckpt: Checkpoint, plan: DeletePlan) -> DeletePlan:
