@@ -18,6 +18,7 @@ from ckpt_cli.change.flow import Guards
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.delete.plan import SAMPLE_ROWS
 from ckpt_cli.delete.run import run_delete, undo_delete
 from ckpt_cli.engine import LocalEngine
 from tests.conftest import CASES_DIR, run_cli
@@ -175,3 +176,28 @@ def test_pools_of_any_size_with_slow_and_failing_tasks(
     assert done.result is not None and done.result.validation.ok
     assert [p.partition for p in done.plan.partitions] == list(range(200))
     assert state(root) == state(here)
+
+
+def test_tasks_return_only_the_rows_that_are_used(tmp_path: Path) -> None:
+    """Without --output a task returns a sample's worth of rows, not every removed row (a
+    deletion of most keys would ship them all to the driver); the plan is the local one."""
+    here = copy("spark4-hdfs-agg", tmp_path / "here" / "ckpt")
+    there = copy("spark4-hdfs-agg", tmp_path / "there" / "ckpt")
+    returned: list[int] = []
+
+    class Counting(Tasks):
+        def map(self, fn: Any, units: Any, **kw: Any) -> Any:
+            out = super().map(fn, units, **kw)
+            if fn.__name__ == "_match_unit":
+                returned.extend(len(m.rows) for m in out)
+            return out
+
+    where = "key.k is not null"
+    a = run_delete(Checkpoint.open(str(here)).storage, Guards(), operator=0, where=where)
+    engine = Counting(tmp_path / "there")
+    b = run_delete(
+        Checkpoint.open(str(there)).storage, Guards(), operator=0, where=where, engine=engine
+    )
+    assert b.plan.body_json() | {"checkpoint": None} == a.plan.body_json() | {"checkpoint": None}
+    matched = sum(p.matched for p in b.plan.partitions)
+    assert returned and max(returned) <= SAMPLE_ROWS < matched

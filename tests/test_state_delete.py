@@ -18,6 +18,7 @@ import pytest
 
 import ckpt_cli
 from ckpt_cli.api import Guards, run_delete, undo_delete
+from ckpt_cli.delete.selection import PartitionMatch
 from ckpt_cli.errors import UsageError
 from ckpt_cli.state.where import WhereError, parse_where
 from ckpt_cli.storage import Storage
@@ -424,14 +425,14 @@ def test_keys_matched_by_their_bytes_are_the_keys_decoding_matches(
     used = []
     real = fast._match_raw
 
-    def counted(partition: int, raw_keys: Any) -> Any:
-        used.append(partition)
-        return real(partition, raw_keys)
+    def counted(out: PartitionMatch, raw_keys: Any) -> Any:
+        used.append(out.partition)
+        return real(out, raw_keys)
 
     monkeypatch.setattr(fast, "_match_raw", counted)
     by_bytes = [fast.match(p) for p in fast.partitions]
     assert used == fast.partitions
-    assert all(real(p, fast.raw_keys) is not None for p in fast.partitions)
+    assert all(real(PartitionMatch(p), fast.raw_keys) is not None for p in fast.partitions)
 
     monkeypatch.setattr(matching, "flat_row_encoder", lambda schema: None)
     slow = Matcher(ckpt, spec)
@@ -465,6 +466,24 @@ def test_keys_that_do_not_encode_back_are_matched_by_decoding(
     monkeypatch.setattr(matching, "flat_row_encoder", off_by_one)
     skewed = Matcher(ckpt, spec)
     assert skewed.raw_keys is not None
-    assert all(skewed._match_raw(p, skewed.raw_keys) is None for p in skewed.partitions)
+    assert all(
+        skewed._match_raw(PartitionMatch(p), skewed.raw_keys) is None for p in skewed.partitions
+    )
     assert [skewed.match(p) for p in skewed.partitions] == want
     assert sum(m.matched for m in want) == 4
+
+
+def test_rows_are_handed_on_or_kept_as_asked(tmp_path: Path) -> None:
+    """A deletion of every key holds none of their rows when a sink takes them (this
+    process), and the first ``keep`` when it returns them (a task)."""
+    from ckpt_cli.delete.matching import Matcher, MatchSpec
+
+    root = copy("spark4-hdfs-agg", tmp_path / "ckpt")
+    ckpt = ckpt_cli.open(str(root))
+    matcher = Matcher(ckpt, MatchSpec(0, latest(root), where="key.k is not null"))
+    for p in matcher.partitions:
+        handed: list[dict[str, Any]] = []
+        out = matcher.match(p, sink=handed.append)
+        assert out.matched == out.keys > 2 and not out.rows and len(handed) == out.matched
+        assert len(matcher.match(p, keep=2).rows) == 2
+        assert matcher.match(p).rows == handed

@@ -179,16 +179,16 @@ def _grouping(schema: StateSchema, places: dict[str, PartitionKey], where: str) 
 
 
 def match_partition(
-    ckpt: Checkpoint, target: FamilyTarget, last: int, partition: int, select: Selection
+    ckpt: Checkpoint, target: FamilyTarget, last: int, out: PartitionMatch, select: Selection
 ) -> PartitionMatch:
-    """The keys of ``target``'s families in ``partition`` at batch ``last`` that
-    ``select`` matches, and every record of them in those families."""
+    """The keys of ``target``'s families in ``out``'s partition at batch ``last`` that
+    ``select`` matches, and every record of them in those families, into ``out``."""
+    partition = out.partition
     version = plan_version(ckpt, target.operator, partition, last + 1)
     families = _families_by_id(ckpt, target, version)
     matched: set[str] | None = None
     if not select.keys_only:
         matched = _matched_by_values(ckpt, target, version, families, select)
-    out = PartitionMatch(partition)
     seen: set[str] = set()
     tested: dict[str, bool] = {}
     for raw_key, raw_value, family, key, group in _records(ckpt, version, families):

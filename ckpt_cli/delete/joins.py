@@ -64,11 +64,11 @@ class JoinMatcher:
             store = ckpt.operators[operator].stores[COUNTS[0]]
         self.partitions = sorted(store.partitions)
 
-    def match(self, partition: int, select: Selection) -> PartitionMatch:
+    def match(self, out: PartitionMatch, select: Selection) -> PartitionMatch:
+        """Fill ``out`` with its partition's matches."""
         if self.families:
-            return self._match_families(partition, select)
-        ckpt, operator, last = self.ckpt, self.operator, self.last
-        out = PartitionMatch(partition)
+            return self._match_families(out, select)
+        ckpt, operator, last, partition = self.ckpt, self.operator, self.last, out.partition
         seen: set[str] = set()
         matched: set[str] = set()
         for store in COUNTS:
@@ -94,11 +94,11 @@ class JoinMatcher:
         out.keys, out.matched = len(seen), len(matched)
         return out
 
-    def _match_families(self, partition: int, select: Selection) -> PartitionMatch:
+    def _match_families(self, out: PartitionMatch, select: Selection) -> PartitionMatch:
         """A join in state format 3: its four stores are column families of the one
         ``default`` store (the 2-byte family id before each key, ids from the zips'
         ``columnFamilyMapping``), whose removed keys are all ``default``'s."""
-        ckpt, last, readers = self.ckpt, self.last, self.readers
+        ckpt, last, readers, partition = self.ckpt, self.last, self.readers, out.partition
         version = plan_version(ckpt, self.operator, partition, last + 1)
         zips = zips_of(ckpt, self.operator, DEFAULT_STORE, partition)
         names = {
@@ -106,7 +106,6 @@ class JoinMatcher:
             for name, reader in readers.items()
             for cf_id in reader.family_ids(ckpt, zips, partition, (last + 1, last + 1))
         }
-        out = PartitionMatch(partition)
         seen: set[str] = set()
         matched: set[str] = set()
         for name, _, _, row in _entries(ckpt, version, names, readers):

@@ -24,7 +24,7 @@ from ckpt_cli.core.rebuild import ReplayPlan, plan_version
 from ckpt_cli.delete.families import FamilyTarget, join_target, match_partition, tws_target
 from ckpt_cli.delete.joins import COUNTS, STORES, JoinMatcher, count_family_columns, is_join
 from ckpt_cli.delete.raw_keys import RawKeys
-from ckpt_cli.delete.selection import PartitionMatch, Selection
+from ckpt_cli.delete.selection import PartitionMatch, RowOf, Selection
 from ckpt_cli.errors import CkptError, UsageError
 from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.formats.unsaferow import flat_row_encoder
@@ -127,19 +127,26 @@ class Matcher:
             return self.join.partitions
         return sorted(self.store.partitions)
 
-    def match(self, partition: int) -> PartitionMatch:
-        """The matched keys of one partition and every record they remove."""
+    def match(
+        self,
+        partition: int,
+        sink: Callable[[dict[str, Any]], None] | None = None,
+        keep: int | None = None,
+    ) -> PartitionMatch:
+        """The matched keys of one partition and every record they remove; their rows handed
+        to ``sink``, else the first ``keep`` of them kept (None: all)."""
+        out = PartitionMatch(partition, keep=keep, sink=sink)
         if self.join is not None:
-            return self.join.match(partition, self.select)
+            return self.join.match(out, self.select)
         if self.target is not None:
-            return match_partition(self.ckpt, self.target, self.spec.last, partition, self.select)
+            return match_partition(self.ckpt, self.target, self.spec.last, out, self.select)
         if self.raw_keys is not None:
-            found = self._match_raw(partition, self.raw_keys)
+            found = self._match_raw(out, self.raw_keys)
             if found is not None:
                 return found
+            out = PartitionMatch(partition, keep=keep, sink=sink)
         ckpt, decoder, test = self.ckpt, self.decoder, self.select.test
         assert decoder is not None
-        out = PartitionMatch(partition)
         version = plan_version(ckpt, self.spec.operator, partition, self.spec.last + 1)
         keys_only, cols = self.select.keys_only, self.session_cols
         # Session windows: first the session keys that have a matching session.
@@ -156,15 +163,16 @@ class Matcher:
                 hit = test(decoder.row(partition, key, value))
             if hit:
                 out.matched += 1
-                out.remove(self.store.name, key, value, decoder.row(partition, key, value))
+                out.remove(self.store.name, key, value, _row_of(decoder, partition, key, value))
         return out
 
-    def _match_raw(self, partition: int, raw_keys: RawKeys) -> PartitionMatch | None:
-        """``match`` by the keys' stored bytes (only the matched records decoded); None when
-        the partition's keys do not encode back to themselves."""
+    def _match_raw(self, out: PartitionMatch, raw_keys: RawKeys) -> PartitionMatch | None:
+        """``match`` by the keys' stored bytes (only the matched records decoded) into
+        ``out``; None when the partition's keys do not encode back to themselves (checked
+        before any is matched)."""
         decoder = self.decoder
         assert decoder is not None
-        out = PartitionMatch(partition)
+        partition = out.partition
         version = plan_version(self.ckpt, self.spec.operator, partition, self.spec.last + 1)
         find = None
         for batch in packed_batches(self.ckpt, version):
@@ -183,8 +191,13 @@ class Matcher:
                 at, size = int(batch.value_offsets[i]), int(batch.value_sizes[i])
                 value = data[at : at + size].tobytes()
                 out.matched += 1
-                out.remove(self.store.name, key, value, decoder.row(partition, key, value))
+                out.remove(self.store.name, key, value, _row_of(decoder, partition, key, value))
         return out
+
+
+def _row_of(decoder: RowDecoder, partition: int, key: bytes, value: bytes) -> RowOf:
+    """A removed record's row, decoded only when it is wanted."""
+    return lambda: decoder.row(partition, key, value)
 
 
 def _store(ckpt: Checkpoint, operator: int) -> Store:

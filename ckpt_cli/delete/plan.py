@@ -9,7 +9,7 @@ has changelogs (changelog checkpointing on), else a new ``.zip`` of the keys lef
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -156,13 +156,22 @@ def plan_delete(
         plan.notes += _copied_home(ckpt, operator)
     partitions = matcher.partitions
     out = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
+
+    def emit(row: dict[str, Any]) -> None:
+        if len(plan.sample) < SAMPLE_ROWS:
+            plan.sample.append(row)
+        if out is not None:
+            out.write(json.dumps(row, default=str) + "\n")
+
     try:
         if engine is not None and engine.name != "local":
+            # Rows travel back only as far as they are used: all for --output, else a sample.
+            keep = None if output else SAMPLE_ROWS
             found: Iterable[PartitionMatch] = match_partitions(
-                ckpt, spec, partitions, engine, progress
+                ckpt, spec, partitions, keep, engine, progress
             )
         else:
-            found = _matched_here(matcher, partitions, progress)
+            found = _matched_here(matcher, partitions, emit, progress)
         for match in found:
             plan.partitions.append(
                 PartitionDeletion(match.partition, match.keys, match.matched, match.size)
@@ -170,10 +179,7 @@ def plan_delete(
             for store, removed in match.removals.items():
                 plan.matched[(store, match.partition)] = removed
             for row in match.rows:
-                if len(plan.sample) < SAMPLE_ROWS:
-                    plan.sample.append(row)
-                if out is not None:
-                    out.write(json.dumps(row, default=str) + "\n")
+                emit(row)
     finally:
         if out is not None:
             out.close()
@@ -181,12 +187,17 @@ def plan_delete(
 
 
 def _matched_here(
-    matcher: Matcher, partitions: list[int], progress: ProgressSink
+    matcher: Matcher,
+    partitions: list[int],
+    emit: Callable[[dict[str, Any]], None],
+    progress: ProgressSink,
 ) -> Iterator[PartitionMatch]:
+    """Each partition's matches, matched in this process, their rows handed to ``emit`` as
+    they come (none kept: a deletion of most keys holds no row of them)."""
     progress.start("Matching keys", total=len(partitions))
     try:
         for partition in partitions:
-            yield matcher.match(partition)
+            yield matcher.match(partition, sink=emit)
             progress.advance()
     finally:
         progress.close()

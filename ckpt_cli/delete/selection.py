@@ -21,12 +21,17 @@ class Selection:
         )
 
 
+# A removed record's row, or what makes it (built only when it is kept or handed on).
+RowOf = dict[str, Any] | Callable[[], dict[str, Any]]
+
+
 @dataclass
 class PartitionMatch:
     """What a deletion removes from one partition: ``keys`` in the state before, ``matched``
-    of them, ``size``: bytes of the removed records; the removed raw keys per store; the removed
-    records' rows (for the audit file and the sample). Plain data: an engine's task returns
-    it."""
+    of them, ``size``: bytes of the removed records; the removed raw keys per store; the
+    removed records' rows (for the audit file and the sample): handed to ``sink`` as they
+    come when there is one (this process), else kept, the first ``keep`` of them (None:
+    all). Plain data without a sink: an engine's task returns it."""
 
     partition: int
     keys: int = 0
@@ -34,8 +39,13 @@ class PartitionMatch:
     size: int = 0
     removals: dict[str, list[bytes]] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    keep: int | None = None
+    sink: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False, compare=False)
 
-    def remove(self, store: str, raw_key: bytes, raw_value: bytes, row: dict[str, Any]) -> None:
+    def remove(self, store: str, raw_key: bytes, raw_value: bytes, row: RowOf) -> None:
         self.removals.setdefault(store, []).append(raw_key)
         self.size += len(raw_key) + len(raw_value)
-        self.rows.append(row)
+        if self.sink is not None:
+            self.sink(row() if callable(row) else row)
+        elif self.keep is None or len(self.rows) < self.keep:
+            self.rows.append(row() if callable(row) else row)

@@ -52,10 +52,11 @@ def _init(shared: _Shared, matching: bool) -> None:
     _TASK = shared, ckpt, Matcher(ckpt, shared.spec) if matching else None
 
 
-def _match_unit(partition: int) -> PartitionMatch:
-    """In a task: one partition's matched keys."""
+def _match_unit(unit: tuple[int, int | None]) -> PartitionMatch:
+    """In a task: one partition's matched keys (and the first ``keep`` rows: None, all)."""
     assert _TASK is not None and _TASK[2] is not None
-    return _TASK[2].match(partition)
+    partition, keep = unit
+    return _TASK[2].match(partition, keep=keep)
 
 
 class _StagingWriter:
@@ -95,13 +96,16 @@ def match_partitions(
     ckpt: Checkpoint,
     spec: MatchSpec,
     partitions: list[int],
+    keep: int | None,
     engine: Engine,
     progress: ProgressSink,
 ) -> list[PartitionMatch]:
-    """Every partition's matched keys, one task each."""
+    """Every partition's matched keys, one task each, with the first ``keep`` rows of each
+    (None: all of them)."""
     shared = _Shared(ckpt.storage, tuple(ckpt.listing), spec)
     setup = partial(_init, shared, True)
-    return engine.tasks("Matching keys", _match_unit, partitions, setup, progress)
+    units = [(partition, keep) for partition in partitions]
+    return engine.tasks("Matching keys", _match_unit, units, setup, progress)
 
 
 def stage_versions(
