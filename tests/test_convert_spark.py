@@ -19,9 +19,10 @@ import pytest
 
 from tests.conftest import Case, fixture_case, run_cli
 from tests.fixture_copies import age_everything
-from tests.fixture_queries import GEN, beside_control
+from tests.fixture_queries import beside_control
 from tests.kill_support import tree
 from tests.spark_support import spark  # noqa: F401 - the session fixture
+from tests.test_repartition_spark import read_rows
 
 pytestmark = pytest.mark.slow
 
@@ -63,18 +64,9 @@ def spark_rows(
 ) -> list[str]:
     """Spark's ``statestore`` rows with ``options``, read under the session ``confs`` a
     saved read was made with (``session_confs``: checkpointFormatVersion 2 for a
-    transformWithState store in format v2)."""
-    for key, value in (confs or {}).items():
-        session.conf.set(key, value)
-    try:
-        reader = session.read.format("statestore")
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        rows = reader.load(str(ckpt)).collect()
-    finally:
-        for key in confs or {}:
-            session.conf.unset(key)
-    return sorted(json.dumps(GEN.row_to_json(r), sort_keys=True) for r in rows)
+    transformWithState store in format v2), each row's JSON with sorted keys."""
+    rows = read_rows(session, ckpt, options, confs or {})
+    return sorted(json.dumps(json.loads(r), sort_keys=True) for r in rows)
 
 
 def saved_reads(case: Case, batch: int) -> list[dict[str, Any]]:

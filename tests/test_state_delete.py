@@ -258,7 +258,12 @@ REFUSED = [
 def test_what_ckpt_cannot_delete_is_refused_in_one_line(
     name: str, args: list[str], why: str, tmp_path: Path
 ) -> None:
-    root = copy(name, tmp_path / "ckpt")
+    assert_refused(copy(name, tmp_path / "ckpt"), args, why)
+
+
+def assert_refused(root: Path, args: list[str], why: str) -> None:
+    """``ckpt state delete ROOT ARGS`` (operator 0 unless named), dry run and --apply: exit
+    2, one ``error:`` line that says ``why``, and nothing changed."""
     original = tree(root)
     operator = [] if "--operator" in args else ["--operator", "0"]
     for apply in ([], ["--apply", "--yes"]):

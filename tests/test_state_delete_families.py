@@ -25,6 +25,7 @@ from ckpt_cli.storage import Storage
 from tests.conftest import CASES_DIR, run_cli
 from tests.fixture_copies import age_everything, latest
 from tests.kill_support import die_in_nth_write, tree
+from tests.test_state_delete import assert_refused
 
 pytestmark = pytest.mark.skipif(not CASES_DIR.is_dir(), reason="no fixtures")
 
@@ -213,14 +214,7 @@ REFUSED = [
 def test_what_ckpt_cannot_delete_is_refused_in_one_line(
     name: str, args: list[str], why: str, tmp_path: Path
 ) -> None:
-    root = copy(name, tmp_path / "ckpt")
-    original = tree(root)
-    for apply in ([], ["--apply", "--yes"]):
-        result = run_cli("state", "delete", str(root), "--operator", "0", *args, *apply)
-        assert result.exit_code == 2, result.stdout
-        error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-        assert len(error) == 1 and why in error[0], result.stderr
-    assert tree(root) == original
+    assert_refused(copy(name, tmp_path / "ckpt"), args, why)
 
 
 @pytest.mark.parametrize("name", ["spark4-tws-pandas", "spark4-tws-row-v2"])

@@ -28,6 +28,7 @@ from ckpt_cli.convert.plan import (
 )
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.rebuild import codec_of
+from ckpt_cli.core.shipped import ShippedCheckpoint
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.names import hadoop_crc_name
 from ckpt_cli.formats.rocksdb_write import (
@@ -40,7 +41,6 @@ from ckpt_cli.formats.state_encoders import row_checksums
 from ckpt_cli.progress import ProgressSink
 from ckpt_cli.state.tws import list_families
 from ckpt_cli.storage import Storage
-from ckpt_cli.storage.listing import FileEntry, Listing
 
 if TYPE_CHECKING:
     from ckpt_cli.engine import Engine
@@ -101,8 +101,7 @@ def is_zip_entry(name: str) -> bool:
 
 @dataclass(frozen=True)
 class _Shared:
-    storage: Storage
-    entries: tuple[FileEntry, ...]
+    checkpoint: ShippedCheckpoint
     plan: ConvertPlan
     staging: Storage | None
 
@@ -112,7 +111,7 @@ _SHARED: tuple[_Shared, Checkpoint] | None = None
 
 def _init(shared: _Shared) -> None:
     global _SHARED
-    _SHARED = shared, Checkpoint(shared.storage, Listing(list(shared.entries)))
+    _SHARED = shared, shared.checkpoint.open()
 
 
 def _count_unit(unit: PartUnit) -> tuple[int, int]:
@@ -149,7 +148,7 @@ def _build_unit(unit: PartUnit) -> Built:
             local = dest / name
             staging.write_file(f"{staged_dir(unit)}/{name}", str(local))
             out.append((name, local.stat().st_size))
-            if shared.storage.is_local:
+            if ckpt.storage.is_local:
                 crc = hadoop_crc_bytes(local.read_bytes())
                 staging.write_bytes(f"{staged_dir(unit)}/{hadoop_crc_name(name)}", crc)
                 out.append((hadoop_crc_name(name), len(crc)))
@@ -164,7 +163,7 @@ def count_partitions(
     progress: ProgressSink,
 ) -> list[tuple[int, int]]:
     """``(keys, bytes)`` of every unit, one task each."""
-    shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan, None)
+    shared = _Shared(ShippedCheckpoint.of(ckpt), plan, None)
     return engine.tasks("Reading state", _count_unit, units, partial(_init, shared), progress)
 
 
@@ -177,7 +176,7 @@ def build_partitions(
     progress: ProgressSink,
 ) -> list[Built]:
     """Every unit's new files, built by one task each into ``staging``."""
-    shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan, staging)
+    shared = _Shared(ShippedCheckpoint.of(ckpt), plan, staging)
     return engine.tasks("Building partitions", _build_unit, units, partial(_init, shared), progress)
 
 

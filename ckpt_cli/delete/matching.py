@@ -59,14 +59,17 @@ class Matcher:
     def __init__(self, ckpt: Checkpoint, spec: MatchSpec) -> None:
         self.ckpt, self.spec = ckpt, spec
         operator, last = spec.operator, spec.last
-        self.store = _store(ckpt, operator)
-        self.tws = _is_tws(ckpt, operator)
+        # Read once: each call reads the operator metadata again.
+        join_version = join_format(ckpt, operator) if operator in ckpt.operators else None
+        self.store = _store(ckpt, operator, join_version)
+        # transformWithState: operator metadata v2 that is not a join's.
+        self.tws = bool(ckpt.operators[operator].metadata_v2_files) and join_version is None
         if (spec.state_var is not None or spec.timers) and not self.tws:
             flag = "--state-var" if spec.state_var is not None else "--timers"
             raise UsageError(f"state/{operator}: {flag} is for a transformWithState operator")
         if spec.state_var is not None and spec.timers:
             raise UsageError("--state-var and --timers: name one of them")
-        families = join_format(ckpt, operator) == 3
+        families = join_version == 3
         self.join = (
             JoinMatcher(ckpt, operator, last)
             if families or is_join(ckpt.operators[operator])
@@ -77,7 +80,7 @@ class Matcher:
             self.target = tws_target(
                 ckpt, operator, last, state_var=spec.state_var, timers=spec.timers
             )
-        elif join_format(ckpt, operator) == 4:
+        elif join_version == 4:
             self.target = join_target(ckpt, operator)
         self.decoder: RowDecoder | None = None
         if self.target is not None:
@@ -200,13 +203,14 @@ def _row_of(decoder: RowDecoder, partition: int, key: bytes, value: bytes) -> Ro
     return lambda: decoder.row(partition, key, value)
 
 
-def _store(ckpt: Checkpoint, operator: int) -> Store:
+def _store(ckpt: Checkpoint, operator: int, version: int | None) -> Store:
+    """The operator's store a deletion reads (a join's: its first count store), or the
+    refusal of what ckpt cannot delete from (``version``: its join state format, 3+)."""
     op = ckpt.operators.get(operator)
     if op is None:
         ids = ", ".join(map(str, ckpt.operators)) or "none"
         raise UsageError(f"{ckpt.storage.url}: no operator {operator} (operators: {ids})")
     where = f"state/{operator}"
-    version = join_format(ckpt, operator)
     if version is not None and version not in (3, 4):
         raise DeleteRefused(f"{where}: a stream-stream join in state format {version}")
     join = is_join(op)
@@ -223,11 +227,6 @@ def _store(ckpt: Checkpoint, operator: int) -> Store:
     if store.provider not in ("hdfs", "rocksdb"):
         raise DeleteRefused(f"{where}: its state store provider is {store.provider}")
     return store
-
-
-def _is_tws(ckpt: Checkpoint, operator: int) -> bool:
-    """A transformWithState operator: operator metadata v2 that is not a join's."""
-    return bool(ckpt.operators[operator].metadata_v2_files) and join_format(ckpt, operator) is None
 
 
 def _selection(

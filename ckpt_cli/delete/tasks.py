@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 from ckpt_cli.change.state_version import VersionUnit, write_unit
 from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.shipped import ShippedCheckpoint
 from ckpt_cli.delete.matching import Matcher, MatchSpec
 from ckpt_cli.delete.selection import PartitionMatch
 from ckpt_cli.formats.checksums import hadoop_crc_bytes
 from ckpt_cli.formats.names import hadoop_crc_name
 from ckpt_cli.progress import ProgressSink
 from ckpt_cli.storage import Storage
-from ckpt_cli.storage.listing import FileEntry, Listing
 
 if TYPE_CHECKING:
     from ckpt_cli.engine import Engine
@@ -37,8 +37,7 @@ Staged = tuple[list[tuple[str, int]], str | None]
 
 @dataclass(frozen=True)
 class _Shared:
-    storage: Storage
-    entries: tuple[FileEntry, ...]
+    checkpoint: ShippedCheckpoint
     spec: MatchSpec
     staging: Storage | None = None
 
@@ -48,7 +47,7 @@ _TASK: tuple[_Shared, Checkpoint, Matcher | None] | None = None
 
 def _init(shared: _Shared, matching: bool) -> None:
     global _TASK
-    ckpt = Checkpoint(shared.storage, Listing(list(shared.entries)))
+    ckpt = shared.checkpoint.open()
     _TASK = shared, ckpt, Matcher(ckpt, shared.spec) if matching else None
 
 
@@ -87,7 +86,7 @@ def _write_unit(item: tuple[int, VersionUnit]) -> Staged:
     shared, ckpt, _ = _TASK
     assert shared.staging is not None
     index, unit = item
-    out = _StagingWriter(shared.staging, staged_prefix(index), shared.storage.is_local)
+    out = _StagingWriter(shared.staging, staged_prefix(index), ckpt.storage.is_local)
     unique_id = write_unit(ckpt, out, shared.spec.last, unit)
     return out.files, unique_id
 
@@ -102,7 +101,7 @@ def match_partitions(
 ) -> list[PartitionMatch]:
     """Every partition's matched keys, one task each, with the first ``keep`` rows of each
     (None: all of them)."""
-    shared = _Shared(ckpt.storage, tuple(ckpt.listing), spec)
+    shared = _Shared(ShippedCheckpoint.of(ckpt), spec)
     setup = partial(_init, shared, True)
     units = [(partition, keep) for partition in partitions]
     return engine.tasks("Matching keys", _match_unit, units, setup, progress)
@@ -117,7 +116,7 @@ def stage_versions(
     progress: ProgressSink,
 ) -> list[Staged]:
     """Every unit's files of version N+2, written by one task each into ``staging``."""
-    shared = _Shared(ckpt.storage, tuple(ckpt.listing), spec, staging)
+    shared = _Shared(ShippedCheckpoint.of(ckpt), spec, staging)
     setup = partial(_init, shared, False)
     return engine.tasks("Writing partitions", _write_unit, list(enumerate(units)), setup, progress)
 

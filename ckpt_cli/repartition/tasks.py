@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ckpt_cli.core.model import Checkpoint, Operator, Store
 from ckpt_cli.core.rebuild import ReplayPlan
+from ckpt_cli.core.shipped import ShippedCheckpoint
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.rocksdb_zip import RocksDBCheckpointMetadata
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
@@ -45,7 +46,6 @@ from ckpt_cli.repartition.plan import (
 )
 from ckpt_cli.repartition.writers import store_files
 from ckpt_cli.storage import Storage
-from ckpt_cli.storage.listing import FileEntry, Listing
 
 if TYPE_CHECKING:
     from ckpt_cli.engine import Engine
@@ -69,8 +69,7 @@ class _Shared:
     """What every task gets once: the checkpoint (storage and listing), the staging
     directory, and (to build files) the plan."""
 
-    storage: Storage
-    entries: tuple[FileEntry, ...]
+    checkpoint: ShippedCheckpoint
     staging: Storage | None
     plan: RepartitionPlan | None = None
 
@@ -80,7 +79,7 @@ _SHARED: tuple[_Shared, Checkpoint] | None = None
 
 def _init(shared: _Shared) -> None:
     global _SHARED
-    _SHARED = shared, Checkpoint(shared.storage, Listing(list(shared.entries)))
+    _SHARED = shared, shared.checkpoint.open()
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ def place_stores(
             )
             for old, vp in enumerate(version_plans)
         ]
-    shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan.staging)
+    shared = _Shared(ShippedCheckpoint.of(ckpt), plan.staging)
     placed = engine.tasks("Reading partitions", _read_unit, units, partial(_init, shared), progress)
     for unit, counts in zip(units, placed, strict=True):
         add_placed(plan.stores[unit.index], unit.old, counts)
@@ -178,7 +177,7 @@ def build_files(
     position in ``plan.stores``, new partition)."""
     assert plan.staging is not None
     units = [_WriteUnit(i, p) for i in range(len(plan.stores)) for p in range(plan.partitions)]
-    shared = _Shared(ckpt.storage, tuple(ckpt.listing), plan.staging, plan)
+    shared = _Shared(ShippedCheckpoint.of(ckpt), plan.staging, plan)
     built = engine.tasks(
         "Building partitions", _write_unit, units, partial(_init, shared), progress
     )
