@@ -406,3 +406,22 @@ def test_session_window_keys_are_written_as_spark_writes_them_in_the_other_provi
     run = run_convert(Checkpoint.open(str(root)).storage, Guards(apply=True), provider=provider)
     assert run.result is not None and run.result.validation.ok
     assert records_at(root, last + 1) == records_at(CASES_DIR / other / "checkpoint", last)
+
+
+@pytest.mark.parametrize("change", [["--provider", "rocksdb"]])
+def test_partitions_a_repartition_left_over_are_not_converted(
+    change: list[str], tmp_path: Path
+) -> None:
+    """After ``ckpt repartition --partitions 1`` partition 1 keeps its old versions (Spark
+    never loads it again): the conversion writes partition 0 only, and validates."""
+    root = copy("spark4-hdfs-agg", tmp_path / "ckpt")
+    done = run_cli("repartition", str(root), "--partitions", "1", "--apply", "--yes")
+    assert done.exit_code == 0, done.stderr
+    age_everything(root)
+    assert (root / "state" / "0" / "1").is_dir()
+    result = run_cli("convert", str(root), *change, "--apply", "--yes", "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    written = [w["path"] for w in result.json()["result"]["written"]]
+    assert any(w.startswith("state/0/0/") for w in written)
+    assert not any(w.startswith("state/0/1/") for w in written)
+    assert result.json()["result"]["validation"]["ok"]

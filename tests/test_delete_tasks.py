@@ -18,9 +18,11 @@ from ckpt_cli.change.flow import Guards
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import plan_version
+from ckpt_cli.core.unfinished import batch_partitions
 from ckpt_cli.delete.plan import SAMPLE_ROWS
 from ckpt_cli.delete.run import run_delete, undo_delete
 from ckpt_cli.engine import LocalEngine
+from ckpt_cli.errors import CkptError
 from tests.conftest import CASES_DIR, run_cli
 from tests.fixture_copies import age_everything, latest
 from tests.kill_support import tree
@@ -62,7 +64,7 @@ def state(root: Path, operator: int = 0) -> list[str]:
     out = []
     for op_id, op in ckpt.operators.items():
         for name, store in op.stores.items():
-            for p in sorted(store.partitions):
+            for p in batch_partitions(ckpt, store):  # not those a repartition left over
                 plan = plan_version(ckpt, op_id, p, version, store=name)
                 out += [
                     f"{op_id}/{name}/{p} {k.hex()} {v.hex()}" for k, v in iter_state(ckpt, plan)
@@ -201,3 +203,81 @@ def test_tasks_return_only_the_rows_that_are_used(tmp_path: Path) -> None:
     assert b.plan.body_json() | {"checkpoint": None} == a.plan.body_json() | {"checkpoint": None}
     matched = sum(p.matched for p in b.plan.partitions)
     assert returned and max(returned) <= SAMPLE_ROWS < matched
+
+
+@pytest.fixture(scope="module")
+def repartitioned(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """``spark4-hdfs-agg`` repartitioned by ckpt to 1 and to 400 partitions (most of them
+    empty: the state has 7 keys)."""
+    out = {}
+    for n in (1, 400):
+        root = tmp_path_factory.mktemp(f"partitions-{n}") / "ckpt"
+        shutil.copytree(CASES_DIR / "spark4-hdfs-agg" / "checkpoint", root)
+        age_everything(root)
+        done = run_cli("repartition", str(root), "--partitions", str(n), "--apply", "--yes")
+        assert done.exit_code == 0, done.stdout + done.stderr
+        shutil.rmtree(root.parent / "ckpt.ckpt-quarantine")
+        age_everything(root)
+        out[n] = root
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 400])
+@pytest.mark.parametrize("workers", [1, 4])
+@pytest.mark.parametrize("round_", ["_match_unit", "_write_unit"])
+def test_1_to_400_partitions_in_order_with_slow_tasks(
+    n: int, workers: int, round_: str, repartitioned: dict[int, Path], tmp_path: Path
+) -> None:
+    """Every even unit of a round slow: the plan and the state after are the local
+    engine's, partition by partition in order."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    for root in (here, there):
+        shutil.copytree(repartitioned[n], root)
+    where = "key.k in ('k0', 'k3', 'k5')"
+    a = run_delete(Checkpoint.open(str(here)).storage, Guards(apply=True), operator=0, where=where)
+    engine = Varying(workers, round_, set(), 0.001)
+    storage = Checkpoint.open(str(there)).storage
+    b = run_delete(storage, Guards(apply=True), operator=0, where=where, engine=engine)
+    assert b.result is not None and b.result.validation.ok
+    assert [p.partition for p in b.plan.partitions] == list(range(n))
+    assert b.plan.body_json() | {"checkpoint": None} == a.plan.body_json() | {"checkpoint": None}
+    assert b.result.removed == 3 and state(there) == state(here)
+
+
+@pytest.mark.parametrize("engine_of", ["processes", "pickled", "slow threads"])
+def test_a_failing_partition_gives_its_own_one_line_error(
+    engine_of: str, repartitioned: dict[int, Path], tmp_path: Path
+) -> None:
+    """400 partitions, one of them with a damaged snapshot: the deletion stops with that
+    partition's own error (one line naming its file), whatever the pool, and nothing in the
+    checkpoint changed."""
+    root = tmp_path / "ckpt"
+    shutil.copytree(repartitioned[400], root)
+    sizes = {p.parent.name: p.stat().st_size for p in root.glob("state/0/*/*.snapshot")}
+    damaged = max(sizes, key=lambda p: (sizes[p], int(p)))  # a partition that has keys
+    snapshot = next((root / "state" / "0" / damaged).glob("*.snapshot"))
+    data = bytearray(snapshot.read_bytes())
+    data[20:40] = b"\xff" * 20
+    snapshot.write_bytes(bytes(data))
+    original = tree(root)
+    engine: LocalEngine
+    if engine_of == "processes":
+        engine = Varying(2, "", None, 0)
+    elif engine_of == "pickled":
+        engine = Tasks(root)
+    else:
+        engine = Varying(4, "_match_unit", set(), 0.001)
+    with pytest.raises(CkptError) as raised:
+        run_delete(
+            Checkpoint.open(str(root)).storage,
+            Guards(apply=True),
+            operator=0,
+            where="key.k is not null",
+            engine=engine,
+        )
+    message = str(raised.value)
+    assert message.startswith(f"state/0/{damaged}/{snapshot.name}") and "\n" not in message
+    left = tree(root)
+    left.pop(".ckpt-lock", None)
+    assert left == original
+    assert not list(tmp_path.glob("*.ckpt-quarantine/*/staging"))

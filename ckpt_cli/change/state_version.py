@@ -28,6 +28,7 @@ from ckpt_cli.core.layout import FileKind, StoreLocation
 from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.read import iter_state, read_zip_metadata
 from ckpt_cli.core.rebuild import ReplayPlan, codec_of, plan_version, read_changelog_header
+from ckpt_cli.core.unfinished import batch_partitions
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.changelog_write import encode_changelog_removals
 from ckpt_cli.formats.checksums import spark_checksum_bytes
@@ -177,7 +178,7 @@ def version_units(
             version = 1
             if writes == CHANGELOG:
                 version = store_changelog_version(ckpt, op_id, name, last)
-            for partition in sorted(store.partitions):
+            for partition in batch_partitions(ckpt, store):
                 gone = tuple(removed.get(StoreLocation(op_id, partition, name), ()))
                 units.append(VersionUnit(op_id, name, index, partition, writes, version, gone))
     return units

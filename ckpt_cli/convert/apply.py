@@ -46,6 +46,7 @@ from ckpt_cli.convert.tasks import (
 )
 from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint
+from ckpt_cli.core.unfinished import batch_partitions
 from ckpt_cli.engine import Engine
 from ckpt_cli.formats import logs
 from ckpt_cli.progress import ProgressSink
@@ -129,8 +130,10 @@ def part_units(ckpt: Checkpoint, plan: ConvertPlan) -> list[PartUnit]:
     units = []
     for store in plan.stores:
         prefix_key = prefix_key_of(ckpt, store.operator, store.store) if plan.reframes else None
-        partitions = ckpt.operators[store.operator].stores[store.store].partitions
-        units += [PartUnit(store.operator, store.store, p, prefix_key) for p in sorted(partitions)]
+        st = ckpt.operators[store.operator].stores[store.store]
+        units += [
+            PartUnit(store.operator, store.store, p, prefix_key) for p in batch_partitions(ckpt, st)
+        ]
     return units
 
 

@@ -33,6 +33,7 @@ from ckpt_cli.core.layout import DEFAULT_STORE, FileKind
 from ckpt_cli.core.model import Checkpoint, CheckpointFile, Operator, Store
 from ckpt_cli.core.read import iter_state, read_zip_metadata, store_schema
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version, read_changelog_header
+from ckpt_cli.core.unfinished import batch_partitions
 from ckpt_cli.engine import Engine
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats import logs
@@ -217,12 +218,13 @@ def _count_here(
     stores: list[tuple[Operator, Store]],
     progress: ProgressSink,
 ) -> None:
-    progress.start("Reading state", total=sum(len(st.partitions) for _, st in stores))
+    parts = {(op.id, st.name): batch_partitions(ckpt, st) for op, st in stores}
+    progress.start("Reading state", total=sum(len(p) for p in parts.values()))
     try:
         for op, st in stores:
-            counted = StoreConversion(op.id, st.name, len(st.partitions))
+            counted = StoreConversion(op.id, st.name, len(parts[op.id, st.name]))
             prefix_key = prefix_key_of(ckpt, op.id, st.name) if plan.reframes else None
-            for partition in st.partitions:
+            for partition in parts[op.id, st.name]:
                 source = partition_source(ckpt, plan, op.id, st.name, partition, prefix_key)
                 for key, value in converted_records(ckpt, plan, source):
                     counted.keys += 1
@@ -246,11 +248,12 @@ def _count_on(
     units = []
     for op, st in stores:
         prefix_key = prefix_key_of(ckpt, op.id, st.name) if plan.reframes else None
-        units += [PartUnit(op.id, st.name, p, prefix_key) for p in st.partitions]
+        units += [PartUnit(op.id, st.name, p, prefix_key) for p in batch_partitions(ckpt, st)]
     counts = count_partitions(ckpt, plan, units, engine, progress)
     by_store: dict[tuple[int, str], StoreConversion] = {}
     for op, st in stores:
-        by_store[op.id, st.name] = StoreConversion(op.id, st.name, len(st.partitions))
+        count = len(batch_partitions(ckpt, st))
+        by_store[op.id, st.name] = StoreConversion(op.id, st.name, count)
         plan.stores.append(by_store[op.id, st.name])
     for unit, (keys, size) in zip(units, counts, strict=True):
         counted = by_store[unit.operator, unit.store]

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint, FileKind
+from ckpt_cli.core.model import DEFAULT_STORE, Checkpoint, FileKind, Store
 from ckpt_cli.errors import CkptError, FormatError
 from ckpt_cli.formats.logs import PROVIDER_CLASS
 from ckpt_cli.formats.names import CKPT_LOCK_NAME
@@ -208,6 +208,14 @@ def partition_count_since(ckpt: Checkpoint) -> tuple[int, int] | None:
     except FormatError:
         return None
     return (count, first) if count is not None else None
+
+
+def batch_partitions(ckpt: Checkpoint, store: Store) -> list[int]:
+    """The ids of a store's partitions that a new batch covers, in order: all but those a
+    repartition to fewer partitions left over, which Spark never loads again (their
+    versions stop where the count changed: a new version cannot be built on them)."""
+    left = left_over_partitions(ckpt)
+    return sorted(p for p, part in store.partitions.items() if part.path not in left)
 
 
 def left_over_partitions(ckpt: Checkpoint) -> dict[str, int]:

@@ -20,6 +20,7 @@ from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Operator
 from ckpt_cli.core.read import iter_state, store_schema
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
+from ckpt_cli.core.unfinished import batch_partitions
 from ckpt_cli.delete.selection import PartitionMatch, Selection
 from ckpt_cli.errors import CkptError
 from ckpt_cli.formats.spark_types import StructType
@@ -62,7 +63,7 @@ class JoinMatcher:
         else:
             self.decoders = {store: decoder_for(ckpt, operator, store) for store in STORES}
             store = ckpt.operators[operator].stores[COUNTS[0]]
-        self.partitions = sorted(store.partitions)
+        self.partitions = batch_partitions(ckpt, store)
 
     def match(self, out: PartitionMatch, select: Selection) -> PartitionMatch:
         """Fill ``out`` with its partition's matches."""

@@ -21,6 +21,7 @@ from ckpt_cli.core.layout import DEFAULT_STORE
 from ckpt_cli.core.model import Checkpoint, Store
 from ckpt_cli.core.read import iter_state
 from ckpt_cli.core.rebuild import ReplayPlan, plan_version
+from ckpt_cli.core.unfinished import batch_partitions
 from ckpt_cli.delete.families import FamilyTarget, join_target, match_partition, tws_target
 from ckpt_cli.delete.joins import COUNTS, STORES, JoinMatcher, count_family_columns, is_join
 from ckpt_cli.delete.raw_keys import RawKeys
@@ -128,7 +129,7 @@ class Matcher:
     def partitions(self) -> list[int]:
         if self.join is not None:
             return self.join.partitions
-        return sorted(self.store.partitions)
+        return batch_partitions(self.ckpt, self.store)
 
     def match(
         self,
