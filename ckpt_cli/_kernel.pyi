@@ -27,6 +27,15 @@ class Format:
     ) -> Format: ...
     jsonl: _RowsToText
     csv: _RowsToText
+    def columns(
+        self,
+        data: Buffer,
+        key_offsets: Buffer,
+        key_sizes: Buffer,
+        value_offsets: Buffer,
+        value_sizes: Buffer,
+        /,
+    ) -> list[tuple[int, Column, Column | None, Column | None]] | None: ...
 
 class _RowsToText(Protocol):
     """``Format.jsonl`` and ``Format.csv``: a batch's rows as text, None for the reference path."""

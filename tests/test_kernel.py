@@ -9,6 +9,7 @@ that is a failure."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -83,6 +84,18 @@ types = st.recursive(atomic_types.filter(_columnar_type), _nest, max_leaves=8)
 schemas = _structs(types, 5)
 
 
+def _has_array(*types: S.DataType) -> bool:
+    """Whether an array is anywhere in ``types`` (the kernel leaves their columns to Arrow)."""
+    for t in types:
+        while isinstance(t, S.UserDefinedType):
+            t = t.sql_type
+        if isinstance(t, S.ArrayType):
+            return True
+        if isinstance(t, S.StructType) and _has_array(*(f.data_type for f in t.fields)):
+            return True
+    return False
+
+
 def _has_non_finite(t: S.DataType, v: Any) -> bool:
     """Whether a value holds an infinite float (the reference path writes it its own way)."""
     if v is None:
@@ -117,6 +130,28 @@ def _texts(columnar: Columnar, pid: int, batch: Packed) -> tuple[Any, Any]:
     return fmt.jsonl(pid, batch), fmt.csv(pid, batch)
 
 
+def _ids(pid: int, batch: Packed) -> Any:
+    return pa.array([pid] * len(batch), pa.int64())
+
+
+def _kernel_table(columnar: Columnar, pid: int, batch: Packed) -> Any:
+    """The kernel's table of a batch (None where it hands the batch back), checked whole."""
+    fmt = columnar.kernel
+    assert fmt is not None
+    made = fmt.arrays(batch, columnar.key_type, columnar.value_type)
+    if made is None:
+        return None
+    table = pa.Table.from_arrays([_ids(pid, batch), *made], schema=columnar.arrow_schema)
+    table.validate(full=True)
+    return table
+
+
+def _same_table(found: Any, expected: Any) -> None:
+    assert found.schema == expected.schema
+    assert found.to_pylist() == expected.to_pylist()
+    assert found.equals(expected)
+
+
 @PROPERTY
 @given(schemas, schemas, st.sampled_from(["hdfs", "rocksdb"]), st.data())
 def test_random_schemas_give_the_references_bytes(
@@ -143,6 +178,11 @@ def test_random_schemas_give_the_references_bytes(
     assert (lines is not None) == vouched
     if lines is not None:
         assert lines == columnar.reference_line_bytes(3, batch)
+    # Arrow columns: every schema without arrays (non-finite floats are values there).
+    table = _kernel_table(columnar, 3, batch)
+    assert (table is not None) == (not _has_array(key, value))
+    if table is not None:
+        _same_table(table, columnar.reference_table(_ids(3, batch), batch))
     # CSV: where two columns flatten to one name csv_arrow is left to itself.
     if csv is not None:
         assert csv == _reference_csv(columnar, csv_schema, 3, batch)
@@ -187,12 +227,70 @@ def test_damaged_rows_give_the_references_bytes_or_none(
         assert lines is None
     else:
         assert lines is None or lines == reference
+    table = _kernel_table(columnar, 0, batch)
+    try:
+        expected = columnar.reference_table(_ids(0, batch), batch)
+    except FormatError:
+        assert table is None
+    else:
+        if table is not None:
+            _same_table(table, expected)
     try:
         reference = _reference_csv(columnar, csv_schema, 0, batch)
     except FormatError:
         assert csv is None
     else:
         assert csv is None or csv == reference
+
+
+@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
+def test_columns_of_nulls_between_values(provider: str) -> None:
+    """Nulls after values in every kind of column (a string's offsets stay where they were,
+    a null struct's fields are null, booleans are bits), as the reference's table has them."""
+    inner = S.StructType((field("s", S.STRING), field("t", S.TIMESTAMP)))
+    value = S.StructType(
+        (
+            field("s", S.STRING),
+            field("b", S.BOOLEAN),
+            field("n", S.INTEGER),
+            field("d", S.DOUBLE),
+            field("day", S.DATE),
+            field("hex", S.BINARY),
+            field("in", inner),
+            field("v", S.NULL),
+        )
+    )
+    key = S.StructType((field("k", S.LONG),))
+    at = datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone.utc)
+    full: dict[str, Any] = {
+        "s": "abc",
+        "b": True,
+        "n": -7,
+        "d": 1.5,
+        "day": datetime.date(2024, 2, 29),
+        "hex": b"\x01\xff",
+        "in": {"s": "ü", "t": at},
+        "v": None,
+    }
+    empty = dict.fromkeys(full)
+    half = full | {"s": None, "b": False, "in": {"s": None, "t": at}}
+    rows = [full, empty, half, full, empty, full | {"in": None}, full]
+    decoder = _decoder(key, value, provider)
+    columnar = columnar_for(decoder)
+    assert columnar is not None
+    batch = Packed.of(
+        [
+            (
+                _record(write_row(key, {"k": i}), provider, False),
+                _record(write_row(value, v), provider, False),
+            )
+            for i, v in enumerate(rows)
+        ]
+    )
+    table = _kernel_table(columnar, 1, batch)
+    assert table is not None
+    _same_table(table, columnar.reference_table(_ids(1, batch), batch))
+    assert table.column("value").combine_chunks().field("in").null_count == 3
 
 
 def test_what_the_kernel_hands_back() -> None:
@@ -614,6 +712,12 @@ def test_fixture_stores_give_the_references_records_and_bytes(
                 lines, csv = _texts(columnar, plan.partition, batch)
                 assert lines == columnar.reference_line_bytes(plan.partition, batch)
                 assert csv == _reference_csv(columnar, csv_schema, plan.partition, batch)
+                table = _kernel_table(columnar, plan.partition, batch)
+                expected = columnar.reference_table(_ids(plan.partition, batch), batch)
+                if table is not None or not _has_array(
+                    rows.decoder.schema.key, rows.decoder.schema.value
+                ):
+                    _same_table(table, expected)
 
 
 def test_replay_writes_the_same_bytes_with_and_without_the_kernel(
@@ -923,6 +1027,38 @@ def test_damaged_lz4_blocks_decompress_as_the_reader_does_or_are_handed_back(
         # Stricter than the library is allowed (the reader then reads the file), but only
         # for damaged payloads: every block lz4 itself made decodes.
         assert how != 3
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([b"key-", b"0123456789abcdef" * 2, b"\x00" * 7, b"x", b"value=" * 9])
+        | st.tuples(st.binary(min_size=1, max_size=12), st.integers(1, 6)).map(
+            lambda piece: piece[0] * piece[1]  # repeats at short distances
+        ),
+        min_size=100,
+        max_size=4000,
+    ).map(b"".join),
+    st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=3),
+)
+def test_long_lz4_blocks_decompress_as_the_reader_does(text: bytes, cuts: list[Any]) -> None:
+    """Blocks of up to 64 KB with runs and matches of every length and distance: the copies
+    made 16 and 32 bytes at a time away from a block's ends give the reader's bytes, damaged
+    or not."""
+    import lz4.block
+
+    payload = _mutated(lz4.block.compress(text, store_size=False), cuts)
+    try:
+        made: bytes | None = lz4.block.decompress(payload, uncompressed_size=len(text))
+    except Exception:
+        made = None
+    stream = _lz4_block(payload, len(text), made)
+    expected = _python_lz4(stream)
+    found = kernel.lz4_files([stream])
+    if found is not None:
+        assert found[0] == expected
+    elif not cuts:
+        pytest.fail("an undamaged block was handed back")
 
 
 def test_lz4_streams_hand_back_what_the_reader_refuses() -> None:

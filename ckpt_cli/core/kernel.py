@@ -23,6 +23,7 @@ import hashlib
 import importlib
 import os
 import struct
+from collections.abc import Iterator
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -256,6 +257,35 @@ class Formatter:
             return None
         text: bytes | None = self._format.csv(partition, *_arrays(batch))
         return text
+
+    def arrays(self, batch: Columns, key_type: Any, value_type: Any) -> tuple[Any, Any] | None:
+        """The keys and values of a batch as Arrow struct arrays of their plain values (of
+        ``plain_arrow.plain_type``: the arrays ``plain_arrow.plain`` makes), or None for a
+        batch the reference path must do (and for schemas with arrays)."""
+        buffers: list[tuple[int, Any, Any, Any]] | None = self._format.columns(*_arrays(batch))
+        if buffers is None:
+            return None
+        nodes = iter(buffers)
+        n = len(batch.key_sizes)
+        return _array(key_type, nodes, n), _array(value_type, nodes, n)
+
+
+def _array(t: Any, nodes: Iterator[tuple[int, Any, Any, Any]], n: int) -> Any:
+    """The Arrow array of type ``t`` whose buffers (and its fields') ``nodes`` give next."""
+    import pyarrow as pa
+
+    nulls, valid, offsets, data = next(nodes)
+    validity = pa.py_buffer(valid) if nulls else None
+    if pa.types.is_struct(t):
+        children = [_array(t.field(i).type, nodes, n) for i in range(t.num_fields)]
+        return pa.StructArray.from_buffers(t, n, [validity], nulls, children=children)
+    if pa.types.is_null(t):
+        return pa.nulls(n)
+    if offsets is not None:
+        return pa.Array.from_buffers(
+            t, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
+        )
+    return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(data)], nulls)
 
 
 def _arrays(batch: Columns) -> tuple[Any, ...]:
