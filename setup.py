@@ -9,7 +9,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 SOURCE = "ckpt_cli/_kernel.c"
-VENDORED = ["ckpt_cli/vendor/ryu.h"]
+VENDORED = ["ckpt_cli/vendor/ryu.h", "ckpt_cli/vendor/xxhash.h"]
 # The sources' hash, compiled in: a kernel built from other source is not loaded.
 DIGEST = hashlib.sha256(
     b"".join((Path(__file__).parent / name).read_bytes() for name in [SOURCE, *VENDORED])

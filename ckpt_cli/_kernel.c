@@ -1050,6 +1050,140 @@ done:
     return result;
 }
 
+/* ---- a run of SST data blocks, from the file --------------------------------------------------
+ * ``formats/sst.Table.read_blocks`` and ``block_records`` in one call without the GIL, for
+ * the tables Spark 4 writes: each block's trailer checksum (XXH3, mixed with the compression
+ * type as ``block_checksum`` does), then the block as it is or LZ4-decompressed (its size
+ * first, a varint32), held to the inflation limits, then its entries. Another checksum or
+ * compression type, or anything ``read_block`` would raise for, is handed back. */
+
+#define XXH_INLINE_ALL
+#include "vendor/xxhash.h"
+
+#define SST_TRAILER 5
+#define SST_XXH3 4
+#define SST_NONE 0
+#define SST_LZ4 4
+#define SST_LZ4HC 5
+
+static int sst_checksum_ok(const uint8_t *block, size_t size) {
+    uint8_t type = block[size];
+    uint32_t stored = rd_u32le(block + size + 1);
+    uint32_t low = (uint32_t)XXH3_64bits(block, size);
+    return (low ^ (uint32_t)((uint64_t)type * 0x6B9083D9u)) == stored;
+}
+
+static PyObject *kernel_sst_run(PyObject *module, PyObject *args) {
+    PyObject *data_obj, *offsets_obj, *sizes_obj;
+    int checksum_type;
+    long long most;
+    if (!PyArg_ParseTuple(args, "OOOiL:sst_run", &data_obj, &offsets_obj, &sizes_obj,
+                          &checksum_type, &most))
+        return NULL;
+    if (checksum_type != SST_XXH3) Py_RETURN_NONE;
+    Py_buffer data;
+    Ints offsets, sizes;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (ints_get(offsets_obj, &offsets, "offsets") < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (ints_get(sizes_obj, &sizes, "sizes") < 0) {
+        PyBuffer_Release(&offsets.view);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n = offsets.n;
+    int64_t *raw = malloc((size_t)(n ? n : 1) * sizeof *raw);
+    int64_t *at = malloc((size_t)(n ? n : 1) * sizeof *at);
+    uint8_t *blocks = NULL;
+    Entries e;
+    memset(&e, 0, sizeof e);
+    if (raw == NULL || at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (sizes.n != n) {
+        PyErr_SetString(PyExc_ValueError, "offsets and sizes differ in length");
+        goto done;
+    }
+    const uint8_t *file = data.buf;
+    int64_t len = data.len, total = 0;
+    int rc = OK;
+    Py_BEGIN_ALLOW_THREADS
+    /* Each block's place and decompressed size, as read_block checks them. */
+    for (Py_ssize_t i = 0; i < n && rc == OK; i++) {
+        int64_t off = ints_at(&offsets, i), size = ints_at(&sizes, i);
+        if (off < 0 || size < 0 || size > len - SST_TRAILER || off > len - SST_TRAILER - size) {
+            rc = BAIL;
+            break;
+        }
+        uint8_t type = file[off + size];
+        uint64_t declared = (uint64_t)size;
+        size_t header = 0;
+        if (type == SST_LZ4 || type == SST_LZ4HC) {
+            if (varint32(file + off, &header, (size_t)size, &declared) != OK) rc = BAIL;
+        } else if (type != SST_NONE) {
+            rc = BAIL;
+        }
+        if (rc == OK && (int64_t)declared > most - total) rc = BAIL; /* the limits' error */
+        at[i] = (int64_t)header;
+        raw[i] = (int64_t)declared;
+        if (rc == OK) total += (int64_t)declared;
+    }
+    if (rc == OK && (blocks = malloc((size_t)total + 1)) == NULL) rc = NOMEM;
+    int64_t put = 0;
+    for (Py_ssize_t i = 0; i < n && rc == OK; i++) {
+        int64_t off = ints_at(&offsets, i), size = ints_at(&sizes, i);
+        const uint8_t *block = file + off;
+        if (!sst_checksum_ok(block, (size_t)size)) {
+            rc = BAIL;
+            break;
+        }
+        if (block[size] == SST_NONE)
+            memcpy(blocks + put, block, (size_t)size);
+        else if (lz4_block(block + at[i], (size_t)(size - at[i]), blocks + put, (size_t)raw[i]) != 0)
+            rc = BAIL;
+        put += raw[i];
+    }
+    if (rc == OK) rc = decode_blocks(blocks, raw, n, &e);
+    Py_END_ALLOW_THREADS
+    if (rc != OK) {
+        if (rc == NOMEM)
+            PyErr_NoMemory();
+        else {
+            Py_INCREF(Py_None);
+            result = Py_None;
+        }
+        goto done;
+    }
+    /* The keys, then the blocks: the values stay where they are, after the keys. */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(e.keys_len + (size_t)total));
+    if (out == NULL) goto done;
+    char *p = PyBytes_AS_STRING(out);
+    if (e.keys_len) memcpy(p, e.keys, e.keys_len);
+    if (total) memcpy(p + e.keys_len, blocks, (size_t)total);
+    for (size_t i = 0; i < e.n; i++) e.voff[i] += (int64_t)e.keys_len;
+    Py_ssize_t count = (Py_ssize_t)e.n;
+    result = Py_BuildValue("(NNNNNNNL)", out, column_of(e.koff, count, 8, 'q'),
+                           column_of(e.ksz, count, 8, 'q'), column_of(e.voff, count, 8, 'q'),
+                           column_of(e.vsz, count, 8, 'q'), column_of(e.kinds, count, 1, 'B'),
+                           column_of(e.repeats, count, 1, 'B'), (long long)total);
+    /* the columns own their arrays now */
+    e.koff = e.ksz = e.voff = e.vsz = NULL;
+    e.kinds = e.repeats = NULL;
+done:
+    entries_free(&e);
+    free(blocks);
+    free(raw);
+    free(at);
+    PyBuffer_Release(&sizes.view);
+    PyBuffer_Release(&offsets.view);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 /* ---- text ---------------------------------------------------------------------------------- */
 
 /* Text being written: malloc'd, or (``bytes`` set and ``p`` in it) the bytes object that is
@@ -2224,6 +2358,12 @@ static PyMethodDef kernel_methods[] = {
      "value_sizes, kinds, repeats) or None: the entries of consecutive decompressed SST data "
      "blocks, as formats/sst.block_records gives them (data: every key whole, then the "
      "blocks); None where that function raises."},
+    {"sst_run", kernel_sst_run, METH_VARARGS,
+     "sst_run(data, offsets, sizes, checksum_type, most) -> (data, key_offsets, key_sizes, "
+     "value_offsets, value_sizes, kinds, repeats, decompressed) or None: the entries of the "
+     "SST file data's blocks at offsets (sizes before their trailers), checked and "
+     "decompressed to at most ``most`` bytes in all; None for another checksum than XXH3, "
+     "another compression than LZ4, or where formats/sst would raise."},
     {"lz4_streams", kernel_lz4_streams, METH_VARARGS,
      "lz4_streams(files, ratio, floor, max_bytes) -> (data, ends) or None.\n\n"
      "Each file's Spark lz4 stream (LZ4Block blocks) decompressed, one after another into "

@@ -876,6 +876,84 @@ def test_sst_blocks_decode_as_the_module_decodes_them(
             assert _sst_outcome(kernel.sst_block_records, blocks) == expected
 
 
+def _run_outcome(table: Any, handles: list[tuple[int, int]], read: Any) -> Any:
+    from ckpt_cli.errors import LimitExceededError
+    from ckpt_cli.formats import sst
+
+    try:
+        return _sst_rows(table._run(handles, sst.block_records, read))
+    except (FormatError, LimitExceededError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.lists(st.tuples(st.binary(min_size=1, max_size=12), st.none() | st.binary(max_size=60))),
+        min_size=1,
+        max_size=3,
+    ),
+    st.sampled_from(["none", "lz4", "snappy"]),
+    st.sampled_from(["xxh3", "crc32c"]),
+    st.sampled_from([None, 40, 300]),
+    st.data(),
+)
+def test_sst_runs_read_from_the_file_as_the_module_reads_them(
+    tmp_path_factory: pytest.TempPathFactory,
+    flushes: list[list[tuple[bytes, bytes | None]]],
+    compression: str,
+    checksum: str,
+    most: int | None,
+    data: st.DataObject,
+) -> None:
+    """Tables RocksDB wrote, intact or with bytes of the file changed anywhere in its data
+    blocks and their trailers, under the inflation limits or tighter ones: each run of
+    blocks ``sst_run`` reads from the file gives the module's records, or is handed back
+    and the module's error is the one raised."""
+    from ckpt_cli.formats import sst
+    from ckpt_cli.formats.limits import DECOMPRESSED_ENV
+
+    path = tmp_path_factory.mktemp("db") / "db"
+    writes = [[(bytes([i]) + k, v) for k, v in w] for i, w in enumerate(flushes)]
+    _write_db(path, _options(compression, checksum, 5, 4), writes)
+    for file in sorted(path.glob("*.sst")):
+        table = sst.open_table(str(file), file.read_bytes())
+        assert table is not None
+        end = table.blocks[-1][0] + table.blocks[-1][1] + sst.BLOCK_TRAILER_BYTES
+        damaged = bytearray(table.data)
+        for _ in range(data.draw(st.integers(0, 3))):
+            damaged[data.draw(st.integers(0, end - 1))] = data.draw(st.integers(0, 255))
+        runs = [table.blocks[i : i + 3] for i in range(0, len(table.blocks), 3)]
+        found = sst.Table(**{**table.__dict__, "data": bytes(damaged), "_decoded": 0})
+        expected = sst.Table(**{**table.__dict__, "data": bytes(damaged), "_decoded": 0})
+        with pytest.MonkeyPatch.context() as m:
+            if most is not None:
+                m.setenv(DECOMPRESSED_ENV, str(most))
+            for run in runs:
+                assert _run_outcome(found, run, kernel.sst_run) == _run_outcome(expected, run, None)
+        assert found._decoded == expected._decoded
+
+
+def test_sst_runs_of_spark_4_tables_are_read_by_the_kernel() -> None:
+    """The fixtures' Spark 4 tables (XXH3, LZ4): every run is the kernel's, not handed back,
+    and gives the module's records."""
+    from ckpt_cli.formats import sst
+
+    taken = 0
+    for file in sorted(CASES_DIR.glob("spark4-rocksdb*/checkpoint/state/**/SSTs/*.sst"))[:40]:
+        table = sst.open_table(str(file), file.read_bytes())
+        if table is None or table.checksum_type != sst.XXH3 or not table.blocks:
+            continue
+        run = table.blocks[:8]
+        found = kernel.sst_run(table.data, run, table.checksum_type, 1 << 40)
+        assert found is not None, file
+        assert _sst_rows(found[0]) == _sst_rows(
+            sst.block_records(str(file), table.read_blocks(run))
+        )
+        taken += 1
+    assert taken >= 10
+
+
 def test_each_record_type_decodes_as_the_module_decodes_it() -> None:
     """A put, a delete, a single delete; any other record type is the module's error."""
     from ckpt_cli.formats import sst

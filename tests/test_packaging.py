@@ -215,6 +215,7 @@ def test_the_sdist_builds_the_kernel_and_installs_without_a_compiler(tmp_path: P
         "setup.py",
         "ckpt_cli/_kernel.c",
         "ckpt_cli/vendor/ryu.h",
+        "ckpt_cli/vendor/xxhash.h",
         "ckpt_cli/core/kernel.py",
     } <= names
     assert not [n for n in names if n.endswith(".so")]

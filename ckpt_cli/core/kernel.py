@@ -103,7 +103,7 @@ def _loaded() -> tuple[Any, str | None]:
     package = Path(__file__).resolve().parent.parent
     source = package / "_kernel.c"
     if source.is_file():  # a checkout: its build must be of this source (as setup.py hashes it)
-        sources = (source, package / "vendor" / "ryu.h")
+        sources = (source, package / "vendor" / "ryu.h", package / "vendor" / "xxhash.h")
         digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
         if digest != _kernel.SOURCE:
             return None, (
@@ -184,6 +184,41 @@ def sst_block_records(path: str, blocks: list[bytes]) -> Records:
         np.frombuffer(kinds, np.uint8),
         np.frombuffer(repeats, np.bool_),
     )
+
+
+def sst_run(
+    data: bytes, handles: list[tuple[int, int]], checksum_type: int, most: int
+) -> tuple[Records, int] | None:
+    """``sst.Table.read_blocks`` and ``sst.block_records`` of the data blocks at ``handles``
+    of the SST file ``data``, by the kernel in one call: their records and the bytes
+    decompressed (at most ``most``), or None where the kernel hands the run back (another
+    checksum than XXH3 or compression than LZ4, a damaged block, the limits passed): the
+    module then reads it, and names any problem. The kernel must be loaded."""
+    import numpy as np
+
+    from ckpt_cli.formats import sst
+
+    where = np.array(handles, np.int64).reshape(-1, 2)
+    got = load().sst_run(
+        data,
+        np.ascontiguousarray(where[:, 0]),
+        np.ascontiguousarray(where[:, 1]),
+        checksum_type,
+        most,
+    )
+    if got is None:
+        return None
+    buf, key_offsets, key_sizes, value_offsets, value_sizes, kinds, repeats, decompressed = got
+    records = sst.Records(
+        buf,
+        np.frombuffer(key_offsets, np.int64),
+        np.frombuffer(key_sizes, np.int64),
+        np.frombuffer(value_offsets, np.int64),
+        np.frombuffer(value_sizes, np.int64),
+        np.frombuffer(kinds, np.uint8),
+        np.frombuffer(repeats, np.bool_),
+    )
+    return records, decompressed
 
 
 # -- formatting ----------------------------------------------------------------------------------

@@ -88,6 +88,10 @@ class Records(RecordColumns):
 
 # A run of data blocks to its records: ``block_records``, or the replay kernel's.
 BlockDecoder = Callable[[str, list[bytes]], Records]
+# A run of data blocks read from the file and decoded in one call (the replay kernel's):
+# ``(data, handles, checksum_type, most)`` to the records and the bytes decompressed, held
+# to at most ``most``; None hands the run to ``read_blocks`` and the ``BlockDecoder``.
+RunReader = Callable[[bytes, list[tuple[int, int]], int, int], "tuple[Records, int] | None"]
 
 
 @dataclass
@@ -105,16 +109,20 @@ class Table:
     _decoded: int = 0
 
     def records(
-        self, group_bytes: int = GROUP_BYTES, decode: BlockDecoder | None = None
+        self,
+        group_bytes: int = GROUP_BYTES,
+        decode: BlockDecoder | None = None,
+        read: RunReader | None = None,
     ) -> Iterator[Records]:
-        """The table's records in key order, a run of data blocks at a time (decoded by
-        ``decode``, by default ``block_records``)."""
+        """The table's records in key order, a run of data blocks at a time (read by
+        ``read`` where it takes the run, else by ``read_blocks`` and ``decode``, by default
+        ``block_records``)."""
         decode = decode or block_records
         start, size, seen, last = 0, 0, 0, b""
         for i, (_, block_size) in enumerate(self.blocks):
             size += block_size
             if size >= group_bytes or i == len(self.blocks) - 1:
-                got = decode(self.path, self.read_blocks(self.blocks[start : i + 1]))
+                got = self._run(self.blocks[start : i + 1], decode, read)
                 if seen and got.key(0) == last:
                     got.repeats[0] = True
                 seen += len(got)
@@ -125,6 +133,18 @@ class Table:
             raise FormatError(
                 self.path, f"{seen} entries in the data blocks, the properties say {self.entries}"
             )
+
+    def _run(
+        self, handles: list[tuple[int, int]], decode: BlockDecoder, read: RunReader | None
+    ) -> Records:
+        if read is not None:
+            most = Limits.current().allowed(len(self.data)) - self._decoded
+            found = read(self.data, handles, self.checksum_type, most)
+            if found is not None:
+                records, decompressed = found
+                self._decoded += decompressed
+                return records
+        return decode(self.path, self.read_blocks(handles))
 
     def read_blocks(self, handles: list[tuple[int, int]]) -> list[bytes]:
         """The blocks at ``handles``, checked and decompressed within the limits (all of a
@@ -512,18 +532,22 @@ def block_records(path: str, blocks: list[bytes]) -> Records:
 
 
 def db_records(
-    tables: list[Table], group_bytes: int = GROUP_BYTES, decode: BlockDecoder | None = None
+    tables: list[Table],
+    group_bytes: int = GROUP_BYTES,
+    decode: BlockDecoder | None = None,
+    read: RunReader | None = None,
 ) -> Iterator[Records]:
     """The records of a DB made of ``tables`` whose key ranges lie apart (``overlapping``
     false), in key order: each table's in turn, a run of blocks at a time, its bytes let go
     once read. Each user key's newest record comes first (a delete included: the caller
     drops it, and the older ones ``repeats`` marks). Runs are of ``group_bytes`` of blocks,
-    decoded by ``decode`` (``block_records``, or the same done by the replay kernel)."""
+    decoded by ``decode`` (``block_records``, or the same done by the replay kernel), or
+    read and decoded by ``read`` (the kernel's, for what it takes)."""
     if overlapping(tables):
         raise ValueError("tables whose key ranges meet need RocksDB's merge")
     tables = sorted(tables, key=lambda t: t.first_key)
     while tables:
-        yield from tables.pop(0).records(group_bytes, decode)
+        yield from tables.pop(0).records(group_bytes, decode, read)
 
 
 def overlapping(tables: list[Table]) -> bool:

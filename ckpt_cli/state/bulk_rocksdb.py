@@ -154,8 +154,9 @@ def _zip_batches(
             for flat, sizes in rocksdb.iter_db_flat(tmp, path=f.path, size=size):
                 yield Packed.of_flat(flat, sizes)
         return
-    decode = kernel.sst_block_records if kernel.load() is not None else None
-    records = sst.db_records(tables, decode=decode)
+    compiled = kernel.load() is not None
+    decode = kernel.sst_block_records if compiled else None
+    records = sst.db_records(tables, decode=decode, read=kernel.sst_run if compiled else None)
     del tables  # each table's bytes go once it is read
     for got in records:
         # The newest record of a key decides: a put is its value, a delete drops it.
