@@ -68,7 +68,7 @@ _RANDOM_PRIME = 0x6B9083D9
 # Bytes after a run of blocks: a varint or a key's window read at its end stays inside.
 _PAD = 64
 # Data blocks decoded at once: enough that per-call costs vanish, small enough for memory.
-GROUP_BYTES = 1 << 20
+GROUP_BYTES = 1 << 18
 
 
 @dataclass

@@ -338,9 +338,12 @@ def gathered_table_work(
     "Replay on 200 partitions")."""
     pending: list[tuple[int, Packed]] = []
     rows = 0
+    # The compiled kernel's tables cost little each, so its batches are not copied together
+    # (RocksDB at 1M keys to Parquet: 190 -> 155 MB peak, 10M: 3.0 -> 2.8 s of CPU).
+    least = 1 if columnar.kernel is not None else BATCH_ROWS
     for plan in plans:
         for batch in packed_batches(ckpt, plan):
-            if len(batch) >= BATCH_ROWS:
+            if len(batch) >= least:
                 if pending:
                     yield functools.partial(_gathered_table, columnar, pending)
                     pending, rows = [], 0
