@@ -44,7 +44,7 @@
 #define MAX_PROBE 4096             /* keys whose hashes pile up: the reference path merges */
 #define MAX_KEYS 0xFFFFFFF0u       /* key ids live in 32 bits of a slot */
 
-enum { OK = 0, BAIL = 1, NOMEM = -1 };
+enum { OK = 0, BAIL = 1, NOMEM = -1, ROOM = 2 /* keys outgrew the room given them */ };
 
 static inline uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline int64_t rdi64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }
@@ -886,6 +886,8 @@ typedef struct {
     size_t n, cap;
     uint8_t *keys; /* every key whole, one after another */
     size_t keys_len, keys_cap;
+    int keys_fixed; /* ``keys`` is memory of the caller's: ROOM instead of growing it */
+    size_t first_cap; /* entries to make room for at first (0: 4,096) */
 } Entries;
 
 static void entries_free(Entries *e) {
@@ -895,12 +897,13 @@ static void entries_free(Entries *e) {
     free(e->vsz);
     free(e->kinds);
     free(e->repeats);
-    free(e->keys);
+    if (!e->keys_fixed) free(e->keys);
+    memset(e, 0, sizeof *e);
 }
 
 static int entries_reserve(Entries *e, size_t key_bytes) {
     if (e->n == e->cap) {
-        size_t cap = e->cap ? 2 * e->cap : 4096;
+        size_t cap = e->cap ? 2 * e->cap : e->first_cap ? e->first_cap : 4096;
         void *p;
         if ((p = realloc(e->koff, cap * 8)) == NULL) return NOMEM;
         e->koff = p;
@@ -917,6 +920,7 @@ static int entries_reserve(Entries *e, size_t key_bytes) {
         e->cap = cap;
     }
     if (e->keys_cap - e->keys_len < key_bytes) {
+        if (e->keys_fixed) return ROOM;
         size_t cap = e->keys_cap ? e->keys_cap : 1 << 16;
         while (cap - e->keys_len < key_bytes) cap *= 2;
         void *p = realloc(e->keys, cap);
@@ -956,7 +960,8 @@ static int decode_blocks(const uint8_t *buf, const int64_t *sizes, Py_ssize_t nb
                 int64_t prev_size = have_prev ? e->ksz[e->n - 1] + 8 : 0;
                 if (j > 0 && shared > (uint64_t)prev_size) return BAIL;
                 if (key_size < 8) return BAIL;
-                if (entries_reserve(e, (size_t)key_size) != OK) return NOMEM;
+                int got = entries_reserve(e, (size_t)key_size);
+                if (got != OK) return got;
                 uint8_t *key = e->keys + e->keys_len;
                 if (shared) memcpy(key, e->keys + e->koff[e->n - 1], (size_t)shared);
                 memcpy(key + shared, buf + pos, (size_t)non_shared);
@@ -1073,6 +1078,23 @@ static int sst_checksum_ok(const uint8_t *block, size_t size) {
     return (low ^ (uint32_t)((uint64_t)type * 0x6B9083D9u)) == stored;
 }
 
+/* The blocks' bytes checked and decompressed into ``blocks`` (pass 2 of ``kernel_sst_run``). */
+static int sst_blocks(const uint8_t *file, const Ints *offsets, const Ints *sizes,
+                      const int64_t *at, const int64_t *raw, uint8_t *blocks) {
+    int64_t put = 0;
+    for (Py_ssize_t i = 0; i < offsets->n; i++) {
+        int64_t off = ints_at(offsets, i), size = ints_at(sizes, i);
+        const uint8_t *block = file + off;
+        if (!sst_checksum_ok(block, (size_t)size)) return BAIL;
+        if (block[size] == SST_NONE)
+            memcpy(blocks + put, block, (size_t)size);
+        else if (lz4_block(block + at[i], (size_t)(size - at[i]), blocks + put, (size_t)raw[i]) != 0)
+            return BAIL;
+        put += raw[i];
+    }
+    return OK;
+}
+
 static PyObject *kernel_sst_run(PyObject *module, PyObject *args) {
     PyObject *data_obj, *offsets_obj, *sizes_obj;
     int checksum_type;
@@ -1093,11 +1115,10 @@ static PyObject *kernel_sst_run(PyObject *module, PyObject *args) {
         PyBuffer_Release(&data);
         return NULL;
     }
-    PyObject *result = NULL;
+    PyObject *result = NULL, *out = NULL;
     Py_ssize_t n = offsets.n;
     int64_t *raw = malloc((size_t)(n ? n : 1) * sizeof *raw);
     int64_t *at = malloc((size_t)(n ? n : 1) * sizeof *at);
-    uint8_t *blocks = NULL;
     Entries e;
     memset(&e, 0, sizeof e);
     if (raw == NULL || at == NULL) {
@@ -1132,50 +1153,57 @@ static PyObject *kernel_sst_run(PyObject *module, PyObject *args) {
         raw[i] = (int64_t)declared;
         if (rc == OK) total += (int64_t)declared;
     }
-    if (rc == OK && (blocks = malloc((size_t)total + 1)) == NULL) rc = NOMEM;
-    int64_t put = 0;
-    for (Py_ssize_t i = 0; i < n && rc == OK; i++) {
-        int64_t off = ints_at(&offsets, i), size = ints_at(&sizes, i);
-        const uint8_t *block = file + off;
-        if (!sst_checksum_ok(block, (size_t)size)) {
-            rc = BAIL;
-            break;
-        }
-        if (block[size] == SST_NONE)
-            memcpy(blocks + put, block, (size_t)size);
-        else if (lz4_block(block + at[i], (size_t)(size - at[i]), blocks + put, (size_t)raw[i]) != 0)
-            rc = BAIL;
-        put += raw[i];
-    }
-    if (rc == OK) rc = decode_blocks(blocks, raw, n, &e);
     Py_END_ALLOW_THREADS
-    if (rc != OK) {
-        if (rc == NOMEM)
-            PyErr_NoMemory();
-        else {
-            Py_INCREF(Py_None);
-            result = Py_None;
-        }
-        goto done;
-    }
-    /* The keys, then the blocks: the values stay where they are, after the keys. */
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(e.keys_len + (size_t)total));
+    if (rc != OK) goto handed_back;
+    /* One buffer, made once: room for the keys, then the blocks, decompressed in place; each
+     * key is rebuilt into the room (twice the blocks' bytes; past that, into memory of its
+     * own, then copied). The values stay in their blocks. Room not written is never read. */
+    size_t room = 2 * (size_t)total + 64;
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(room + (size_t)total));
     if (out == NULL) goto done;
-    char *p = PyBytes_AS_STRING(out);
-    if (e.keys_len) memcpy(p, e.keys, e.keys_len);
-    if (total) memcpy(p + e.keys_len, blocks, (size_t)total);
-    for (size_t i = 0; i < e.n; i++) e.voff[i] += (int64_t)e.keys_len;
+    uint8_t *buf = (uint8_t *)PyBytes_AS_STRING(out), *blocks = buf + room;
+    e.keys = buf;
+    e.keys_cap = room;
+    e.keys_fixed = 1;
+    e.first_cap = (size_t)total / 32 + 16; /* Spark's records: 40-100 bytes (no copies) */
+    Py_BEGIN_ALLOW_THREADS
+    rc = sst_blocks(file, &offsets, &sizes, at, raw, blocks);
+    if (rc == OK) rc = decode_blocks(blocks, raw, n, &e);
+    if (rc == ROOM) {
+        entries_free(&e);
+        e.first_cap = (size_t)total / 32 + 16;
+        rc = decode_blocks(blocks, raw, n, &e);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc != OK) goto handed_back;
+    if (!e.keys_fixed) {
+        PyObject *whole = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(e.keys_len + (size_t)total));
+        if (whole == NULL) goto done;
+        memcpy(PyBytes_AS_STRING(whole), e.keys, e.keys_len);
+        memcpy(PyBytes_AS_STRING(whole) + e.keys_len, blocks, (size_t)total);
+        Py_SETREF(out, whole);
+        room = e.keys_len;
+    }
+    for (size_t i = 0; i < e.n; i++) e.voff[i] += (int64_t)room;
     Py_ssize_t count = (Py_ssize_t)e.n;
-    result = Py_BuildValue("(NNNNNNNL)", out, column_of(e.koff, count, 8, 'q'),
+    result = Py_BuildValue("(ONNNNNNL)", out, column_of(e.koff, count, 8, 'q'),
                            column_of(e.ksz, count, 8, 'q'), column_of(e.voff, count, 8, 'q'),
                            column_of(e.vsz, count, 8, 'q'), column_of(e.kinds, count, 1, 'B'),
                            column_of(e.repeats, count, 1, 'B'), (long long)total);
     /* the columns own their arrays now */
     e.koff = e.ksz = e.voff = e.vsz = NULL;
     e.kinds = e.repeats = NULL;
+    goto done;
+handed_back:
+    if (rc == NOMEM)
+        PyErr_NoMemory();
+    else {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
 done:
     entries_free(&e);
-    free(blocks);
+    Py_XDECREF(out);
     free(raw);
     free(at);
     PyBuffer_Release(&sizes.view);
