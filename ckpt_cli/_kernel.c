@@ -2135,6 +2135,10 @@ static void col_null(Col *c, Py_ssize_t i) {
 static int put_utf8(Out *o, const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
+        if (n - i >= 8 && (rd64(s + i) & 0x8080808080808080ull) == 0) {
+            i += 8; /* eight ASCII bytes */
+            continue;
+        }
         if (s[i] < 0x80) {
             i++;
             continue;
