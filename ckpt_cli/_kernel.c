@@ -1220,12 +1220,16 @@ done:
  * ``bytes`` goes on in malloc'd memory and is copied into a new bytes object at the end:
  * resizing ``bytes`` mid-batch needs the GIL, and taking it back from another thread's work
  * cost replay on two threads 60% more CPU than on one (1M keys of JSON lines). */
+#define DAY_CACHE 1024
+
 typedef struct {
     char *p;
     size_t len, cap;
     PyObject *bytes;
-    int64_t day;       /* the date last written, and its text (timestamps of a */
-    char day_text[10]; /* batch mostly share a day) */
+    /* Dates written, and their text, by day (a batch's timestamps fall on few days, in any
+     * order: a snapshot's rows come in hash order); a tag is the day - MIN_DAY + 1, 0 none. */
+    uint32_t day_tag[DAY_CACHE];
+    char day_text[DAY_CACHE][10];
 } Out;
 
 /* Whether the text has left ``bytes`` for malloc'd memory (or never was in it). */
@@ -1404,8 +1408,9 @@ static inline int64_t floor_div(int64_t a, int64_t b) {
 
 /* "YYYY-MM-DD" (10 bytes, room made by the caller); days within MIN_DAY..MAX_DAY. */
 static inline void put_date_raw(Out *o, int64_t days) {
-    if (days == o->day) {
-        put_raw(o, o->day_text, 10);
+    uint32_t tag = (uint32_t)(days - MIN_DAY + 1), slot = tag % DAY_CACHE;
+    if (o->day_tag[slot] == tag) {
+        put_raw(o, o->day_text[slot], 10);
         return;
     }
     /* Howard Hinnant's civil_from_days */
@@ -1424,8 +1429,8 @@ static inline void put_date_raw(Out *o, int64_t days) {
     put_fixed_raw(o, (uint64_t)month, 2);
     o->p[o->len++] = '-';
     put_fixed_raw(o, (uint64_t)day, 2);
-    memcpy(o->day_text, o->p + at, 10);
-    o->day = days;
+    memcpy(o->day_text[slot], o->p + at, 10);
+    o->day_tag[slot] = tag;
 }
 
 static int put_date(Out *o, int64_t days, int quote) {
@@ -1989,8 +1994,8 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
         PyErr_SetString(PyExc_ValueError, "the record arrays differ in length");
         goto done;
     }
-    Out out = {NULL, 0, 0, NULL, INT64_MIN, {0}};
-    Style st = {self->repr_floats ? FLOAT_REPR : FLOAT_ORJSON, {NULL, 0, 0, NULL, INT64_MIN, {0}}};
+    Out out = {NULL, 0, 0, NULL, {0}, {{0}}};
+    Style st = {self->repr_floats ? FLOAT_REPR : FLOAT_ORJSON, {NULL, 0, 0, NULL, {0}, {{0}}}};
     int rc = OK;
     char head[48];
     int head_len = csv ? snprintf(head, sizeof head, "%lld", partition)
@@ -2102,7 +2107,6 @@ static void col_free(Col *c) {
 static int col_init(Col *c, const Node *t, Py_ssize_t n) {
     size_t bits = ((size_t)n + 7) / 8 + 1;
     c->t = t;
-    c->text.day = INT64_MIN;
     c->valid = calloc(bits, 1);
     if (c->valid == NULL) return NOMEM;
     if (t->kind == K_STRUCT) {
@@ -2364,7 +2368,7 @@ static PyObject *kernel_float_text(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "style is 0 (repr), 1 (orjson) or 2 (Arrow)");
         return NULL;
     }
-    Out o = {NULL, 0, 0, NULL, INT64_MIN, {0}};
+    Out o = {NULL, 0, 0, NULL, {0}, {{0}}};
     int rc = put_double(&o, x, style);
     PyObject *r;
     if (rc == NOMEM)
