@@ -293,6 +293,32 @@ def test_columns_of_nulls_between_values(provider: str) -> None:
     assert table.column("value").combine_chunks().field("in").null_count == 3
 
 
+def test_dates_whose_days_share_a_slot_of_the_kernels_cache() -> None:
+    """Days 1,024 apart share a slot of the kernel's cache of dates' text: each is written
+    as its own (JSON lines, CSV, Arrow columns)."""
+    key = S.StructType((field("k", S.LONG),))
+    value = S.StructType((field("t", S.TIMESTAMP), field("d", S.DATE)))
+    decoder = _decoder(key, value, "hdfs")
+    columnar = columnar_for(decoder)
+    csv_schema = schema_of(decoder)
+    assert columnar is not None and csv_schema is not None
+    first = datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc)
+    days = [0, 1024, 0, 2048, 1024, 1, 1025]
+    rows = [
+        {
+            "t": first + datetime.timedelta(days=d, seconds=i),
+            "d": (first + datetime.timedelta(days=d)).date(),
+        }
+        for i, d in enumerate(days)
+    ]
+    batch = Packed.of([(write_row(key, {"k": i}), write_row(value, v)) for i, v in enumerate(rows)])
+    lines, csv = _texts(columnar, 0, batch)
+    assert lines == columnar.reference_line_bytes(0, batch)
+    assert csv == _reference_csv(columnar, csv_schema, 0, batch)
+    table = _kernel_table(columnar, 0, batch)
+    _same_table(table, columnar.reference_table(_ids(0, batch), batch))
+
+
 def test_what_the_kernel_hands_back() -> None:
     """Values the reference writes its own way, and rows it cannot vouch for: None, and
     replay's text is then the reference's."""
