@@ -295,7 +295,18 @@ def compare(
             cmd = [ckpt_bin, "replay", str(ckpt), "--format", fmt, "--output", str(ours)]
             return measure([*cmd, "--workers", "1"], output=log)
 
+        folder = out_dir / f"ckpt-dataset-{fmt}"
+
+        def run_dataset(fmt: str = fmt, folder: Path = folder) -> Measurement:
+            shutil.rmtree(folder, ignore_errors=True)
+            cmd = [ckpt_bin, "replay", str(ckpt), "--format", fmt, "-O", str(folder)]
+            return measure(cmd, output=log)
+
         cases = [Case(f"ckpt replay -> {fmt}", run_ckpt, prepare=lambda: warm(ckpt))]
+        if args.dataset and fmt in ("jsonl", "parquet"):
+            # A file per partition, as Spark writes a part file per task.
+            dataset = Case(f"ckpt replay -O DIR -> {fmt}", run_dataset, prepare=lambda: warm(ckpt))
+            cases.append(dataset)
         if args.one_worker:
             one = Case(f"ckpt replay --workers 1 -> {fmt}", run_one, prepare=lambda: warm(ckpt))
             cases.append(one)
@@ -313,6 +324,8 @@ def compare(
             failure = {"case": f"{label}: Spark statestore -> {fmt}", "runs": "failed"}
             rows.append(failure)
         counts = {"ckpt": rows_written(ours, fmt)}
+        if any(c.name.startswith("ckpt replay -O") for c in cases):
+            assert rows_written(folder, fmt) == counts["ckpt"], folder
         if any(c.name.startswith("Spark") for c in cases):
             counts["spark"] = rows_written(theirs, fmt)
             assert counts["ckpt"] == counts["spark"], counts
@@ -354,6 +367,11 @@ def main(argv: list[str] | None = None) -> None:
         "--states", default="deltas,snapshot", help="--source spark, HDFS: which states to measure"
     )
     parser.add_argument("--no-spark", action="store_true", help="ckpt's side only")
+    parser.add_argument(
+        "--dataset",
+        action="store_true",
+        help="also ckpt with -O DIR (a file per partition, as Spark writes a part file per task)",
+    )
     parser.add_argument(
         "--one-worker",
         action="store_true",
