@@ -332,10 +332,10 @@ def table_work(
 def gathered_table_work(
     ckpt: Checkpoint, plans: Sequence[ReplayPlan], columnar: Columnar
 ) -> Iterator[Callable[[], Any]]:
-    """``table_work`` of consecutive partitions, their batches of fewer than ``BATCH_ROWS``
-    records gathered into one: a decode's fixed cost (some hundred numpy and Arrow calls) is
-    paid per ``BATCH_ROWS`` records, not per partition (200 partitions of 5,000 keys: NOTES,
-    "Replay on 200 partitions")."""
+    """``table_work`` of consecutive partitions. Without the compiled kernel, their batches
+    of fewer than ``BATCH_ROWS`` records are gathered into one: a decode's fixed cost (some
+    hundred numpy and Arrow calls) is then paid per ``BATCH_ROWS`` records, not per partition
+    (200 partitions of 5,000 keys: NOTES, "Replay on 200 partitions")."""
     pending: list[tuple[int, Packed]] = []
     rows = 0
     # The compiled kernel's tables cost little each, so its batches are not copied together
