@@ -1157,11 +1157,16 @@ static PyObject *kernel_sst_run(PyObject *module, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (rc != OK) goto handed_back;
     /* One buffer, made once: room for the keys, then the blocks, decompressed in place; each
-     * key is rebuilt into the room (twice the blocks' bytes; past that, into memory of its
-     * own, then copied). The values stay in their blocks. Room not written is never read. */
-    size_t room = 2 * (size_t)total + 64;
+     * key is rebuilt into the room (as many bytes as the blocks'; past that, into memory of
+     * its own, then copied). The values stay in their blocks. Room not written is never
+     * read. Where the buffer cannot be had, the module reads the run (and fails as it does). */
+    size_t room = (size_t)total + 64;
     out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(room + (size_t)total));
-    if (out == NULL) goto done;
+    if (out == NULL) {
+        PyErr_Clear();
+        rc = BAIL;
+        goto handed_back;
+    }
     uint8_t *buf = (uint8_t *)PyBytes_AS_STRING(out), *blocks = buf + room;
     e.keys = buf;
     e.keys_cap = room;
