@@ -84,6 +84,35 @@ static inline int64_t ints_at(const Ints *a, Py_ssize_t i) {
     return a->wide ? ((const int64_t *)a->view.buf)[i] : ((const int32_t *)a->view.buf)[i];
 }
 
+/* A buffer and ``count`` index arrays of one length (``differ``: the error where they are
+ * not): 0, or -1 with an error set and nothing held. */
+static int arrays_get(PyObject *data_obj, Py_buffer *data, PyObject *const *objs, Ints *a,
+                      int count, const char *const *what, const char *differ) {
+    if (PyObject_GetBuffer(data_obj, data, PyBUF_SIMPLE) < 0) return -1;
+    int got = 0;
+    for (; got < count; got++)
+        if (ints_get(objs[got], &a[got], what[got]) < 0) break;
+    if (got == count) {
+        int same = 1;
+        for (int i = 1; i < count; i++) same &= a[i].n == a[0].n;
+        if (same) return 0;
+        PyErr_SetString(PyExc_ValueError, differ);
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&a[i].view);
+    PyBuffer_Release(data);
+    return -1;
+}
+
+static void arrays_release(Py_buffer *data, Ints *a, int count) {
+    for (int i = 0; i < count; i++) PyBuffer_Release(&a[i].view);
+    PyBuffer_Release(data);
+}
+
+/* The arrays of a batch of records, as ``arrays_get`` gets them. */
+static const char *const RECORD_ARRAYS[4] = {"key offsets", "key sizes", "value offsets",
+                                             "value sizes"};
+static const char *const HANDLE_ARRAYS[2] = {"offsets", "sizes"};
+
 /* Asks for transparent huge pages under a large buffer about to be written: a fresh 2 MB page
  * faults in once instead of 512 times (a 10M-key state's 720 MB: a third of decompressing
  * it was page faults). A hint; where it is not taken, nothing changes. */
@@ -388,25 +417,15 @@ static PyObject *merged_lookup(Merged *self, PyObject *args) {
         return NULL;
     }
     Py_buffer data;
-    Ints off, size;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    if (ints_get(off_obj, &off, "offsets") < 0) {
-        PyBuffer_Release(&data);
+    Ints a[2];
+    PyObject *objs[2] = {off_obj, size_obj};
+    if (arrays_get(data_obj, &data, objs, a, 2, HANDLE_ARRAYS,
+                   "offsets and sizes differ in length") < 0)
         return NULL;
-    }
-    if (ints_get(size_obj, &size, "sizes") < 0) {
-        PyBuffer_Release(&off.view);
-        PyBuffer_Release(&data);
-        return NULL;
-    }
+    const Ints *off = &a[0], *size = &a[1];
     PyObject *result = NULL;
-    Py_ssize_t n = off.n;
-    int64_t *found = NULL;
-    if (size.n != n) {
-        PyErr_SetString(PyExc_ValueError, "offsets and sizes differ in length");
-        goto done;
-    }
-    found = malloc((size_t)(n ? n : 1) * sizeof *found);
+    Py_ssize_t n = off->n;
+    int64_t *found = malloc((size_t)(n ? n : 1) * sizeof *found);
     if (found == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -424,7 +443,7 @@ static PyObject *merged_lookup(Merged *self, PyObject *args) {
     for (Py_ssize_t j = 0; j < n + AHEAD; j++) {
         Py_ssize_t i = j - AHEAD; /* probed first: key j takes its place in the ring after */
         if (i >= 0) {
-            int64_t at = ints_at(&off, i), ks = ints_at(&size, i);
+            int64_t at = ints_at(off, i), ks = ints_at(size, i);
             size_t slot;
             int64_t id = self->nslots == 0 ? -1 /* nothing merged */
                          : table_find(self->slots, self->nslots, hs[i % AHEAD], buf + at, ks,
@@ -434,7 +453,7 @@ static PyObject *merged_lookup(Merged *self, PyObject *args) {
             if (id >= 0) used[id] = 1;
         }
         if (j < n) {
-            int64_t at = ints_at(&off, j), ks = ints_at(&size, j);
+            int64_t at = ints_at(off, j), ks = ints_at(size, j);
             if (at < 0 || ks < 0 || at > data.len - ks) {
                 bad = 1;
                 break;
@@ -451,9 +470,7 @@ static PyObject *merged_lookup(Merged *self, PyObject *args) {
     }
     result = column_of(found, n, 8, 'q');
 done:
-    PyBuffer_Release(&size.view);
-    PyBuffer_Release(&off.view);
-    PyBuffer_Release(&data);
+    arrays_release(&data, a, 2);
     return result;
 }
 
@@ -997,11 +1014,8 @@ static PyObject *kernel_sst_records(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO:sst_records", &data_obj, &sizes_obj)) return NULL;
     Py_buffer data;
     Ints sizes;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    if (ints_get(sizes_obj, &sizes, "sizes") < 0) {
-        PyBuffer_Release(&data);
+    if (arrays_get(data_obj, &data, &sizes_obj, &sizes, 1, HANDLE_ARRAYS + 1, NULL) < 0)
         return NULL;
-    }
     PyObject *result = NULL;
     int64_t *block_sizes = malloc((size_t)(sizes.n ? sizes.n : 1) * sizeof *block_sizes);
     int64_t total = 0;
@@ -1051,8 +1065,7 @@ static PyObject *kernel_sst_records(PyObject *module, PyObject *args) {
         entries_free(&e);
 done:
     free(block_sizes);
-    PyBuffer_Release(&sizes.view);
-    PyBuffer_Release(&data);
+    arrays_release(&data, &sizes, 1);
     return result;
 }
 
@@ -1105,19 +1118,14 @@ static PyObject *kernel_sst_run(PyObject *module, PyObject *args) {
         return NULL;
     if (checksum_type != SST_XXH3) Py_RETURN_NONE;
     Py_buffer data;
-    Ints offsets, sizes;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    if (ints_get(offsets_obj, &offsets, "offsets") < 0) {
-        PyBuffer_Release(&data);
+    Ints handles[2];
+    PyObject *objs[2] = {offsets_obj, sizes_obj};
+    if (arrays_get(data_obj, &data, objs, handles, 2, HANDLE_ARRAYS,
+                   "offsets and sizes differ in length") < 0)
         return NULL;
-    }
-    if (ints_get(sizes_obj, &sizes, "sizes") < 0) {
-        PyBuffer_Release(&offsets.view);
-        PyBuffer_Release(&data);
-        return NULL;
-    }
+    const Ints *offsets = &handles[0], *sizes = &handles[1];
     PyObject *result = NULL, *out = NULL;
-    Py_ssize_t n = offsets.n;
+    Py_ssize_t n = offsets->n;
     int64_t *raw = malloc((size_t)(n ? n : 1) * sizeof *raw);
     int64_t *at = malloc((size_t)(n ? n : 1) * sizeof *at);
     Entries e;
@@ -1126,17 +1134,13 @@ static PyObject *kernel_sst_run(PyObject *module, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    if (sizes.n != n) {
-        PyErr_SetString(PyExc_ValueError, "offsets and sizes differ in length");
-        goto done;
-    }
     const uint8_t *file = data.buf;
     int64_t len = data.len, total = 0;
     int rc = OK;
     Py_BEGIN_ALLOW_THREADS
     /* Each block's place and decompressed size, as read_block checks them. */
     for (Py_ssize_t i = 0; i < n && rc == OK; i++) {
-        int64_t off = ints_at(&offsets, i), size = ints_at(&sizes, i);
+        int64_t off = ints_at(offsets, i), size = ints_at(sizes, i);
         if (off < 0 || size < 0 || size > len - SST_TRAILER || off > len - SST_TRAILER - size) {
             rc = BAIL;
             break;
@@ -1173,7 +1177,7 @@ static PyObject *kernel_sst_run(PyObject *module, PyObject *args) {
     e.keys_fixed = 1;
     e.first_cap = (size_t)total / 32 + 16; /* Spark's records: 40-100 bytes (no copies) */
     Py_BEGIN_ALLOW_THREADS
-    rc = sst_blocks(file, &offsets, &sizes, at, raw, blocks);
+    rc = sst_blocks(file, offsets, sizes, at, raw, blocks);
     if (rc == OK) rc = decode_blocks(blocks, raw, n, &e);
     if (rc == ROOM) {
         entries_free(&e);
@@ -1212,9 +1216,7 @@ done:
     Py_XDECREF(out);
     free(raw);
     free(at);
-    PyBuffer_Release(&sizes.view);
-    PyBuffer_Release(&offsets.view);
-    PyBuffer_Release(&data);
+    arrays_release(&data, handles, 2);
     return result;
 }
 
@@ -1987,18 +1989,11 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
     Py_buffer data;
     Ints a[4];
     PyObject *objs[4] = {ko_obj, ks_obj, vo_obj, vs_obj};
-    static const char *what[4] = {"key offsets", "key sizes", "value offsets", "value sizes"};
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    int got = 0;
-    for (; got < 4; got++)
-        if (ints_get(objs[got], &a[got], what[got]) < 0) break;
+    if (arrays_get(data_obj, &data, objs, a, 4, RECORD_ARRAYS,
+                   "the record arrays differ in length") < 0)
+        return NULL;
     PyObject *result = NULL;
-    if (got < 4) goto done;
     Py_ssize_t n = a[0].n;
-    if (a[1].n != n || a[2].n != n || a[3].n != n) {
-        PyErr_SetString(PyExc_ValueError, "the record arrays differ in length");
-        goto done;
-    }
     Out out = {NULL, 0, 0, NULL, {0}, {{0}}};
     Style st = {self->repr_floats ? FLOAT_REPR : FLOAT_ORJSON, {NULL, 0, 0, NULL, {0}, {{0}}}};
     int rc = OK;
@@ -2059,8 +2054,7 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
     }
     Py_XDECREF(out.bytes);
 done:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&a[i].view);
-    PyBuffer_Release(&data);
+    arrays_release(&data, a, 4);
     return result;
 }
 
@@ -2267,20 +2261,13 @@ static PyObject *format_columns(Format *self, PyObject *args) {
     Py_buffer data;
     Ints a[4];
     PyObject *objs[4] = {ko_obj, ks_obj, vo_obj, vs_obj};
-    static const char *what[4] = {"key offsets", "key sizes", "value offsets", "value sizes"};
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    int got = 0;
-    for (; got < 4; got++)
-        if (ints_get(objs[got], &a[got], what[got]) < 0) break;
+    if (arrays_get(data_obj, &data, objs, a, 4, RECORD_ARRAYS,
+                   "the record arrays differ in length") < 0)
+        return NULL;
     PyObject *result = NULL;
     Col cols[2];
     memset(cols, 0, sizeof cols);
-    if (got < 4) goto done;
     Py_ssize_t n = a[0].n;
-    if (a[1].n != n || a[2].n != n || a[3].n != n) {
-        PyErr_SetString(PyExc_ValueError, "the record arrays differ in length");
-        goto done;
-    }
     const uint8_t *buf = data.buf;
     int rc = OK;
     PyThreadState *released = PyEval_SaveThread();
@@ -2315,8 +2302,7 @@ static PyObject *format_columns(Format *self, PyObject *args) {
 done:
     col_free(&cols[0]);
     col_free(&cols[1]);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&a[i].view);
-    PyBuffer_Release(&data);
+    arrays_release(&data, a, 4);
     return result;
 }
 

@@ -963,24 +963,14 @@ def test_sst_runs_read_from_the_file_as_the_module_reads_them(
 def test_sst_runs_whose_keys_outgrow_their_blocks(tmp_path: Path) -> None:
     """Long keys sharing long prefixes and empty values: the keys rebuilt are many times the
     blocks' bytes (past the room made for them in the run's buffer), and still the module's."""
-    from rocksdict import BlockBasedOptions, ChecksumType, DBCompressionType, Options
-
     from ckpt_cli.formats import sst
 
-    table_options = BlockBasedOptions()
-    table_options.set_format_version(5)
-    table_options.set_checksum_type(ChecksumType.xxh3())
-    table_options.set_block_size(64 << 10)  # many keys a block, each after the one before
-    table_options.set_block_restart_interval(16)
-    options = Options(raw_mode=True)
-    options.create_if_missing(True)
-    options.set_block_based_table_factory(table_options)
-    options.set_compression_type(DBCompressionType.lz4())
     prefix = b"p" * 2000
     writes: list[list[tuple[bytes, bytes | None]]] = [
         [(prefix + b"%06d" % i, b"") for i in range(400)]
     ]
-    _write_db(tmp_path / "db", options, writes)
+    # Blocks of 64 KB: many keys a block, each after the one before it.
+    _write_db(tmp_path / "db", _options("lz4", "xxh3", 5, 16, block_size=64 << 10), writes)
     for file in sorted((tmp_path / "db").glob("*.sst")):
         table = sst.open_table(str(file), file.read_bytes())
         assert table is not None

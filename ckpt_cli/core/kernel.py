@@ -174,16 +174,19 @@ def sst_block_records(path: str, blocks: list[bytes]) -> Records:
     got = load().sst_records(b"".join(blocks), np.array([len(b) for b in blocks], np.int64))
     if got is None:
         return sst.block_records(path, blocks)
-    data, key_offsets, key_sizes, value_offsets, value_sizes, kinds, repeats = got
-    return sst.Records(
-        data,
-        np.frombuffer(key_offsets, np.int64),
-        np.frombuffer(key_sizes, np.int64),
-        np.frombuffer(value_offsets, np.int64),
-        np.frombuffer(value_sizes, np.int64),
-        np.frombuffer(kinds, np.uint8),
-        np.frombuffer(repeats, np.bool_),
-    )
+    return _sst_records(*got)
+
+
+def _sst_records(data: Any, *columns: Any) -> Records:
+    """The kernel's entries (key offsets and sizes, value offsets and sizes, kinds, repeats)
+    over ``data`` as ``sst.Records``."""
+    import numpy as np
+
+    from ckpt_cli.formats import sst
+
+    types = (np.int64, np.int64, np.int64, np.int64, np.uint8, np.bool_)
+    arrays: list[Any] = [np.frombuffer(c, t) for c, t in zip(columns, types, strict=True)]
+    return sst.Records(data, *arrays)
 
 
 def sst_run(
@@ -196,8 +199,6 @@ def sst_run(
     module then reads it, and names any problem. The kernel must be loaded."""
     import numpy as np
 
-    from ckpt_cli.formats import sst
-
     where = np.array(handles, np.int64).reshape(-1, 2)
     got = load().sst_run(
         data,
@@ -208,17 +209,8 @@ def sst_run(
     )
     if got is None:
         return None
-    buf, key_offsets, key_sizes, value_offsets, value_sizes, kinds, repeats, decompressed = got
-    records = sst.Records(
-        buf,
-        np.frombuffer(key_offsets, np.int64),
-        np.frombuffer(key_sizes, np.int64),
-        np.frombuffer(value_offsets, np.int64),
-        np.frombuffer(value_sizes, np.int64),
-        np.frombuffer(kinds, np.uint8),
-        np.frombuffer(repeats, np.bool_),
-    )
-    return records, decompressed
+    *entries, decompressed = got
+    return _sst_records(*entries), decompressed
 
 
 # -- formatting ----------------------------------------------------------------------------------

@@ -38,7 +38,13 @@ _WRITE = st.tuples(
 
 
 def _options(
-    compression: str, checksum: str, version: int, restart: int, *, index_restart: int = 1
+    compression: str,
+    checksum: str,
+    version: int,
+    restart: int,
+    *,
+    index_restart: int = 1,
+    block_size: int = 256,  # many blocks for a few hundred pairs
 ) -> Any:
     from rocksdict import (
         BlockBasedOptions,
@@ -50,7 +56,7 @@ def _options(
     table = BlockBasedOptions()
     table.set_format_version(version)
     table.set_checksum_type(getattr(ChecksumType, checksum)())
-    table.set_block_size(256)  # many blocks for a few hundred pairs
+    table.set_block_size(block_size)
     table.set_block_restart_interval(restart)
     table.set_index_block_restart_interval(index_restart)
     options = Options(raw_mode=True)
