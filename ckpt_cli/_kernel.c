@@ -1279,6 +1279,7 @@ static inline void put_raw(Out *o, const char *s, size_t n) {
 }
 
 static int put(Out *o, const char *s, size_t n) {
+    if (n == 0) return OK; /* an empty string: ``p`` may not be there yet */
     NEED(o, n);
     put_raw(o, s, n);
     return OK;
@@ -2004,7 +2005,10 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
 #ifndef KERNEL_TIGHT_BUFFERS
     out.cap = (size_t)n * (self->row_bytes ? self->row_bytes + self->row_bytes / 8 : 64) + 256;
     out.bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)out.cap);
-    if (out.bytes == NULL) goto done;
+    if (out.bytes == NULL) {
+        arrays_release(&data, a, 4);
+        return NULL;
+    }
     out.p = PyBytes_AS_STRING(out.bytes);
 #endif
     PyThreadState *released = PyEval_SaveThread();
@@ -2053,7 +2057,6 @@ static PyObject *format_rows(Format *self, PyObject *args, int csv) {
         result = Py_None;
     }
     Py_XDECREF(out.bytes);
-done:
     arrays_release(&data, a, 4);
     return result;
 }

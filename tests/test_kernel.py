@@ -293,6 +293,20 @@ def test_columns_of_nulls_between_values(provider: str) -> None:
     assert table.column("value").combine_chunks().field("in").null_count == 3
 
 
+def test_columns_whose_first_strings_are_empty() -> None:
+    """Empty strings and binary before any text in their column (a column's text has no
+    memory yet then; the sanitizer build checks nothing is copied from or to none)."""
+    key = S.StructType((field("k", S.LONG),))
+    value = S.StructType((field("s", S.STRING), field("b", S.BINARY)))
+    decoder = _decoder(key, value, "hdfs")
+    columnar = columnar_for(decoder)
+    assert columnar is not None
+    rows = [{"s": "", "b": b""}, {"s": "", "b": b"\x01"}, {"s": "x", "b": b""}]
+    batch = Packed.of([(write_row(key, {"k": i}), write_row(value, v)) for i, v in enumerate(rows)])
+    table = _kernel_table(columnar, 0, batch)
+    _same_table(table, columnar.reference_table(_ids(0, batch), batch))
+
+
 def test_dates_whose_days_share_a_slot_of_the_kernels_cache() -> None:
     """Days 1,024 apart share a slot of the kernel's cache of dates' text: each is written
     as its own (JSON lines, CSV, Arrow columns)."""
