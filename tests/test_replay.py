@@ -167,6 +167,86 @@ def test_parquet_output(tmp_path: Path) -> None:
     assert table.num_rows == len(jsonl(str(HDFS)))
 
 
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("state.jsonl", "jsonl"),
+        ("state.NDJSON", "jsonl"),
+        ("state.json", "jsonl"),
+        ("state.csv", "csv"),
+        ("state.parquet", "parquet"),
+        ("state.pq", "parquet"),
+        ("state.out", "jsonl"),
+        ("state", "jsonl"),
+    ],
+)
+def test_output_file_takes_its_format_from_its_name(tmp_path: Path, name: str, fmt: str) -> None:
+    """-o FILE without --format writes FILE (it printed a table and wrote nothing)."""
+    out = tmp_path / name
+    result = run_cli("replay", str(HDFS), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    expected = canon(jsonl(str(HDFS)))
+    if fmt == "parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+        assert canon(pq.read_table(out).to_pylist()) == expected
+    elif fmt == "csv":
+        assert out.read_text().startswith("partition_id,key.k,value.count")
+        assert len(out.read_text().splitlines()) == len(expected) + 1
+    else:
+        assert canon([json.loads(line) for line in out.read_text().splitlines()]) == expected
+
+
+def test_json_with_an_output_file_writes_it(tmp_path: Path) -> None:
+    """--json with -o wrote no file and printed the rows; it writes the file and says so."""
+    out = tmp_path / "state.jsonl"
+    result = run_cli("replay", "--json", str(HDFS), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    said = json.loads(result.stdout)
+    assert said["output"] == str(out) and said["format"] == "jsonl"
+    assert said["rows"] == len(out.read_text().splitlines()) == len(jsonl(str(HDFS)))
+
+
+def test_output_dash_is_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("replay", str(HDFS), "-o", "-")
+    assert result.exit_code == 0, result.stderr
+    assert canon([json.loads(x) for x in result.stdout.splitlines()]) == canon(jsonl(str(HDFS)))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--format", "table", "-o", "x.txt"], "--format table is shown on the terminal"),
+        (["--format", "table", "-O", "d"], "--format table is shown on the terminal"),
+        (["--format", "csv", "-O", "d"], "not csv"),
+    ],
+)
+def test_formats_that_cannot_be_written_there_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    """--format csv -O wrote jsonl files; table with -o printed and wrote nothing."""
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("replay", str(HDFS), *args)
+    assert result.exit_code == 2
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_library_refuses_a_table_written_to_a_file(tmp_path: Path) -> None:
+    import ckpt_cli
+    from ckpt_cli.errors import CkptError
+    from ckpt_cli.replay.run import run_replay
+
+    ckpt = ckpt_cli.open(str(HDFS))
+    with pytest.raises(CkptError, match="shown on the terminal"):
+        run_replay(ckpt, fmt="table", output=str(tmp_path / "x"))
+    with pytest.raises(CkptError, match="not csv"):
+        run_replay(ckpt, fmt="csv", output_dir=str(tmp_path / "d"))
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("bitmap_bits", [8, 1 << 26])
 def test_first_delta_streamed_with_repeats_and_removes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bitmap_bits: int

@@ -120,17 +120,20 @@ def replay(
         ),
     ] = None,
     fmt: Annotated[
-        OutputFormat,
+        OutputFormat | None,
         typer.Option(
             "--format",
             "-f",
-            help="Output format (parquet needs pyarrow and -o FILE or -O DIR).",
+            help="Output format (parquet needs pyarrow and -o FILE or -O DIR). Default: "
+            "a table, or what -o FILE's name ends in (.jsonl, .csv, .parquet; else jsonl), "
+            "or jsonl files for -O DIR.",
+            show_default=False,
         ),
-    ] = OutputFormat.table,
+    ] = None,
     output: Annotated[
         str | None,
         output_option(
-            "Write the rows to this file (a local path or a URL) instead of stdout.",
+            "Write the rows to this file (a local path or a URL; - is stdout).",
             show_default=False,
         ),
     ] = None,
@@ -239,6 +242,9 @@ def replay(
     if STATE.debug and (why := kernel_note()) is not None:
         typer.echo(f"note: {why}; replay uses numpy/Arrow (slower)", err=True)
     _check_outputs(output, output_dir, engine, changes)
+    fmt = _output_format(fmt, output, output_dir)
+    if output == "-":
+        output = None  # stdout, as for most tools (a file named "-": -o ./-)
     if batch is not None and state_version is not None:
         raise UsageError("give --batch or --state-version, not both")
     if changes and from_batch is None:
@@ -265,7 +271,9 @@ def replay(
             fmt=fmt.value,
             output=output,
             output_dir=output_dir,
-            keep=shared.json_output or fmt is OutputFormat.table,
+            # --json shows the rows only when they go nowhere else
+            keep=fmt is OutputFormat.table
+            or (shared.json_output and output is None and output_dir is None),
             limit=limit,
             workers=workers,
             engine=make_engine(engine, workers=workers, master=master) if output_dir else None,
@@ -273,8 +281,10 @@ def replay(
             progress=run.progress,
             on_notes=_print_notes,
         )
-    # Rows written to stdout or a file are the output; what else there is to say is rendered.
-    return run.render(result) if result.written is None or output_dir else result
+    # Rows written to stdout or a file are the output; what else there is to say is rendered
+    # (with --json, what was written where, as for a dataset).
+    wrote_file = output is not None and shared.json_output
+    return run.render(result) if result.written is None or output_dir or wrote_file else result
 
 
 # The CLI's options for the library's arguments, in library errors.
@@ -311,6 +321,36 @@ def _parse_where(where: list[str] | None) -> tuple[tuple[str, str] | str, ...]:
 
 
 _FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+_SUFFIX_FORMATS = {
+    ".jsonl": OutputFormat.jsonl,
+    ".ndjson": OutputFormat.jsonl,
+    ".json": OutputFormat.jsonl,
+    ".csv": OutputFormat.csv,
+    ".parquet": OutputFormat.parquet,
+    ".pq": OutputFormat.parquet,
+}
+
+
+def _output_format(
+    fmt: OutputFormat | None, output: str | None, output_dir: str | None
+) -> OutputFormat:
+    """--format, or the one -o/-O imply: rows asked for in a file are never a table printed
+    instead."""
+    if fmt is OutputFormat.table and (output is not None or output_dir is not None):
+        flag = "-o/--output" if output is not None else "-O/--output-dir"
+        raise UsageError(
+            f"--format table is shown on the terminal, not written to {flag}: use --format "
+            "jsonl, csv or parquet"
+        )
+    if fmt is OutputFormat.csv and output_dir is not None:
+        raise UsageError("-O/--output-dir writes jsonl or parquet files, not csv: use -o FILE")
+    if fmt is not None:
+        return fmt
+    if output is not None:
+        name = output.rsplit("/", 1)[-1].lower()
+        suffix = name[name.rfind(".") :] if "." in name else ""
+        return _SUFFIX_FORMATS.get(suffix, OutputFormat.jsonl)
+    return OutputFormat.jsonl if output_dir is not None else OutputFormat.table
 
 
 def _check_outputs(output: str | None, output_dir: str | None, engine: str, changes: bool) -> None:

@@ -118,6 +118,14 @@ def run_replay(
     changes = change_start_batch is not None
     if fmt == "parquet" and not (output or output_dir or keep):
         raise CkptError("parquet is written to a file or a dataset, not to a stream")
+    # A table is for a terminal: asked for a file or a dataset, it would print and write
+    # nothing; a dataset is jsonl or parquet files, so csv would quietly become jsonl.
+    if fmt == "table" and (output is not None or output_dir is not None):
+        raise CkptError(
+            "a table is shown on the terminal, not written to a file: use jsonl, csv or parquet"
+        )
+    if output_dir is not None and fmt not in DATASET_FORMATS:
+        raise CkptError(f"a dataset is written as jsonl or parquet, not {fmt}")
     if fmt == "parquet":
         require_pyarrow("--format parquet")
     # A damaged file met while reading: its error says what fixes it.
@@ -148,7 +156,7 @@ def run_replay(
             if output_dir is not None:
                 raise CkptError("--join-side writes one file, not a dataset (not supported yet)")
         if output_dir is not None:
-            run.format = fmt if fmt in DATASET_FORMATS else "jsonl"
+            run.format = fmt
             run.output_dir = output_dir
             run.per_partition = write_dataset(
                 rows,
