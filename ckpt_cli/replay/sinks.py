@@ -30,6 +30,7 @@ from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.core.rebuild import ReplayPlan
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
 from ckpt_cli.replay.csv_arrow import write_csv
+from ckpt_cli.replay.parquet_file import ParquetFile
 from ckpt_cli.state.columns import (
     at_least_one,
     columnar_for,
@@ -79,26 +80,27 @@ def write_state_parquet(
     rows: StateRows, out: BinaryIO, limit: int | None = None, workers: int | None = None
 ) -> int:
     """``rows`` as one parquet file: the table ``rows.to_arrow()`` gives, a batch at a time
-    (partitions decoded by up to ``workers`` threads, default one per core, while this one
-    encodes; RocksDB stores' on local disk in as many worker processes)."""
+    (partitions decoded by up to ``workers`` threads, default one per core, and row groups
+    encoded by as many; RocksDB stores' on local disk in as many worker processes)."""
     require_pyarrow("parquet output")
     workers = workers or os.cpu_count() or 1
     if _side_by_side(rows, workers, limit) and _processes(rows, columnar=True):
         columnar = rows_columnar(rows)
         if columnar is not None:
             tables = at_least_one(_tables_in_processes(rows, workers), columnar)
-            return write_tables(tables, out)
+            return write_tables(tables, out, encoders=workers)
     if _side_by_side(rows, workers, limit):
-        # This thread encodes (pyarrow, mostly without the GIL) while the others decode. The
-        # compiled kernel decodes without the GIL, so as many threads as cores do (10M keys
-        # from a snapshot: 3.2 -> 2.2 s); numpy's calls hold it between them, and with all
-        # threads decoding two used 30% more CPU than one and saved no time (NOTES: "Replay
-        # on 200 partitions"), so without the kernel one thread fewer does.
+        # One encoder thread per worker (pyarrow, mostly without the GIL: ``parquet_file``)
+        # while the others decode. The compiled kernel decodes without the GIL, so as many
+        # threads as cores do (10M keys from a snapshot: 3.2 -> 2.2 s); numpy's calls hold
+        # it between them, and with all threads decoding two used 30% more CPU than one and
+        # saved no time (NOTES: "Replay on 200 partitions"), so without the kernel one
+        # thread fewer does.
         columnar = rows_columnar(rows)
         compiled = columnar is not None and columnar.kernel is not None
         decoders = workers if compiled else max(1, workers - 1)
         source = functools.partial(state_tables, rows, limit, decoders)
-        return write_tables(ahead(source), out)
+        return write_tables(ahead(source), out, encoders=workers)
     return write_tables(state_tables(rows, limit, workers), out)
 
 
@@ -112,15 +114,17 @@ ROW_GROUP_BYTES = 32 << 20
 DICTIONARY_PAGE_BYTES = 1 << 16
 
 
-def write_tables(tables: Iterable[Any], out: BinaryIO) -> int:
+def write_tables(tables: Iterable[Any], out: BinaryIO, encoders: int = 1) -> int:
     """Arrow tables of one schema as one parquet file, gathered into row groups of up to
-    ``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_BYTES``; returns how many rows."""
+    ``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_BYTES``, encoded by ``encoders`` threads (the
+    same bytes from any number: ``parquet_file``); returns how many rows."""
     import pyarrow as pa
 
     count = 0
     writer: Any = None
     pending: list[Any] = []
     rows = size = 0
+    finished = False
 
     def flush() -> None:
         nonlocal rows, size
@@ -134,9 +138,11 @@ def write_tables(tables: Iterable[Any], out: BinaryIO) -> int:
             if writer is None:
                 import pyarrow.parquet as pq  # here: tables made ahead overlap its import
 
-                writer = pq.ParquetWriter(
-                    out, table.schema, dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES
-                )
+                options = {"dictionary_pagesize_limit": DICTIONARY_PAGE_BYTES}
+                if encoders > 1:
+                    writer = ParquetFile(out, table.schema, encoders, **options)
+                else:
+                    writer = pq.ParquetWriter(out, table.schema, **options)
             if not table.schema.equals(writer.schema):
                 flush()
                 writer.write_table(table)  # the writer's own error for another schema
@@ -149,8 +155,11 @@ def write_tables(tables: Iterable[Any], out: BinaryIO) -> int:
             if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
                 flush()
         flush()
+        finished = True
     finally:
-        if writer is not None:
+        if isinstance(writer, ParquetFile) and not finished:
+            writer.abandon()  # the encoders stop; the file is incomplete, as the error says
+        elif writer is not None:
             writer.close()
     return count
 

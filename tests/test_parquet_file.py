@@ -1,0 +1,171 @@
+"""``replay/parquet_file``: row groups encoded on 1-8 threads, slow or failing, make the
+file one writer makes, byte for byte; a failure is the encoder's own error with every
+encoder stopped; at most twice as many row groups as encoders are in flight."""
+
+from __future__ import annotations
+
+import io
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from ckpt_cli.replay import parquet_file, sinks
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+def _tables(count: int, seed: int) -> list[Any]:
+    rng = random.Random(seed)
+    tables = []
+    for i in range(count):
+        rows = rng.choice([0, 1, 5, 40, 300])
+        tables.append(
+            pa.table(
+                {
+                    "partition_id": pa.array([i] * rows, pa.int64()),
+                    "key": pa.array(
+                        [{"k": f"key-{i}-{j}"} for j in range(rows)],
+                        pa.struct([("k", pa.string())]),
+                    ),
+                    "value": pa.array(
+                        [rng.choice([None, rng.random()]) for _ in range(rows)], pa.float64()
+                    ),
+                }
+            )
+        )
+    return tables
+
+
+def _written(tables: list[Any], encoders: int) -> bytes:
+    out = io.BytesIO()
+    assert sinks.write_tables(iter(tables), out, encoders) == sum(t.num_rows for t in tables)
+    return out.getvalue()
+
+
+def _encoder_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("ckpt-parquet-")]
+
+
+def _slowed(monkeypatch: pytest.MonkeyPatch, seed: int, fail_at: int | None = None) -> None:
+    """Each row group waits 0-3 ms before it is encoded (encoders fall behind one another);
+    the ``fail_at``-th raises instead."""
+    rng = random.Random(seed)
+    lock = threading.Lock()
+    calls = iter(range(1 << 30))
+    original = parquet_file._Encoder._encode
+
+    def slow(self: Any, table: Any, rows: int) -> Any:
+        with lock:
+            n, wait = next(calls), rng.choice([0, 0, 0.001, 0.003])
+        time.sleep(wait)
+        if n == fail_at:
+            raise OSError(f"encoder failed on row group {n}")
+        return original(self, table, rows)
+
+    monkeypatch.setattr(parquet_file._Encoder, "_encode", slow)
+
+
+@pytest.mark.parametrize("encoders", [2, 3, 8])
+@pytest.mark.parametrize(("count", "group_rows"), [(1, 7), (1, 1 << 17), (30, 7), (60, 100)])
+def test_any_number_of_slow_encoders_makes_one_writers_file(
+    monkeypatch: pytest.MonkeyPatch, encoders: int, count: int, group_rows: int
+) -> None:
+    monkeypatch.setattr(sinks, "ROW_GROUP_ROWS", group_rows)
+    tables = _tables(count, seed=count + encoders)
+    expected = _written(tables, 1)
+    _slowed(monkeypatch, seed=encoders)
+    got = _written(tables, encoders)
+    assert got == expected
+    parquet = pq.ParquetFile(io.BytesIO(got))
+    assert parquet.read().equals(pa.concat_tables(tables))
+    assert parquet.num_row_groups >= min(count, 2) if group_rows == 7 else True
+    assert _encoder_threads() == []
+
+
+def test_no_rows_on_several_encoders_is_a_file_of_the_schema() -> None:
+    empty = _tables(1, seed=0)[0].slice(0, 0)
+    assert _written([empty], 4) == _written([empty], 1)
+    assert pq.read_table(io.BytesIO(_written([empty], 4))).equals(empty)
+
+
+@pytest.mark.parametrize("encoders", [2, 3, 8])
+@pytest.mark.parametrize("fail_at", [0, 1, 5, 29])
+def test_a_failing_encoder_is_its_own_error_and_stops_every_encoder(
+    monkeypatch: pytest.MonkeyPatch, encoders: int, fail_at: int
+) -> None:
+    monkeypatch.setattr(sinks, "ROW_GROUP_ROWS", 1)
+    tables = [t for t in _tables(40, seed=3) if t.num_rows][:30]
+    _slowed(monkeypatch, seed=fail_at, fail_at=fail_at)
+    with pytest.raises(OSError, match=f"encoder failed on row group {fail_at}$"):
+        _written(tables, encoders)
+    assert _encoder_threads() == []
+
+
+def test_a_failing_source_stops_every_encoder() -> None:
+    tables = _tables(10, seed=4)
+
+    def source() -> Any:
+        yield from tables
+        raise RuntimeError("the decoder failed")
+
+    with pytest.raises(RuntimeError, match="the decoder failed"):
+        sinks.write_tables(source(), io.BytesIO(), 3)
+    assert _encoder_threads() == []
+
+
+@pytest.mark.parametrize("encoders", [2, 3, 8])
+def test_at_most_twice_the_encoders_row_groups_in_flight(
+    monkeypatch: pytest.MonkeyPatch, encoders: int
+) -> None:
+    """Taken from the source minus written to the file never passes 2 x encoders + 1 (the
+    one being handed over), however slow the encoders."""
+    monkeypatch.setattr(sinks, "ROW_GROUP_ROWS", 1)
+    _slowed(monkeypatch, seed=encoders)
+    tables = [t for t in _tables(80, seed=5) if t.num_rows][:50]
+    out = io.BytesIO()
+    written = 0
+    real_write = out.write
+
+    def write(data: Any) -> int:
+        nonlocal written
+        written += 1
+        return real_write(data)
+
+    out.write = write  # type: ignore[method-assign]
+    most = 0
+
+    def source() -> Any:
+        nonlocal most
+        for taken, table in enumerate(tables, 1):
+            # The magic is the first write; each row group one more.
+            most = max(most, taken - max(written - 1, 0))
+            yield table
+
+    sinks.write_tables(source(), out, encoders)
+    assert most <= 2 * encoders + 1
+    assert most > encoders  # the encoders did fall behind: the bound was reached for
+
+
+def test_another_schema_is_an_error() -> None:
+    tables = _tables(3, seed=6)
+    other = pa.table({"partition_id": pa.array([1], pa.int64())})
+    with pytest.raises(ValueError, match="schema"):
+        _written([*tables, other], 3)
+    assert _encoder_threads() == []
+
+
+def test_a_row_group_larger_than_its_size_is_refused() -> None:
+    table = _tables(1, seed=0)[0]
+    if table.num_rows < 2:
+        table = pa.concat_tables([table, table, _tables(1, seed=2)[0]])
+    writer = parquet_file.ParquetFile(io.BytesIO(), table.schema, 2)
+    try:
+        with pytest.raises(ValueError, match="more than one row group"):
+            writer.write_table(table, table.num_rows - 1)
+    finally:
+        writer.abandon()
+    assert _encoder_threads() == []
