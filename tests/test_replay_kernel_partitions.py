@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ckpt_cli.core import kernel
-from ckpt_cli.replay import read_state, sinks
+from ckpt_cli.replay import parquet_file, read_state, sinks
 from ckpt_cli.replay.sinks import write_partitions, write_state_parquet
 from tests.conftest import CASES_DIR, run_cli
 from tests.fixture_copies import age_everything
@@ -91,8 +91,10 @@ def test_1_to_400_partitions_in_order_on_any_pool_with_slow_batches(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     root = spread[provider, n]
-    # Row groups of 7 rows: many, for the Parquet encoders (one per worker) to share.
-    monkeypatch.setattr(sinks, "ROW_GROUP_ROWS", 7)
+    # A row group per row, none encoded alone: many for the Parquet encoders (one per
+    # worker) to share.
+    monkeypatch.setattr(sinks, "ROW_GROUP_ROWS", 1)
+    monkeypatch.setattr(parquet_file, "SERIAL_ROW_GROUPS", 0)
     expected = _replayed(root, fmt, 1)
     _slowed(monkeypatch)
     for workers in (1, 2, 3, 8):

@@ -81,31 +81,41 @@ class _Encoder:
         self.thread.shutdown(wait=True, cancel_futures=True)
 
 
+# The first row groups are encoded one at a time, as by a single writer: a state of
+# up to a million rows or so (8 row groups of 128k) keeps one writer's memory and speed
+# (more encoders cost 30-40 MB there and saved no time); past them every encoder takes some.
+SERIAL_ROW_GROUPS = 8
+
+
 class ParquetFile:
-    """Tables of one schema as the row groups of one Parquet file written to ``out``,
-    each encoded by one of ``encoders`` writers (round robin), at most ``2 * encoders`` in
-    flight. ``options`` are ``pyarrow.parquet.ParquetWriter``'s."""
+    """Tables of one schema as the row groups of one Parquet file written to ``out``: the
+    first ``SERIAL_ROW_GROUPS`` encoded one at a time, the others by ``encoders`` writers
+    in turn, one row group each at most. ``options`` are ``pyarrow.parquet.ParquetWriter``'s."""
 
     def __init__(self, out: BinaryIO, schema: Any, encoders: int, **options: Any) -> None:
         if encoders < 1:
             raise ValueError(f"encoders must be at least 1, not {encoders}")
         self.out = out
         self.schema = schema
+        self.wanted = encoders
         # A page index's pages would be offsets the splice cannot move (pyarrow's default).
-        options = {**options, "write_page_index": False}
-        self.encoders = [_Encoder(i, schema, options) for i in range(encoders)]
+        self.options = {**options, "write_page_index": False}
+        self.encoders: list[_Encoder] = []
         self.inflight: deque[tuple[_Encoder, Future[tuple[int, int, bytes]]]] = deque()
         self.placed: list[Placed] = []
-        self.written = 0
         self.sent = 0
+        self._start_encoder()
+        out.write(MAGIC)
+        self.position = len(MAGIC)
+
+    def _start_encoder(self) -> None:
+        encoder = _Encoder(len(self.encoders), self.schema, self.options)
+        self.encoders.append(encoder)
         try:
-            for encoder in self.encoders:
-                encoder.opened.result()  # bad options: the writer's own error, here
+            encoder.opened.result()  # bad options: the writer's own error, here
         except BaseException:
             self.abandon()
             raise
-        out.write(MAGIC)
-        self.position = len(MAGIC)
 
     def write_table(self, table: Any, row_group_size: int | None = None) -> None:
         """``table`` as the file's next row group (``row_group_size``, as pyarrow's
@@ -118,10 +128,16 @@ class ParquetFile:
                 "Table schema does not match schema used to create file:\n"
                 f"table:\n{table.schema} vs. \nfile:\n{self.schema}"
             )
-        encoder = self.encoders[self.sent % len(self.encoders)]
+        if self.sent < SERIAL_ROW_GROUPS:
+            encoder, depth = self.encoders[0], 0  # written before the next is gathered
+        else:
+            while len(self.encoders) < self.wanted:
+                self._start_encoder()
+            encoder = self.encoders[(self.sent - SERIAL_ROW_GROUPS) % self.wanted]
+            depth = self.wanted
         self.sent += 1
         self.inflight.append((encoder, encoder.encode(table, rows)))
-        while len(self.inflight) > 2 * len(self.encoders):
+        while len(self.inflight) > depth:
             self._write_next()
 
     def _write_next(self) -> None:
