@@ -232,7 +232,7 @@ def replay(
 
       ckpt replay /data/ckpt/q1 --operator 0 --limit 20
 
-      ckpt replay /data/ckpt/q1 --batch 41 --format jsonl -o state.jsonl
+      ckpt replay /data/ckpt/q1 --batch 41 -o state.parquet
 
       ckpt replay /data/ckpt/q1 --changes --from 40 --to 42
 
