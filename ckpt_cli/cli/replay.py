@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated
 
 import typer
@@ -347,9 +347,7 @@ def _output_format(
     if fmt is not None:
         return fmt
     if output is not None:
-        name = output.rsplit("/", 1)[-1].lower()
-        suffix = name[name.rfind(".") :] if "." in name else ""
-        return _SUFFIX_FORMATS.get(suffix, OutputFormat.jsonl)
+        return _SUFFIX_FORMATS.get(PurePosixPath(output).suffix.lower(), OutputFormat.jsonl)
     return OutputFormat.jsonl if output_dir is not None else OutputFormat.table
 
 

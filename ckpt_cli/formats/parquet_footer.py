@@ -32,12 +32,11 @@ _MAX_DEPTH = 64
 # FileMetaData
 _NUM_ROWS, _ROW_GROUPS = 3, 4
 # RowGroup
-_COLUMNS, _RG_FILE_OFFSET, _TOTAL_COMPRESSED, _ORDINAL = 1, 5, 6, 7
+_COLUMNS, _RG_NUM_ROWS, _RG_FILE_OFFSET, _ORDINAL = 1, 3, 5, 7
 # ColumnChunk
 _FILE_PATH, _CC_FILE_OFFSET, _META_DATA = 1, 2, 3
 _CC_UNMOVED = {4: "an offset index", 6: "a column index", 8: "encryption", 9: "encryption"}
 # ColumnMetaData
-_TOTAL_COMPRESSED_SIZE = 7
 _DATA_PAGE, _INDEX_PAGE, _DICTIONARY_PAGE, _BLOOM_FILTER = 9, 10, 11, 14
 
 
@@ -290,7 +289,7 @@ def spliced_footer(footers: list[bytes], placed: list[Placed]) -> bytes:
     for ordinal, p in enumerate(placed):
         group = groups[p.part][p.index]
         _move_row_group(group, p, ordinal)
-        rows += _int(group, 3)
+        rows += _int(group, _RG_NUM_ROWS)
         row_groups.append(group)
     meta = []
     for f in parsed[0]:

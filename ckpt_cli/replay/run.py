@@ -18,7 +18,7 @@ from ckpt_cli.core.model import Checkpoint
 from ckpt_cli.engine import Engine, LocalEngine
 from ckpt_cli.errors import CkptError
 from ckpt_cli.progress import NULL_PROGRESS, ProgressSink
-from ckpt_cli.replay.datasets import DATASET_FORMATS, write_dataset
+from ckpt_cli.replay.datasets import write_dataset
 from ckpt_cli.replay.sinks import open_output, write_partitions, write_state_parquet
 from ckpt_cli.results import Result
 from ckpt_cli.secrets import scrub
@@ -119,13 +119,12 @@ def run_replay(
     if fmt == "parquet" and not (output or output_dir or keep):
         raise CkptError("parquet is written to a file or a dataset, not to a stream")
     # A table is for a terminal: asked for a file or a dataset, it would print and write
-    # nothing; a dataset is jsonl or parquet files, so csv would quietly become jsonl.
+    # nothing. (A dataset's other formats are ``write_dataset``'s to refuse: csv was quietly
+    # made jsonl here.)
     if fmt == "table" and (output is not None or output_dir is not None):
         raise CkptError(
             "a table is shown on the terminal, not written to a file: use jsonl, csv or parquet"
         )
-    if output_dir is not None and fmt not in DATASET_FORMATS:
-        raise CkptError(f"a dataset is written as jsonl or parquet, not {fmt}")
     if fmt == "parquet":
         require_pyarrow("--format parquet")
     # A damaged file met while reading: its error says what fixes it.
