@@ -183,3 +183,73 @@ def test_a_row_group_larger_than_its_size_is_refused() -> None:
     finally:
         writer.abandon()
     assert _encoder_threads() == []
+
+
+def _synthetic(root: Any, partitions: int) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from synthetic import build
+
+    build(root, partitions=partitions, versions=2, keys=8_000, snapshot_every=100, crc=False)
+
+
+@pytest.mark.parametrize("partitions", [1, 400])
+def test_replays_of_1_to_400_partitions_on_any_pool_finish_in_order_or_fail_in_one_line(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, partitions: int
+) -> None:
+    """A replay to one Parquet file, its row groups (of 50 rows) shared by every encoder and
+    slowed at random: the same bytes on pools of 1-8, rows in partition order. With the last
+    partition's delta cut short, every pool stops with that file's own one-line error after
+    the encoders took row groups, and no encoder thread is left."""
+    from ckpt_cli.formats.compression import compress, decompressed_chunks
+    from ckpt_cli.replay import read_state
+    from tests.conftest import run_cli
+
+    root = tmp_path / "ckpt"
+    _synthetic(root, partitions)
+    monkeypatch.setattr(sinks, "ROW_GROUP_ROWS", 50)
+    monkeypatch.setattr(parquet_file, "SERIAL_ROW_GROUPS", 0)
+    _slowed(monkeypatch, seed=partitions)
+
+    def replayed(workers: int) -> bytes:
+        out = io.BytesIO()
+        sinks.write_state_parquet(read_state(str(root)), out, workers=workers)
+        return out.getvalue()
+
+    expected = replayed(1)
+    table = pq.read_table(io.BytesIO(expected))
+    ids = table["partition_id"].to_pylist()
+    assert table.num_rows == 8_000 and ids == sorted(ids) and len(set(ids)) == partitions
+    for workers in (2, 3, 8):
+        assert replayed(workers) == expected, workers
+    assert _encoder_threads() == []
+
+    last = partitions - 1
+    delta = root / f"state/0/{last}/2.delta"
+    with open(delta, "rb") as fh:
+        data = b"".join(decompressed_chunks(str(delta), fh, codec="lz4"))
+    delta.write_bytes(compress(data[:-9], "lz4"))  # a record cut short, no end marker
+    encoded = 0
+    encode = parquet_file._Encoder._encode
+
+    def counted(self: Any, table: Any, rows: int) -> Any:
+        nonlocal encoded
+        encoded += 1
+        return encode(self, table, rows)
+
+    monkeypatch.setattr(parquet_file._Encoder, "_encode", counted)
+    errors = set()
+    for pool in ("1", "2", "3", "8"):
+        encoded = 0
+        done = run_cli("replay", str(root), "-o", str(tmp_path / "out.parquet"), "--workers", pool)
+        assert done.exit_code == 2, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert lines[0].startswith(f"error: state/0/{last}/2.delta"), done.stderr
+        assert "Traceback" not in done.stderr and len(lines) <= 2  # the error and its hint
+        errors.add(lines[0])
+        if partitions > 1 and pool != "1":
+            assert encoded > 2 * int(pool)  # row groups were in flight when it failed
+        assert _encoder_threads() == []
+    assert len(errors) == 1

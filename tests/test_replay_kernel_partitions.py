@@ -133,13 +133,24 @@ def _damage(root: Path, provider: str) -> str:
 
 
 @pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
+@pytest.mark.parametrize("n", [1, 400])
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_a_damaged_partition_among_400_is_its_own_one_line_error(
-    provider: str, fmt: str, spread: dict[tuple[str, int], Path], tmp_path: Path
+def test_a_damaged_partition_among_1_or_400_is_its_own_one_line_error(
+    provider: str,
+    n: int,
+    fmt: str,
+    spread: dict[tuple[str, int], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With slow batches, and the Parquet encoders sharing a row group per row, the replay
+    stops on every pool with the damaged file's own error, and no encoder thread is left."""
     root = tmp_path / "ckpt"
-    shutil.copytree(spread[provider, 400], root)
+    shutil.copytree(spread[provider, n], root)
     damaged = _damage(root, provider)
+    monkeypatch.setattr(sinks, "ROW_GROUP_ROWS", 1)
+    monkeypatch.setattr(parquet_file, "SERIAL_ROW_GROUPS", 0)
+    _slowed(monkeypatch)
     errors = set()
     for workers in ("1", "2", "3", "8"):
         out = tmp_path / f"out-{workers}.{fmt}"
@@ -149,4 +160,6 @@ def test_a_damaged_partition_among_400_is_its_own_one_line_error(
         assert lines[0].startswith(f"error: {damaged}"), done.stderr
         assert "Traceback" not in done.stderr and len(lines) <= 2  # the error and its hint
         errors.add(lines[0])
+        encoders = [t for t in threading.enumerate() if t.name.startswith("ckpt-parquet-")]
+        assert encoders == []
     assert len(errors) == 1
