@@ -218,8 +218,8 @@ def test_output_dash_is_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--format", "table", "-o", "x.txt"], "--format table is shown on the terminal"),
-        (["--format", "table", "-O", "d"], "--format table is shown on the terminal"),
+        (["--format", "table", "-o", "x.txt"], "--format table is for the terminal"),
+        (["--format", "table", "-O", "d"], "--format table is for the terminal"),
         (["--format", "csv", "-O", "d"], "not csv"),
     ],
 )

@@ -337,10 +337,9 @@ def _output_format(
     """--format, or the one -o/-O imply: rows asked for in a file are never a table printed
     instead."""
     if fmt is OutputFormat.table and (output is not None or output_dir is not None):
-        flag = "-o/--output" if output is not None else "-O/--output-dir"
+        flag = "-o" if output is not None else "-O"
         raise UsageError(
-            f"--format table is shown on the terminal, not written to {flag}: use --format "
-            "jsonl, csv or parquet"
+            f"--format table is for the terminal, not {flag}: use jsonl, csv or parquet"
         )
     if fmt is OutputFormat.csv and output_dir is not None:
         raise UsageError("-O/--output-dir writes jsonl or parquet files, not csv: use -o FILE")
