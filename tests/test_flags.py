@@ -67,12 +67,25 @@ def test_o_for_storage_options_names_s() -> None:
     assert "-o is the output file" in line and "-S/--storage-option KEY=VALUE" in line
     assert "hunter2" not in line  # a storage option's value may be a secret
     # Where -o is the output file, a KEY=VALUE given to it is taken for the old spelling.
-    for command in ("replay", "report"):
-        line = one_line(run_cli(command, str(HDFS), "-o", "endpoint_url=http://x:9000"))
+    for command in (["replay"], ["report"], ["state", "delete"]):
+        line = one_line(run_cli(*command, str(HDFS), "-o", "endpoint_url=http://x:9000"))
         assert "-S/--storage-option" in line and "./endpoint_url=" in line
     # The JSON error object too.
     doc = run_cli("versions", str(HDFS), "-o", "anon=true", "--json")
     assert doc.exit_code == 2 and "-S/--storage-option" in doc.json()["errors"][0]["message"]
+
+
+def test_o_dash_is_stdout_or_refused_never_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o has one meaning: a file, or with "-" stdout where a command can write there."""
+    monkeypatch.chdir(tmp_path)
+    rows = run_cli("replay", str(HDFS), "-o", "-")
+    assert rows.exit_code == 0 and rows.stdout.startswith('{"partition_id":')
+    for command in (["report"], ["state", "delete"]):
+        line = one_line(run_cli(*command, str(HDFS), "-o", "-"))
+        assert "writes a file, not stdout" in line and "-o ./-" in line
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_p_for_the_partition_count_names_partitions() -> None:

@@ -165,9 +165,12 @@ def parse_duration(text: str, option: str = "--min-age") -> float:
 _STORAGE_OPTION_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 
 
-def check_output_file(output: str | None) -> None:
+def check_output_file(output: str | None, *, stdout: bool = False) -> None:
     """``-o`` was ``--storage-option`` on most commands: ``-o endpoint_url=...`` is that, not
-    a file name (``./endpoint_url=...`` is one)."""
+    a file name (``./endpoint_url=...`` is one). ``-o -`` is stdout where a command can write
+    there (``stdout``), and refused where it cannot, never a file named ``-``."""
+    if output == "-" and not stdout:
+        raise UsageError("-o -: this command writes a file, not stdout (a file named -: -o ./-)")
     if output is not None and _STORAGE_OPTION_LIKE.fullmatch(output):
         key = output.split("=")[0]
         raise UsageError(

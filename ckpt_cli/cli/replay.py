@@ -353,7 +353,7 @@ def _output_format(
 def _check_outputs(output: str | None, output_dir: str | None, engine: str, changes: bool) -> None:
     """-o is a file, -O a dataset directory; their old spellings (``--output DIR/``, ``-O``
     for a file) get a did-you-mean."""
-    check_output_file(output)
+    check_output_file(output, stdout=True)
     if output is not None and output_dir is not None:
         raise UsageError("give -o/--output FILE or -O/--output-dir DIR, not both")
     if output is not None and (output.endswith("/") or Path(output).is_dir()):

@@ -13,6 +13,7 @@ from ckpt_cli.cli.common import (
     EngineOptions,
     PathArg,
     SharedOptions,
+    check_output_file,
     error_boundary,
     given,
     output_option,
@@ -117,6 +118,7 @@ def delete(
 
       ckpt state delete /data/ckpt/q1 --undo
     """
+    check_output_file(output)
     started = start_change("state delete", path, change, apply=apply, yes=yes, shared=shared)
     if change.undo:
         return started.undo(undo_delete, force=change.force)
